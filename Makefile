@@ -1,0 +1,58 @@
+# Two commands do everything on a fresh machine: `make run` and `make test`.
+# `make install` is the idempotent install both call; the environment lives in .venv/.
+
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+UV := $(PYTHON) -m uv
+BUF := node_modules/.bin/buf
+# Debian packages the test suite needs (installed by `make test` when missing).
+DEB_PACKAGES ?=
+PYTEST_ARGS ?=
+
+.PHONY: install install-test run test lint proto proto-check bench soak clean
+
+install: $(VENV)/.installed $(BUF)
+
+$(VENV)/.installed: pyproject.toml uv.lock
+	@$(UV) --version >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet uv
+	$(UV) sync --locked --python $(PYTHON)
+	@touch $@
+
+$(BUF): package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+install-test: install
+	@missing=""; for p in $(DEB_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages:$$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	fi
+
+run: install
+	@echo "The node and gateway (chain-node, chain-gateway) are not built yet: see issue 3."
+	@echo "What exists today: the protocol, state transition, storage and proofs (make test, make bench)."
+	@exit 1
+
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+	$(BUF) lint
+
+proto: install
+	$(PY) proto/generate.py
+
+test: install-test lint
+	$(VENV)/bin/pytest $(PYTEST_ARGS)
+
+soak: install-test
+	$(VENV)/bin/pytest -m soak -o addopts="-p no:cacheprovider" $(PYTEST_ARGS)
+
+bench: install
+	$(PY) -m bench
+
+clean:
+	rm -rf $(VENV) node_modules .mypy_cache .ruff_cache .hypothesis

@@ -1,0 +1,99 @@
+"""Ed25519 verification for delegated keys.
+
+``verify_ed25519`` is the stateless form: it loads the public key on every call. ``Ed25519Verifier`` keeps
+an instance-owned LRU cache of loaded public-key objects, which skips the key decoding (point
+decompression) that every fresh verification otherwise pays; the node owns one verifier per process.
+
+Verification semantics are those of the linked OpenSSL (RFC 8032, cofactorless, ``S < L`` enforced). All
+nodes of a network must run the same semantics, so the library is part of the consensus surface.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+PUBLIC_KEY_SIZE = 32
+SIGNATURE_SIZE = 64
+DEFAULT_CACHE_SIZE = 4096
+
+
+def _well_formed(public_key: object, message: object, signature: object) -> bool:
+    return (
+        isinstance(public_key, bytes)
+        and isinstance(message, bytes)
+        and isinstance(signature, bytes)
+        and len(public_key) == PUBLIC_KEY_SIZE
+        and len(signature) == SIGNATURE_SIZE
+    )
+
+
+def _load(public_key: bytes) -> Ed25519PublicKey | None:
+    try:
+        return Ed25519PublicKey.from_public_bytes(public_key)
+    except ValueError:
+        return None
+
+
+def _verify_loaded(key: Ed25519PublicKey, message: bytes, signature: bytes) -> bool:
+    try:
+        key.verify(signature, message)
+    except InvalidSignature:
+        return False
+    return True
+
+
+def verify_ed25519(public_key: bytes, message: bytes, signature: bytes) -> bool:
+    """True iff ``signature`` is a valid Ed25519 signature of ``message`` by ``public_key``.
+
+    Never raises: wrong types, a key that is not 32 bytes or does not decode, or a signature that is
+    not 64 bytes all give False.
+    """
+    if not _well_formed(public_key, message, signature):
+        return False
+    key = _load(public_key)
+    return key is not None and _verify_loaded(key, message, signature)
+
+
+class Ed25519Verifier:
+    """Ed25519 verification with an LRU cache of decoded public keys (thread-safe).
+
+    Keys that fail to decode are not cached, so junk input cannot evict good entries cheaply more than
+    once per distinct valid key.
+    """
+
+    def __init__(self, cache_size: int = DEFAULT_CACHE_SIZE) -> None:
+        if cache_size < 1:
+            raise ValueError(f"cache_size must be >= 1, got {cache_size}")
+        self._cache_size = cache_size
+        self._keys: OrderedDict[bytes, Ed25519PublicKey] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def _key(self, public_key: bytes) -> Ed25519PublicKey | None:
+        with self._lock:
+            key = self._keys.get(public_key)
+            if key is not None:
+                self._keys.move_to_end(public_key)
+                return key
+        key = _load(public_key)
+        if key is None:
+            return None
+        with self._lock:
+            self._keys[public_key] = key
+            self._keys.move_to_end(public_key)
+            while len(self._keys) > self._cache_size:
+                self._keys.popitem(last=False)
+        return key
+
+    def verify(self, public_key: bytes, message: bytes, signature: bytes) -> bool:
+        """Same contract as ``verify_ed25519``: never raises, False on malformed input."""
+        if not _well_formed(public_key, message, signature):
+            return False
+        key = self._key(bytes(public_key))
+        return key is not None and _verify_loaded(key, message, signature)

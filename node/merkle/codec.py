@@ -1,0 +1,86 @@
+"""Node encoding and hashing: the one place that defines what a tree node's bytes and hash are.
+
+    path(key)            = blake3(key)                      32 bytes, bit 0 = MSB of byte 0
+    value_hash(value)    = blake3(value)                    32 bytes
+    EMPTY                = 32 zero bytes                    hash of an empty subtree (never stored)
+    leaf encoding        = 0x00 || path || value_hash       65 bytes
+    internal encoding    = 0x01 || left_hash || right_hash  65 bytes
+    node hash            = blake3(encoding)
+
+`node.merkle.verify` restates the two hash rules on purpose (it may import nothing but blake3 and the proof
+dataclass); `tests/node/merkle/test_codec.py` checks that both agree.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from blake3 import blake3
+
+HASH_LEN = 32
+PATH_BITS = 256
+NODE_LEN = 1 + 2 * HASH_LEN
+EMPTY = bytes(HASH_LEN)
+LEAF_TAG = b"\x00"
+INTERNAL_TAG = b"\x01"
+
+
+class Leaf(NamedTuple):
+    path: bytes
+    value_hash: bytes
+
+
+class Internal(NamedTuple):
+    left: bytes
+    right: bytes
+
+
+Node = Leaf | Internal
+
+
+def key_path(key: bytes) -> bytes:
+    """The 256-bit tree path of a public state key."""
+    return blake3(key).digest()
+
+
+def value_hash(value: bytes) -> bytes:
+    return blake3(value).digest()
+
+
+def encode_leaf(path: bytes, vhash: bytes) -> bytes:
+    return LEAF_TAG + path + vhash
+
+
+def encode_internal(left: bytes, right: bytes) -> bytes:
+    return INTERNAL_TAG + left + right
+
+
+def node_hash(encoded: bytes) -> bytes:
+    return blake3(encoded).digest()
+
+
+def decode(encoded: bytes) -> Node | None:
+    """Decode a stored node; None when the bytes are not a well-formed node."""
+    if len(encoded) != NODE_LEN:
+        return None
+    tag = encoded[0]
+    if tag == 0:
+        return Leaf(encoded[1:33], encoded[33:65])
+    if tag == 1:
+        return Internal(encoded[1:33], encoded[33:65])
+    return None
+
+
+def path_bit(path: bytes, depth: int) -> int:
+    """Bit `depth` of a path, MSB-first: 0 = go left, 1 = go right."""
+    return (path[depth >> 3] >> (7 - (depth & 7))) & 1
+
+
+def path_int(path: bytes) -> int:
+    """A path as a 256-bit integer; integer order equals byte order, so sorted ints are sorted paths."""
+    return int.from_bytes(path, "big")
+
+
+def common_prefix_bits(a: bytes, b: bytes) -> int:
+    """How many leading bits two paths share (256 when equal)."""
+    return PATH_BITS - (path_int(a) ^ path_int(b)).bit_length()
