@@ -1,0 +1,71 @@
+"""Protocol limits and constants: the one place they are defined.
+
+Figures follow docs/protocol.md; node flags may tighten the operational ones
+(mempool capacity, message size) but never the consensus ones.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+PROTOCOL_VERSION: Final = 1
+
+# ---- sizes ----
+ADDRESS_LEN: Final = 20
+HASH_LEN: Final = 32
+ED25519_KEY_LEN: Final = 32
+ED25519_SIG_LEN: Final = 64
+MAX_MESSAGE_BYTES: Final = 256 * 1024
+MAX_REF_NAME_LEN: Final = 254
+MAX_PROJECT_NAME_LEN: Final = 100
+MAX_TEXT_FIELD_LEN: Final = 1024
+MAX_TITLE_LEN: Final = 256
+MAX_DESCRIPTION_LEN: Final = 4096
+MAX_COMMIT_PARENTS: Final = 16
+
+# ---- pipeline ----
+MEMPOOL_CAPACITY: Final = 100_000
+MAX_BLOCK_MESSAGES: Final = 10_000
+MAX_BLOCK_MESSAGES_PER_PROJECT: Final = 500
+MAX_BATCH_SUBMIT: Final = 100
+MESSAGES_PER_CHUNK: Final = 500
+
+# ---- time (seconds) ----
+MAX_FUTURE_DRIFT: Final = 300
+MAX_QUOTA_MESSAGE_AGE: Final = 300
+MAX_CUSTODY_VALIDITY_WINDOW: Final = 3_600
+STORAGE_GRANT_DURATION: Final = 395 * 24 * 3600
+
+# ---- git objects ----
+MAX_COMMITS_PER_BUNDLE: Final = 1_000
+MAX_COMMITS_PER_PROJECT: Final = 10_000
+MAX_REFS_PER_PROJECT: Final = 200
+MAX_FAST_FORWARD_DEPTH: Final = 10_000
+
+# ---- keys ----
+MAX_DELEGATED_KEYS: Final = 1_000
+MAX_CUSTODY_KEYS: Final = 100
+MAX_ALLOWED_PROJECTS: Final = 100
+
+# ---- storage units: what one unit buys ----
+UNIT_PROJECTS: Final = 10
+UNIT_COLLABORATORS: Final = 50
+UNIT_VERIFICATIONS: Final = 50
+UNIT_LINKS: Final = 5_000
+UNIT_REACTIONS: Final = 10_000
+MAX_GRANT_UNITS: Final = 1_000
+MAX_ACTIVE_GRANTS: Final = 100
+
+# ---- queries ----
+DEFAULT_PAGE_SIZE: Final = 50
+MAX_PAGE_SIZE: Final = 200
+MAX_ANCESTOR_WALK: Final = 10_000
+
+# ---- retired relay-era message types (numbers reserved in the proto) ----
+DISABLED_MESSAGE_TYPES: Final = {
+    12: "KEY_ADD",
+    13: "OWNERSHIP_TRANSFER",
+    51: "STORAGE_RENT",
+    62: "RELAY_SIGNER_ADD",
+    63: "RELAY_SIGNER_REMOVE",
+}

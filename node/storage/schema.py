@@ -1,0 +1,292 @@
+"""Every storage key is built here, and nowhere else.
+
+A key is one prefix byte naming the entity, then its components: fixed-width
+identifiers, big-endian integers, and length-prefixed variable parts (ref
+names), so that each list query is an ordered prefix scan and a page cursor is
+simply the next key. Prefixes below 0x40 are public state: they (and only
+they) are committed to the sparse Merkle tree, and their keys are what
+GetOperationProof takes. See docs/state.md.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+from typing import Final
+
+U64_MAX: Final = (1 << 64) - 1
+
+
+class Prefix(IntEnum):
+    # ---- public state (in the Merkle tree) ----
+    ACCOUNT = 0x01
+    CUSTODY_KEY = 0x02
+    SIGNER = 0x03
+    PROJECT = 0x04
+    REF = 0x05
+    COMMIT = 0x06
+    COLLABORATOR = 0x07
+    MERGE_REQUEST = 0x08
+    VERIFICATION = 0x09
+    LINK = 0x0A
+    REACTION = 0x0B
+    STORAGE_GRANT = 0x0C
+    STORAGE_GRANT_INDEX = 0x0D
+    TOMBSTONE = 0x0E
+    LWW_STAMP = 0x0F
+    PROJECT_NAME = 0x10
+    # ---- secondary indexes (derived, not in the tree) ----
+    PROJECTS_BY_OWNER = 0x40
+    PROJECTS_BY_NAME = 0x41
+    COMMITS_BY_SEQUENCE = 0x42
+    REF_LOG = 0x43
+    MERGE_REQUESTS_BY_REQUESTER = 0x44
+    LINKS_BY_TARGET = 0x45
+    REACTIONS_BY_TARGET = 0x46
+    PROJECT_ACTIVITY = 0x47
+    ACCOUNT_ACTIVITY = 0x48
+    LIVE_PROJECTS = 0x49
+    # ---- chain data (not in the tree) ----
+    BLOCK = 0x60
+    MESSAGE = 0x61
+    META = 0x70
+
+
+TREE_PREFIX_LIMIT: Final = 0x40
+
+
+def in_tree(key: bytes) -> bool:
+    """Whether a key is public state, committed to the Merkle tree."""
+    return key[0] < TREE_PREFIX_LIMIT
+
+
+class LwwEntity(IntEnum):
+    PROJECT = 1
+    ACCOUNT = 2
+
+
+class LinkTarget(IntEnum):
+    ACCOUNT = 1
+    PROJECT = 2
+
+
+def u64(n: int) -> bytes:
+    return n.to_bytes(8, "big")
+
+
+def inverted_u64(n: int) -> bytes:
+    """Big-endian of U64_MAX - n: ascending key order is descending n (newest first)."""
+    return (U64_MAX - n).to_bytes(8, "big")
+
+
+def ref_component(name: bytes) -> bytes:
+    return bytes([len(name)]) + name
+
+
+def _p(prefix: Prefix, *parts: bytes) -> bytes:
+    return bytes([prefix]) + b"".join(parts)
+
+
+# ---- public state ----
+def account_key(owner: bytes) -> bytes:
+    return _p(Prefix.ACCOUNT, owner)
+
+
+def custody_key_key(owner: bytes, key_id: bytes) -> bytes:
+    return _p(Prefix.CUSTODY_KEY, owner, key_id)
+
+
+def custody_keys_prefix(owner: bytes) -> bytes:
+    return _p(Prefix.CUSTODY_KEY, owner)
+
+
+def signer_key(owner: bytes, public_key: bytes) -> bytes:
+    return _p(Prefix.SIGNER, owner, public_key)
+
+
+def signers_prefix(owner: bytes) -> bytes:
+    return _p(Prefix.SIGNER, owner)
+
+
+def project_key(project_id: bytes) -> bytes:
+    return _p(Prefix.PROJECT, project_id)
+
+
+def projects_prefix() -> bytes:
+    return _p(Prefix.PROJECT)
+
+
+def project_name_key(owner: bytes, name: str) -> bytes:
+    return _p(Prefix.PROJECT_NAME, owner, name.lower().encode())
+
+
+def ref_key(project_id: bytes, name: bytes) -> bytes:
+    return _p(Prefix.REF, project_id, ref_component(name))
+
+
+def refs_prefix(project_id: bytes) -> bytes:
+    return _p(Prefix.REF, project_id)
+
+
+def commit_key(project_id: bytes, commit_hash: bytes) -> bytes:
+    return _p(Prefix.COMMIT, project_id, commit_hash)
+
+
+def collaborator_key(project_id: bytes, address: bytes) -> bytes:
+    return _p(Prefix.COLLABORATOR, project_id, address)
+
+
+def collaborators_prefix(project_id: bytes) -> bytes:
+    return _p(Prefix.COLLABORATOR, project_id)
+
+
+def merge_request_key(target_project_id: bytes, request_id: bytes) -> bytes:
+    return _p(Prefix.MERGE_REQUEST, target_project_id, request_id)
+
+
+def merge_requests_prefix(target_project_id: bytes) -> bytes:
+    return _p(Prefix.MERGE_REQUEST, target_project_id)
+
+
+def verification_key(owner: bytes, address: bytes) -> bytes:
+    return _p(Prefix.VERIFICATION, owner, address)
+
+
+def verifications_prefix(owner: bytes) -> bytes:
+    return _p(Prefix.VERIFICATION, owner)
+
+
+def link_key(owner: bytes, target_kind: LinkTarget, target: bytes) -> bytes:
+    return _p(Prefix.LINK, owner, bytes([target_kind]), target)
+
+
+def links_prefix(owner: bytes, target_kind: LinkTarget | None = None) -> bytes:
+    if target_kind is None:
+        return _p(Prefix.LINK, owner)
+    return _p(Prefix.LINK, owner, bytes([target_kind]))
+
+
+def reaction_key(owner: bytes, reaction_type: int, project_id: bytes, commit_hash: bytes) -> bytes:
+    return _p(Prefix.REACTION, owner, bytes([reaction_type]), project_id, commit_hash)
+
+
+def reactions_prefix(owner: bytes) -> bytes:
+    return _p(Prefix.REACTION, owner)
+
+
+def storage_grant_key(owner: bytes, grant_id: bytes) -> bytes:
+    return _p(Prefix.STORAGE_GRANT, owner, grant_id)
+
+
+def storage_grant_index_key(owner: bytes) -> bytes:
+    return _p(Prefix.STORAGE_GRANT_INDEX, owner)
+
+
+def tombstone_key(element_key: bytes) -> bytes:
+    return _p(Prefix.TOMBSTONE, element_key)
+
+
+def lww_stamp_key(entity: LwwEntity, entity_id: bytes, field: int) -> bytes:
+    return _p(Prefix.LWW_STAMP, bytes([entity]), entity_id, bytes([field]))
+
+
+# ---- secondary indexes ----
+def project_by_owner_key(owner: bytes, project_id: bytes) -> bytes:
+    return _p(Prefix.PROJECTS_BY_OWNER, owner, project_id)
+
+
+def projects_by_owner_prefix(owner: bytes) -> bytes:
+    return _p(Prefix.PROJECTS_BY_OWNER, owner)
+
+
+def project_by_name_key(name: str, project_id: bytes) -> bytes:
+    return _p(Prefix.PROJECTS_BY_NAME, name.lower().encode(), b"\x00", project_id)
+
+
+def projects_by_name_prefix(name_prefix: str) -> bytes:
+    return _p(Prefix.PROJECTS_BY_NAME, name_prefix.lower().encode())
+
+
+def live_project_key(project_id: bytes) -> bytes:
+    return _p(Prefix.LIVE_PROJECTS, project_id)
+
+
+def live_projects_prefix() -> bytes:
+    return _p(Prefix.LIVE_PROJECTS)
+
+
+def commit_by_sequence_key(project_id: bytes, sequence: int) -> bytes:
+    return _p(Prefix.COMMITS_BY_SEQUENCE, project_id, inverted_u64(sequence))
+
+
+def commits_by_sequence_prefix(project_id: bytes) -> bytes:
+    return _p(Prefix.COMMITS_BY_SEQUENCE, project_id)
+
+
+def ref_log_key(project_id: bytes, name: bytes, event_id: int) -> bytes:
+    return _p(Prefix.REF_LOG, project_id, ref_component(name), inverted_u64(event_id))
+
+
+def ref_log_prefix(project_id: bytes, name: bytes) -> bytes:
+    return _p(Prefix.REF_LOG, project_id, ref_component(name))
+
+
+def merge_request_by_requester_key(owner: bytes, request_id: bytes) -> bytes:
+    return _p(Prefix.MERGE_REQUESTS_BY_REQUESTER, owner, request_id)
+
+
+def merge_requests_by_requester_prefix(owner: bytes) -> bytes:
+    return _p(Prefix.MERGE_REQUESTS_BY_REQUESTER, owner)
+
+
+def link_by_target_key(target_kind: LinkTarget, target: bytes, owner: bytes) -> bytes:
+    return _p(Prefix.LINKS_BY_TARGET, bytes([target_kind]), target, owner)
+
+
+def links_by_target_prefix(target_kind: LinkTarget, target: bytes) -> bytes:
+    return _p(Prefix.LINKS_BY_TARGET, bytes([target_kind]), target)
+
+
+def reaction_by_target_key(project_id: bytes, commit_hash: bytes, owner: bytes, reaction_type: int) -> bytes:
+    return _p(Prefix.REACTIONS_BY_TARGET, project_id, commit_hash, owner, bytes([reaction_type]))
+
+
+def reactions_by_target_prefix(project_id: bytes, commit_hash: bytes) -> bytes:
+    return _p(Prefix.REACTIONS_BY_TARGET, project_id, commit_hash)
+
+
+def project_activity_key(project_id: bytes, event_id: int) -> bytes:
+    return _p(Prefix.PROJECT_ACTIVITY, project_id, inverted_u64(event_id))
+
+
+def project_activity_prefix(project_id: bytes) -> bytes:
+    return _p(Prefix.PROJECT_ACTIVITY, project_id)
+
+
+def account_activity_key(owner: bytes, event_id: int) -> bytes:
+    return _p(Prefix.ACCOUNT_ACTIVITY, owner, inverted_u64(event_id))
+
+
+def account_activity_prefix(owner: bytes) -> bytes:
+    return _p(Prefix.ACCOUNT_ACTIVITY, owner)
+
+
+# ---- chain data ----
+def block_key(number: int) -> bytes:
+    return _p(Prefix.BLOCK, u64(number))
+
+
+def blocks_prefix() -> bytes:
+    return _p(Prefix.BLOCK)
+
+
+def message_key(message_hash: bytes) -> bytes:
+    return _p(Prefix.MESSAGE, message_hash)
+
+
+def meta_key(name: str) -> bytes:
+    return _p(Prefix.META, name.encode())
+
+
+META_HEAD: Final = "head"
+META_STATS: Final = "stats"
+META_GENESIS: Final = "genesis"
