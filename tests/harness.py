@@ -84,7 +84,8 @@ class Harness:
         """The message must be dropped with `reason`; nothing is written for it."""
         root = self.root()
         out = self.build(msg)
-        assert [d.error.reason for d in out.dropped] == [reason], [(d.error.reason, d.error.detail) for d in out.dropped]
+        got = [(d.error.reason, d.error.detail) for d in out.dropped]
+        assert [r for r, _ in got] == [reason], got
         assert self.root() == root
         return out.dropped[0].error
 
