@@ -9,5 +9,6 @@ Modules, one concept each:
 - ``address``: 20-byte key addresses of custody public keys.
 - ``ecdsa``: secp256k1 recovery and P-256 verification with low-S rules.
 - ``webauthn``: the relying-party checks of a WebAuthn assertion (``WebAuthnPolicy``).
+- ``errors``: ``CustodySignatureError`` and its ``CustodyReason`` codes.
 - ``custody``: ``verify_custody_signature``, the single entry point for custody signatures.
 """

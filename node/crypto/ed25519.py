@@ -1,8 +1,10 @@
 """Ed25519 verification for delegated keys.
 
 ``verify_ed25519`` is the stateless form: it loads the public key on every call. ``Ed25519Verifier`` keeps
-an instance-owned LRU cache of loaded public-key objects, which skips the key decoding (point
-decompression) that every fresh verification otherwise pays; the node owns one verifier per process.
+an instance-owned LRU cache of loaded public-key objects, which skips building the key object on each
+call. With OpenSSL the gain is small (about 1-2 us of a ~100+ us verification, see docs/crypto.md):
+loading only copies the 32 bytes, and the point is decoded inside every verification anyway. The node
+may own one verifier per process; ``verify_ed25519`` is equally correct.
 
 Verification semantics are those of the linked OpenSSL (RFC 8032, cofactorless, ``S < L`` enforced). All
 nodes of a network must run the same semantics, so the library is part of the consensus surface.
@@ -59,10 +61,10 @@ def verify_ed25519(public_key: bytes, message: bytes, signature: bytes) -> bool:
 
 
 class Ed25519Verifier:
-    """Ed25519 verification with an LRU cache of decoded public keys (thread-safe).
+    """Ed25519 verification with a bounded LRU cache of loaded public-key objects (thread-safe).
 
-    Keys that fail to decode are not cached, so junk input cannot evict good entries cheaply more than
-    once per distinct valid key.
+    Any 32 bytes load (the curve point is checked during verification), so junk keys occupy cache slots
+    like real ones; the bound keeps that harmless.
     """
 
     def __init__(self, cache_size: int = DEFAULT_CACHE_SIZE) -> None:
@@ -95,5 +97,5 @@ class Ed25519Verifier:
         """Same contract as ``verify_ed25519``: never raises, False on malformed input."""
         if not _well_formed(public_key, message, signature):
             return False
-        key = self._key(bytes(public_key))
+        key = self._key(public_key)
         return key is not None and _verify_loaded(key, message, signature)

@@ -92,7 +92,11 @@ def authorize_custody(
         client_data_json=bytes(s.client_data_json),
     )
     try:
-        key_id = verify_custody_signature(sig, digest_for(auth.nonce), webauthn_policy=webauthn_policy(ctx))
+        digest = digest_for(auth.nonce)
+    except ValueError as exc:  # a field the typed data cannot encode
+        raise MessageRejected(Reason.INVALID_FIELD, f"custody payload: {exc}") from None
+    try:
+        key_id = verify_custody_signature(sig, digest, webauthn_policy=webauthn_policy(ctx))
     except CustodySignatureError as exc:
         raise MessageRejected(
             Reason.CUSTODY_SIGNATURE_INVALID, f"{exc.reason.value}: {exc.detail}", cause=exc.reason.value

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from chain.v1 import message_pb2 as pb
 from node import merkle
 from node.chain import Chain
 from node.errors import InvariantBroken
@@ -36,7 +37,7 @@ def test_reopen_keeps_state_and_rejects_other_genesis(tmp_path):
     assert again.params == params
     again.close()
     with pytest.raises(InvariantBroken):
-        Chain.open(tmp_path / "chain", ChainParams(network=1))
+        Chain.open(tmp_path / "chain", ChainParams(network=pb.NETWORK_MAINNET))
 
 
 def kill_mid_block(data_dir: Path, rng: random.Random) -> int:

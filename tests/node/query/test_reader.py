@@ -168,6 +168,7 @@ def test_operation_and_exclusion_proofs_verify_offline(h):
         reader_call(h, "get_operation_proof", rpc_pb2.GetOperationProofRequest(key=schema.block_key(1)))
     # a tampered value fails offline
     forged = proof_from_proto(resp.proof)
+    assert forged.value is not None
     forged = dataclasses.replace(forged, value=forged.value + b"\x00")
     assert not verify_operation_proof(proof_to_proto(forged), resp.state_root)
 

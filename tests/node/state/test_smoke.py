@@ -18,5 +18,7 @@ def test_newcomer_flow(tmp_path):
     assert project.ref_count == 1
     assert h.account(alice.address).project_count == 1
     assert h.chain.height == 6
-    assert h.state().ref(pid, b"refs/heads/main").hash == c2.hash
-    assert pb.NETWORK_DEVNET == h.chain.params.network
+    ref = h.state().ref(pid, b"refs/heads/main")
+    assert ref is not None
+    assert ref.hash == c2.hash
+    assert h.chain.params.network == pb.NETWORK_DEVNET

@@ -1,0 +1,30 @@
+"""`make bench`: every benchmark of the core, each printing a markdown table.
+
+    python -m bench [--quick]
+
+--quick limits the Merkle tree sizes to 100k keys (the full run goes to 1M).
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true")
+    ns = parser.parse_args()
+    runs = [
+        ["bench.bench_crypto"],
+        ["bench.bench_transition", "--messages", "5000"],
+        ["bench.bench_merkle", *(["--max-keys", "100000"] if ns.quick else [])],
+    ]
+    for run in runs:
+        print(f"\n## {run[0]}", flush=True)
+        subprocess.run([sys.executable, "-m", *run], check=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,91 @@
+"""Bulk construction of a compressed subtree from sorted leaves, in O(n) hashes.
+
+Sorted paths determine the whole compressed tree: two neighbours in sorted order split at the bit where they
+first differ (their common-prefix length), and the tree is the Cartesian tree of those split depths. One
+left-to-right pass with a stack builds it: every leaf and every internal node is hashed exactly once, plus
+one hash per chain node (an internal node with one empty child, where a whole subtree shares more prefix
+bits than its parent's split).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from blake3 import blake3
+
+from node.merkle.codec import EMPTY, INTERNAL_TAG, LEAF_TAG, PATH_BITS
+from node.merkle.errors import InvalidChange
+
+LEAF_BRANCH = PATH_BITS
+"""Branch depth given to a leaf: it never needs chain nodes above it, because a lone leaf is lifted."""
+
+
+def build_sorted(
+    ints: Sequence[int],
+    paths: Sequence[bytes],
+    vhashes: Sequence[bytes],
+    depth: int,
+    *,
+    out: dict[bytes, bytes],
+    reuse: tuple[bytes, bytes] | None = None,
+) -> bytes:
+    """Hash of the subtree at `depth` holding exactly these leaves; new nodes are added to `out`.
+
+    `ints[i]` is `paths[i]` as an integer; the ints must be strictly increasing and share their first
+    `depth` bits. `reuse` = (path, hash) of a leaf already in the store: it is not hashed or emitted again.
+    """
+    count = len(ints)
+    if count == 0:
+        return EMPTY
+    hasher = blake3
+    reuse_path, reuse_hash = reuse if reuse is not None else (None, EMPTY)
+    # Completed subtrees still waiting for their right-hand sibling, bottom to top:
+    # hash, branch depth of their root (LEAF_BRANCH for a leaf), any path inside them, depth of the join.
+    st_hash: list[bytes] = []
+    st_branch: list[int] = []
+    st_sample: list[int] = []
+    st_join: list[int] = []
+    last = count - 1
+    for i in range(count):
+        path = paths[i]
+        if path == reuse_path:
+            node = reuse_hash
+        else:
+            encoded = LEAF_TAG + path + vhashes[i]
+            node = hasher(encoded).digest()
+            out[node] = encoded
+        branch = LEAF_BRANCH
+        sample = ints[i]
+        if i < last:
+            join = PATH_BITS - (sample ^ ints[i + 1]).bit_length()
+            if join >= PATH_BITS:
+                raise InvalidChange("duplicate path", path)
+        else:
+            join = depth - 1
+        while st_join and st_join[-1] > join:
+            at = st_join.pop()
+            left = _chain(st_hash.pop(), st_branch.pop(), st_sample[-1], at + 1, out)
+            right = _chain(node, branch, sample, at + 1, out)
+            encoded = INTERNAL_TAG + left + right
+            node = hasher(encoded).digest()
+            out[node] = encoded
+            branch = at
+            sample = st_sample.pop()
+        st_hash.append(node)
+        st_branch.append(branch)
+        st_sample.append(sample)
+        st_join.append(join)
+    return _chain(st_hash[0], st_branch[0], st_sample[0], depth, out)
+
+
+def _chain(node: bytes, branch: int, sample: int, depth: int, out: dict[bytes, bytes]) -> bytes:
+    """Place a subtree whose root branches at `branch` at position `depth` by adding chain nodes above it."""
+    if branch == LEAF_BRANCH:
+        return node
+    hasher = blake3
+    for level in range(branch - 1, depth - 1, -1):
+        right = (sample >> (PATH_BITS - 1 - level)) & 1
+        encoded = INTERNAL_TAG + (EMPTY + node if right else node + EMPTY)
+        node = hasher(encoded).digest()
+        out[node] = encoded
+    return node
