@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 from collections import deque
 from collections.abc import Callable
+from typing import Any
 
 from chain.v1 import block_pb2, node_info_pb2, rpc_pb2, state_pb2
 from chain.v1 import message_pb2 as pb
@@ -55,6 +56,10 @@ class Reader:
 
     def _records(self, cls: type[R]) -> Callable[[bytes, bytes], R | None]:
         return lambda _key, raw: decode(cls, raw)
+
+    def _list(self, cls: type[R], prefix: bytes, req: Any) -> tuple[list[R], str]:
+        """One page of records stored directly under `prefix` (the common list shape)."""
+        return scan_page(self.view, prefix, req.page_token, req.page_size, self._records(cls))
 
     def head(self) -> block_pb2.Block:
         head = self._load(block_pb2.Block, schema.meta_key(schema.META_HEAD))
@@ -118,13 +123,7 @@ class Reader:
 
     def list_merge_requests(self, req: rpc_pb2.ListMergeRequestsRequest) -> rpc_pb2.ListMergeRequestsResponse:
         pid = need("project_id", req.project_id, HASH_LEN)
-        items, token = scan_page(
-            self.view,
-            schema.merge_requests_prefix(pid),
-            req.page_token,
-            req.page_size,
-            self._records(state_pb2.MergeRequest),
-        )
+        items, token = self._list(state_pb2.MergeRequest, schema.merge_requests_prefix(pid), req)
         return rpc_pb2.ListMergeRequestsResponse(merge_requests=items, next_page_token=token)
 
     def list_merge_requests_by_requester(
@@ -148,21 +147,13 @@ class Reader:
 
     def list_refs(self, req: rpc_pb2.ListRefsRequest) -> rpc_pb2.ListRefsResponse:
         pid = need("project_id", req.project_id, HASH_LEN)
-        items, token = scan_page(
-            self.view, schema.refs_prefix(pid), req.page_token, req.page_size, self._records(state_pb2.Ref)
-        )
+        items, token = self._list(state_pb2.Ref, schema.refs_prefix(pid), req)
         return rpc_pb2.ListRefsResponse(refs=items, next_page_token=token)
 
     def get_ref_log(self, req: rpc_pb2.GetRefLogRequest) -> rpc_pb2.GetRefLogResponse:
         pid = need("project_id", req.project_id, HASH_LEN)
         name = need_ref("ref_name", req.ref_name)
-        items, token = scan_page(
-            self.view,
-            schema.ref_log_prefix(pid, name),
-            req.page_token,
-            req.page_size,
-            self._records(state_pb2.RefLogEntry),
-        )
+        items, token = self._list(state_pb2.RefLogEntry, schema.ref_log_prefix(pid, name), req)
         return rpc_pb2.GetRefLogResponse(entries=items, next_page_token=token)
 
     def _find_commit(self, project: state_pb2.Project, commit_hash: bytes) -> state_pb2.Commit | None:
@@ -228,13 +219,7 @@ class Reader:
 
     def list_collaborators(self, req: rpc_pb2.ListCollaboratorsRequest) -> rpc_pb2.ListCollaboratorsResponse:
         pid = need("project_id", req.project_id, HASH_LEN)
-        items, token = scan_page(
-            self.view,
-            schema.collaborators_prefix(pid),
-            req.page_token,
-            req.page_size,
-            self._records(state_pb2.Collaborator),
-        )
+        items, token = self._list(state_pb2.Collaborator, schema.collaborators_prefix(pid), req)
         return rpc_pb2.ListCollaboratorsResponse(collaborators=items, next_page_token=token)
 
     # ---- accounts ----
@@ -281,20 +266,12 @@ class Reader:
 
     def list_keys(self, req: rpc_pb2.ListKeysRequest) -> rpc_pb2.ListKeysResponse:
         owner = need("owner_address", req.owner_address, ADDRESS_LEN)
-        items, token = scan_page(
-            self.view, schema.signers_prefix(owner), req.page_token, req.page_size, self._records(state_pb2.KeyEntry)
-        )
+        items, token = self._list(state_pb2.KeyEntry, schema.signers_prefix(owner), req)
         return rpc_pb2.ListKeysResponse(keys=items, next_page_token=token)
 
     def list_custody_keys(self, req: rpc_pb2.ListCustodyKeysRequest) -> rpc_pb2.ListCustodyKeysResponse:
         owner = need("owner_address", req.owner_address, ADDRESS_LEN)
-        items, token = scan_page(
-            self.view,
-            schema.custody_keys_prefix(owner),
-            req.page_token,
-            req.page_size,
-            self._records(state_pb2.CustodyKey),
-        )
+        items, token = self._list(state_pb2.CustodyKey, schema.custody_keys_prefix(owner), req)
         return rpc_pb2.ListCustodyKeysResponse(custody_keys=items, next_page_token=token)
 
     def get_custody_key(self, req: rpc_pb2.GetCustodyKeyRequest) -> rpc_pb2.GetCustodyKeyResponse:
@@ -305,13 +282,7 @@ class Reader:
 
     def list_verifications(self, req: rpc_pb2.ListVerificationsRequest) -> rpc_pb2.ListVerificationsResponse:
         owner = need("owner_address", req.owner_address, ADDRESS_LEN)
-        items, token = scan_page(
-            self.view,
-            schema.verifications_prefix(owner),
-            req.page_token,
-            req.page_size,
-            self._records(state_pb2.Verification),
-        )
+        items, token = self._list(state_pb2.Verification, schema.verifications_prefix(owner), req)
         return rpc_pb2.ListVerificationsResponse(verifications=items, next_page_token=token)
 
     def list_links(self, req: rpc_pb2.ListLinksRequest) -> rpc_pb2.ListLinksResponse:
@@ -319,9 +290,7 @@ class Reader:
         kind = {pb.LINK_TYPE_FOLLOW: schema.LinkTarget.ACCOUNT, pb.LINK_TYPE_STAR: schema.LinkTarget.PROJECT}.get(
             req.type
         )
-        items, token = scan_page(
-            self.view, schema.links_prefix(owner, kind), req.page_token, req.page_size, self._records(state_pb2.Link)
-        )
+        items, token = self._list(state_pb2.Link, schema.links_prefix(owner, kind), req)
         return rpc_pb2.ListLinksResponse(links=items, next_page_token=token)
 
     def list_links_by_target(self, req: rpc_pb2.ListLinksByTargetRequest) -> rpc_pb2.ListLinksByTargetResponse:
@@ -342,9 +311,7 @@ class Reader:
 
     def list_reactions(self, req: rpc_pb2.ListReactionsRequest) -> rpc_pb2.ListReactionsResponse:
         owner = need("owner_address", req.owner_address, ADDRESS_LEN)
-        items, token = scan_page(
-            self.view, schema.reactions_prefix(owner), req.page_token, req.page_size, self._records(state_pb2.Reaction)
-        )
+        items, token = self._list(state_pb2.Reaction, schema.reactions_prefix(owner), req)
         return rpc_pb2.ListReactionsResponse(reactions=items, next_page_token=token)
 
     def list_reactions_by_target(
