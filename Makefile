@@ -21,7 +21,7 @@ $(VENV)/.installed: pyproject.toml uv.lock
 	@touch $@
 
 $(BUF): package.json package-lock.json
-	npm ci --no-audit --no-fund --loglevel=error
+	npm install --no-save --no-audit --no-fund --loglevel=error
 	@touch $@
 
 install-test: install
