@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from chain.v1 import message_pb2 as chain_dot_v1_dot_message__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18\x63hain/v1/node_info.proto\x12\x08\x63hain.v1\x1a\x16\x63hain/v1/message.proto\"\xe8\x01\n\nNodeStatus\x12\x14\n\x0c\x62lock_height\x18\x01 \x01(\x04\x12\x14\n\x0cmempool_size\x18\x02 \x01(\r\x12\x16\n\x0epending_blocks\x18\x03 \x01(\r\x12\x0f\n\x07network\x18\x04 \x01(\t\x12\x0f\n\x07version\x18\x05 \x01(\t\x12\x16\n\x0euptime_seconds\x18\x06 \x01(\x04\x12\x12\n\nstate_root\x18\x07 \x01(\x0c\x12\x0c\n\x04role\x18\x08 \x01(\t\x12\x0e\n\x06leader\x18\t \x01(\t\x12\x16\n\x0e\x61pplied_height\x18\n \x01(\x04\x12\x12\n\nlog_height\x18\x0b \x01(\x04\"j\n\nChainStats\x12\x16\n\x0etotal_messages\x18\x01 \x01(\x04\x12\x16\n\x0etotal_projects\x18\x02 \x01(\x04\x12\x16\n\x0etotal_accounts\x18\x03 \x01(\x04\x12\x14\n\x0ctotal_blocks\x18\x04 \x01(\x04\"a\n\x0cSnapshotInfo\x12\x14\n\x0c\x62lock_number\x18\x01 \x01(\x04\x12\x13\n\x0b\x65ntry_count\x18\x02 \x01(\x04\x12\x12\n\nstate_root\x18\x03 \x01(\x0c\x12\x12\n\ncreated_at\x18\x04 \x01(\x04\"F\n\x10MessageTypeCount\x12#\n\x04type\x18\x01 \x01(\x0e\x32\x15.chain.v1.MessageType\x12\r\n\x05\x63ount\x18\x02 \x01(\r\"Y\n\x0bMempoolInfo\x12\x0c\n\x04size\x18\x01 \x01(\r\x12*\n\x06\x63ounts\x18\x02 \x03(\x0b\x32\x1a.chain.v1.MessageTypeCount\x12\x10\n\x08\x63\x61pacity\x18\x03 \x01(\rb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18\x63hain/v1/node_info.proto\x12\x08\x63hain.v1\x1a\x16\x63hain/v1/message.proto\"\xe8\x01\n\nNodeStatus\x12\x14\n\x0c\x62lock_height\x18\x01 \x01(\x04\x12\x14\n\x0cmempool_size\x18\x02 \x01(\r\x12\x16\n\x0epending_blocks\x18\x03 \x01(\r\x12\x0f\n\x07network\x18\x04 \x01(\t\x12\x0f\n\x07version\x18\x05 \x01(\t\x12\x16\n\x0euptime_seconds\x18\x06 \x01(\x04\x12\x12\n\nstate_root\x18\x07 \x01(\x0c\x12\x0c\n\x04role\x18\x08 \x01(\t\x12\x0e\n\x06leader\x18\t \x01(\t\x12\x16\n\x0e\x61pplied_height\x18\n \x01(\x04\x12\x12\n\nlog_height\x18\x0b \x01(\x04\"j\n\nChainStats\x12\x16\n\x0etotal_messages\x18\x01 \x01(\x04\x12\x16\n\x0etotal_projects\x18\x02 \x01(\x04\x12\x16\n\x0etotal_accounts\x18\x03 \x01(\x04\x12\x14\n\x0ctotal_blocks\x18\x04 \x01(\x04\"o\n\x0cSnapshotInfo\x12\x14\n\x0c\x62lock_number\x18\x01 \x01(\x04\x12\x13\n\x0b\x65ntry_count\x18\x02 \x01(\x04\x12\x12\n\nstate_root\x18\x03 \x01(\x0c\x12\x12\n\ncreated_at\x18\x04 \x01(\x04\x12\x0c\n\x04name\x18\x05 \x01(\t\"F\n\x10MessageTypeCount\x12#\n\x04type\x18\x01 \x01(\x0e\x32\x15.chain.v1.MessageType\x12\r\n\x05\x63ount\x18\x02 \x01(\r\"Y\n\x0bMempoolInfo\x12\x0c\n\x04size\x18\x01 \x01(\r\x12*\n\x06\x63ounts\x18\x02 \x03(\x0b\x32\x1a.chain.v1.MessageTypeCount\x12\x10\n\x08\x63\x61pacity\x18\x03 \x01(\rb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -37,9 +37,9 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_CHAINSTATS']._serialized_start=297
   _globals['_CHAINSTATS']._serialized_end=403
   _globals['_SNAPSHOTINFO']._serialized_start=405
-  _globals['_SNAPSHOTINFO']._serialized_end=502
-  _globals['_MESSAGETYPECOUNT']._serialized_start=504
-  _globals['_MESSAGETYPECOUNT']._serialized_end=574
-  _globals['_MEMPOOLINFO']._serialized_start=576
-  _globals['_MEMPOOLINFO']._serialized_end=665
+  _globals['_SNAPSHOTINFO']._serialized_end=516
+  _globals['_MESSAGETYPECOUNT']._serialized_start=518
+  _globals['_MESSAGETYPECOUNT']._serialized_end=588
+  _globals['_MEMPOOLINFO']._serialized_start=590
+  _globals['_MEMPOOLINFO']._serialized_end=679
 # @@protoc_insertion_point(module_scope)

@@ -104,10 +104,13 @@ class SnapshotInfo(_message.Message):
     ENTRY_COUNT_FIELD_NUMBER: _builtins.int
     STATE_ROOT_FIELD_NUMBER: _builtins.int
     CREATED_AT_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
     block_number: _builtins.int
     entry_count: _builtins.int
     state_root: _builtins.bytes
     created_at: _builtins.int
+    name: _builtins.str
+    """Snapshot name (its directory under the node's snapshot dir)."""
     def __init__(
         self,
         *,
@@ -115,10 +118,11 @@ class SnapshotInfo(_message.Message):
         entry_count: _builtins.int = ...,
         state_root: _builtins.bytes = ...,
         created_at: _builtins.int = ...,
+        name: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["block_number", b"block_number", "created_at", b"created_at", "entry_count", b"entry_count", "state_root", b"state_root"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["block_number", b"block_number", "created_at", b"created_at", "entry_count", b"entry_count", "name", b"name", "state_root", b"state_root"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
