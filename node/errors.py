@@ -66,6 +66,10 @@ class Reason(StrEnum):
     QUOTA_EXCEEDED = "QUOTA_EXCEEDED"
     NO_STORAGE = "NO_STORAGE"
     NOT_STORAGE_AUTHORITY = "NOT_STORAGE_AUTHORITY"
+    # submission pipeline
+    MEMPOOL_FULL = "MEMPOOL_FULL"
+    BATCH_TOO_LARGE = "BATCH_TOO_LARGE"
+    NOT_LEADER = "NOT_LEADER"
 
 
 class ChainError(Exception):

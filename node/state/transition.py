@@ -172,6 +172,7 @@ def execute(
 def _record_message(overlay: Overlay, record: block_pb2.CommittedMessage) -> None:
     msg = record.message
     overlay.put(schema.message_key(msg.hash), encode(record))
+    overlay.put(schema.event_key(record.event_id), msg.hash)
     overlay.put(schema.account_activity_key(msg.data.owner_address, record.event_id), msg.hash)
     project = project_of(msg.data, msg.hash)
     if project:

@@ -82,6 +82,18 @@ class LmdbNodeView:
         return None if value is None else bytes(value)
 
 
+class ReadSnapshot:
+    """An open read transaction and its views."""
+
+    def __init__(self, txn: Any, view: LmdbReadView, nodes: LmdbNodeView) -> None:
+        self._txn = txn
+        self.view = view
+        self.nodes = nodes
+
+    def close(self) -> None:
+        self._txn.abort()
+
+
 class LmdbStore:
     """Owns the LMDB environment."""
 
@@ -105,6 +117,11 @@ class LmdbStore:
         """A consistent snapshot: state view and tree-node view of one transaction."""
         with self._env.begin(buffers=True) as txn:
             yield LmdbReadView(txn, self._state), LmdbNodeView(txn, self._tree)
+
+    def begin_read(self) -> ReadSnapshot:
+        """A long-lived read snapshot (close it when done): the mempool validates against one."""
+        txn = self._env.begin(buffers=True)
+        return ReadSnapshot(txn, LmdbReadView(txn, self._state), LmdbNodeView(txn, self._tree))
 
     def commit(self, writes: Mapping[bytes, bytes | None], tree_nodes: Mapping[bytes, bytes]) -> None:
         """Write one block's changes atomically."""

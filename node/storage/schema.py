@@ -48,6 +48,7 @@ class Prefix(IntEnum):
     # ---- chain data (not in the tree) ----
     BLOCK = 0x60
     MESSAGE = 0x61
+    EVENT = 0x62
     META = 0x70
 
 
@@ -281,6 +282,15 @@ def blocks_prefix() -> bytes:
 
 def message_key(message_hash: bytes) -> bytes:
     return _p(Prefix.MESSAGE, message_hash)
+
+
+def event_key(event_id: int) -> bytes:
+    """Committed messages in commit order: event id -> message hash (stream history)."""
+    return _p(Prefix.EVENT, u64(event_id))
+
+
+def events_prefix() -> bytes:
+    return _p(Prefix.EVENT)
 
 
 def meta_key(name: str) -> bytes:

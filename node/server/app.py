@@ -1,0 +1,202 @@
+"""The node: wires the chain, mempool, pipeline, orderer, event hub and the servers.
+
+    node = NodeApp(config); await node.start(); ...; await node.stop()
+
+Listeners: native gRPC (ChainService, KeychainService, health, reflection),
+gRPC-web over HTTP/1.1 (same servicer objects), AdminService on its own
+address. Health is SERVING once the store is open and the node caught up,
+and NOT_SERVING as soon as draining starts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from dataclasses import dataclass
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_health.v1._async import HealthServicer as AsyncHealthServicer
+from grpc_reflection.v1alpha import reflection
+
+from chain.v1 import (
+    admin_service_pb2,
+    admin_service_pb2_grpc,
+    keychain_service_pb2,
+    keychain_service_pb2_grpc,
+    message_pb2,
+    service_pb2,
+    service_pb2_grpc,
+)
+from node.chain import Chain
+from node.errors import InvariantBroken
+from node.server.admin import AdminServicer
+from node.server.config import NodeConfig
+from node.server.devnet import AUTHORITY_FILE, new_devnet
+from node.server.events import EventHub
+from node.server.interceptors import ErrorInterceptor, Interceptor, TokenInterceptor
+from node.server.mempool import Mempool
+from node.server.orderer import SoloOrderer
+from node.server.pipeline import Pipeline
+from node.server.servicer import ChainServicer, KeychainServicer, NodeState
+from node.server.snapshots import SnapshotManager, restore
+from node.server.status import to_status
+from node.server.verify import Verifier
+from node.state.params import ChainParams
+
+log = logging.getLogger("chain.node")
+CHAIN_SERVICE = service_pb2.DESCRIPTOR.services_by_name["ChainService"].full_name
+KEYCHAIN_SERVICE = keychain_service_pb2.DESCRIPTOR.services_by_name["KeychainService"].full_name
+ADMIN_SERVICE = admin_service_pb2.DESCRIPTOR.services_by_name["AdminService"].full_name
+NETWORKS = {"mainnet": message_pb2.NETWORK_MAINNET, "testnet": message_pb2.NETWORK_TESTNET}
+
+
+@dataclass
+class Ports:
+    grpc: int
+    web: int
+    admin: int
+
+
+class NodeApp:
+    def __init__(self, config: NodeConfig) -> None:
+        self.config = config
+        self.ports = Ports(0, 0, 0)
+        self.state: NodeState | None = None
+        self._server: grpc.aio.Server | None = None
+        self._admin: grpc.aio.Server | None = None
+        self._web_runner: object | None = None
+        self._health = AsyncHealthServicer()
+        self._verifier: Verifier | None = None
+        self.devnet_authority: str = ""
+
+    # ---- lifecycle ----
+    def _open_chain(self) -> tuple[Chain, bool]:
+        cfg = self.config
+        if cfg.restore is not None:
+            info = restore(cfg.restore, cfg.data_dir)
+            log.info("restored snapshot %s at block %d", info.name, info.block_number)
+        fresh = not (cfg.data_dir / "data.mdb").exists()
+        params: ChainParams | None = None
+        bootstrap = False
+        if cfg.genesis is not None:
+            params = ChainParams.load(cfg.genesis)
+        elif fresh:
+            if cfg.network != "devnet":
+                raise InvariantBroken(f"a new {cfg.network} node needs --genesis")
+            params, _ = new_devnet(cfg.data_dir)
+            bootstrap = True
+        chain = Chain.open(cfg.data_dir, params)
+        if cfg.network != "devnet" and chain.params.network != NETWORKS[cfg.network]:
+            raise InvariantBroken(f"{cfg.data_dir} holds a {chain.params.network} chain, not {cfg.network}")
+        if (cfg.data_dir / AUTHORITY_FILE).exists():
+            self.devnet_authority = str(cfg.data_dir / AUTHORITY_FILE)
+        return chain, bootstrap
+
+    async def start(self) -> None:
+        cfg = self.config
+        chain, bootstrap = self._open_chain()
+        mempool = Mempool(cfg.mempool_capacity)
+        self._verifier = Verifier(cfg.verify_workers, cfg.max_message_bytes)
+        pipeline = Pipeline(chain, mempool, self._verifier)
+        hub = EventHub(cfg.subscriber_queue)
+        orderer = SoloOrderer(
+            chain,
+            mempool,
+            pipeline,
+            hub,
+            block_interval=cfg.block_interval,
+            empty_block_interval=cfg.empty_block_interval,
+        )
+        snapshots = SnapshotManager(chain, cfg.snapshots)
+        self.state = NodeState(chain, mempool, pipeline, hub, orderer, snapshots, cfg.max_batch)
+        if bootstrap:
+            from node.server.devnet import Authority
+
+            authority = Authority.load(cfg.data_dir / AUTHORITY_FILE)
+            outcome = (await pipeline.submit([authority.bootstrap_message()]))[0]
+            if not outcome.accepted:
+                raise InvariantBroken(f"devnet bootstrap failed: {outcome.reason} {outcome.detail}")
+
+        chain_servicer = ChainServicer(self.state)
+        options = [
+            ("grpc.max_receive_message_length", cfg.max_message_bytes * (cfg.max_batch + 1)),
+            ("grpc.max_send_message_length", 64 * 1024 * 1024),
+        ]
+        self._server = grpc.aio.server(interceptors=[ErrorInterceptor()], options=options)
+        service_pb2_grpc.add_ChainServiceServicer_to_server(chain_servicer, self._server)
+        keychain_service_pb2_grpc.add_KeychainServiceServicer_to_server(KeychainServicer(self.state), self._server)
+        health_pb2_grpc.add_HealthServicer_to_server(self._health, self._server)
+        reflection.enable_server_reflection(
+            [CHAIN_SERVICE, KEYCHAIN_SERVICE, health.SERVICE_NAME, reflection.SERVICE_NAME], self._server
+        )
+        self.ports.grpc = self._server.add_insecure_port(cfg.grpc_addr)
+        await self._server.start()
+
+        admin_interceptors: list[Interceptor] = [ErrorInterceptor()]
+        if cfg.admin_token:
+            admin_interceptors.insert(0, TokenInterceptor(cfg.admin_token))
+        if cfg.admin_addr:
+            self._admin = grpc.aio.server(interceptors=admin_interceptors)
+            admin_service_pb2_grpc.add_AdminServiceServicer_to_server(AdminServicer(snapshots), self._admin)
+            self.ports.admin = self._admin.add_insecure_port(cfg.admin_addr)
+            await self._admin.start()
+
+        if cfg.web_addr:
+            await self._start_web(chain_servicer)
+
+        await orderer.start()
+        self.state.ready = True
+        for service in ("", CHAIN_SERVICE):
+            await self._health.set(service, health_pb2.HealthCheckResponse.SERVING)
+
+    async def _start_web(self, chain_servicer: ChainServicer) -> None:
+        from node.server.grpcweb import grpc_web_app, serve_grpc_web
+
+        assert self.state is not None
+        app = grpc_web_app(
+            [
+                (service_pb2_grpc.add_ChainServiceServicer_to_server, chain_servicer),
+                (keychain_service_pb2_grpc.add_KeychainServiceServicer_to_server, KeychainServicer(self.state)),
+                (health_pb2_grpc.add_HealthServicer_to_server, self._health),
+            ],
+            cors_origins=self.config.cors_origins,
+            error_mapper=to_status,
+        )
+        host, _, port = self.config.web_addr.rpartition(":")
+        self._web_runner, self.ports.web = await serve_grpc_web(app, host or "localhost", int(port))
+
+    def ready_line(self) -> str:
+        assert self.state is not None
+        return json.dumps(
+            {
+                "event": "ready",
+                "grpc_port": self.ports.grpc,
+                "web_port": self.ports.web,
+                "admin_port": self.ports.admin,
+                "height": self.state.chain.height,
+                "network": self.config.network,
+                "devnet_authority": self.devnet_authority,
+            }
+        )
+
+    async def stop(self) -> None:
+        """Drain: NOT_SERVING first, then stop producing, then close the listeners."""
+        if self.state is not None:
+            self.state.ready = False
+        await self._health.enter_graceful_shutdown()
+        await asyncio.sleep(self.config.drain_seconds)
+        if self.state is not None:
+            await self.state.orderer.stop()
+            self.state.hub.close()
+        if self._web_runner is not None:
+            await self._web_runner.cleanup()  # type: ignore[attr-defined]
+        for server in (self._server, self._admin):
+            if server is not None:
+                await server.stop(grace=1.0)
+        if self.state is not None:
+            self.state.pipeline.close()
+            self.state.chain.close()
+        if self._verifier is not None:
+            self._verifier.close()

@@ -1,0 +1,94 @@
+"""chain-node configuration: command-line flags, each also read from an environment variable.
+
+The variable for `--grpc-addr` is `CHAIN_NODE_GRPC_ADDR`, and so on (upper case, dashes to
+underscores); a flag given on the command line wins. Repeatable flags (`--cors-origin`) take a
+comma-separated list from the environment.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from node import constants as C
+
+ENV_PREFIX = "CHAIN_NODE_"
+
+
+@dataclass(frozen=True)
+class NodeConfig:
+    grpc_addr: str = "localhost:50051"
+    web_addr: str = "localhost:50052"
+    admin_addr: str = "localhost:50053"
+    admin_token: str = ""
+    data_dir: Path = Path("data/node")
+    network: str = "devnet"
+    genesis: Path | None = None
+    restore: Path | None = None
+    snapshot_dir: Path | None = None
+    block_interval: float = 0.2
+    empty_block_interval: float = 5.0
+    cors_origins: tuple[str, ...] = ()
+    max_message_bytes: int = C.MAX_MESSAGE_BYTES
+    max_batch: int = C.MAX_BATCH_SUBMIT
+    mempool_capacity: int = C.MEMPOOL_CAPACITY
+    verify_workers: int = -1
+    subscriber_queue: int = 4096
+    drain_seconds: float = 1.0
+    log_level: str = "info"
+
+    @property
+    def snapshots(self) -> Path:
+        return self.snapshot_dir or self.data_dir / "snapshots"
+
+
+def _parser() -> argparse.ArgumentParser:
+    d = NodeConfig()
+    p = argparse.ArgumentParser(prog="chain-node", description="Version-control chain node (ChainService over gRPC).")
+    p.add_argument("--grpc-addr", default=d.grpc_addr, help="native gRPC listen address")
+    p.add_argument("--web-addr", default=d.web_addr, help="gRPC-web (HTTP/1.1) listen address; '' disables")
+    p.add_argument("--admin-addr", default=d.admin_addr, help="AdminService listen address (keep it on localhost)")
+    p.add_argument("--admin-token", default=d.admin_token, help="bearer token required by AdminService if set")
+    p.add_argument("--data-dir", type=Path, default=d.data_dir, help="LMDB store directory")
+    p.add_argument("--network", default=d.network, choices=["mainnet", "testnet", "devnet"])
+    p.add_argument("--genesis", type=Path, default=None, help="genesis file (JSON); devnet genesis when absent")
+    p.add_argument("--restore", type=Path, default=None, help="start from this snapshot directory")
+    p.add_argument("--snapshot-dir", type=Path, default=None, help="where snapshots go (default DATA_DIR/snapshots)")
+    p.add_argument("--block-interval", type=float, default=d.block_interval, help="seconds between blocks")
+    p.add_argument("--empty-block-interval", type=float, default=d.empty_block_interval)
+    p.add_argument("--cors-origin", action="append", dest="cors_origins", default=None, help="allowed browser origin")
+    p.add_argument("--max-message-bytes", type=int, default=d.max_message_bytes)
+    p.add_argument("--max-batch", type=int, default=d.max_batch)
+    p.add_argument("--mempool-capacity", type=int, default=d.mempool_capacity)
+    p.add_argument("--verify-workers", type=int, default=d.verify_workers, help="-1: one per extra core; 0: inline")
+    p.add_argument("--subscriber-queue", type=int, default=d.subscriber_queue)
+    p.add_argument("--drain-seconds", type=float, default=d.drain_seconds)
+    p.add_argument("--log-level", default=d.log_level)
+    return p
+
+
+def parse_config(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> NodeConfig:
+    env = os.environ if env is None else env
+    parser = _parser()
+    defaults: dict[str, object] = {}
+    for action in parser._actions:
+        if not action.option_strings or action.dest == "help":
+            continue
+        name = ENV_PREFIX + action.option_strings[0].lstrip("-").replace("-", "_").upper()
+        if name not in env:
+            continue
+        raw = env[name]
+        if action.dest == "cors_origins":
+            defaults[action.dest] = [o for o in raw.split(",") if o]
+        elif action.type is not None and callable(action.type):
+            defaults[action.dest] = action.type(raw)
+        else:
+            defaults[action.dest] = raw
+    parser.set_defaults(**defaults)
+    ns = parser.parse_args(argv)
+    values = vars(ns)
+    values["cors_origins"] = tuple(values["cors_origins"] or ())
+    return NodeConfig(**values)

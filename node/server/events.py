@@ -1,0 +1,69 @@
+"""Live events: committed blocks and messages fanned out to subscribers.
+
+Each subscriber owns a bounded queue. Publishing never waits: a subscriber
+whose queue is full is marked overflowed and detached, and its stream ends
+with RESOURCE_EXHAUSTED, so a slow client can never stall block production.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+from chain.v1 import block_pb2
+
+
+class Overflowed(Exception):
+    """The subscriber fell too far behind and was dropped."""
+
+
+@dataclass(eq=False)
+class Subscriber:
+    kind: str  # "blocks" or "messages"
+    queue: asyncio.Queue[block_pb2.Block | block_pb2.CommittedMessage | None]
+    overflowed: bool = False
+    delivered: int = field(default=0)
+
+    async def next(self) -> block_pb2.Block | block_pb2.CommittedMessage:
+        item = await self.queue.get()
+        if item is None:
+            raise Overflowed
+        return item
+
+
+class EventHub:
+    def __init__(self, queue_size: int) -> None:
+        self.queue_size = queue_size
+        self._subscribers: set[Subscriber] = set()
+        self.dropped_subscribers = 0
+
+    def __len__(self) -> int:
+        return len(self._subscribers)
+
+    def subscribe(self, kind: str) -> Subscriber:
+        # one slot is kept for the overflow marker
+        sub = Subscriber(kind, asyncio.Queue(maxsize=self.queue_size + 1))
+        self._subscribers.add(sub)
+        return sub
+
+    def unsubscribe(self, sub: Subscriber) -> None:
+        self._subscribers.discard(sub)
+
+    def publish(self, block: block_pb2.Block, messages: list[block_pb2.CommittedMessage]) -> None:
+        for sub in list(self._subscribers):
+            items: list[block_pb2.Block | block_pb2.CommittedMessage] = [block] if sub.kind == "blocks" else [*messages]
+            if sub.queue.qsize() + len(items) > self.queue_size:
+                self._drop(sub)
+                continue
+            for item in items:
+                sub.queue.put_nowait(item)
+
+    def _drop(self, sub: Subscriber) -> None:
+        sub.overflowed = True
+        self._subscribers.discard(sub)
+        self.dropped_subscribers += 1
+        sub.queue.put_nowait(None)
+
+    def close(self) -> None:
+        for sub in list(self._subscribers):
+            self._drop(sub)

@@ -1,0 +1,37 @@
+"""`chain-node`: run a node until SIGTERM or SIGINT."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import sys
+from collections.abc import Sequence
+
+from node.server.app import NodeApp
+from node.server.config import parse_config
+
+
+async def run(argv: Sequence[str] | None = None) -> None:
+    config = parse_config(argv)
+    logging.basicConfig(level=config.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    node = NodeApp(config)
+    await node.start()
+    print(node.ready_line(), flush=True)
+    if node.devnet_authority:
+        print(f"devnet storage authority keys: {node.devnet_authority}", file=sys.stderr, flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    logging.getLogger("chain.node").info("draining")
+    await node.stop()
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    asyncio.run(run(argv))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,105 @@
+"""Ordering: the `Orderer` interface and the single-node `solo` orderer.
+
+Solo cuts a block every `block_interval` while the mempool is not empty (and
+an empty block at most every `empty_block_interval`), builds it with the
+state transition, commits it in one LMDB transaction, re-validates what is
+still pending, and publishes the events. Building runs in a worker thread so
+the event loop keeps serving reads and submissions meanwhile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from typing import Protocol
+
+from node.chain import Chain
+from node.server.events import EventHub
+from node.server.mempool import Mempool
+from node.server.pipeline import Pipeline
+from node.state.transition import BlockOutput
+
+log = logging.getLogger("chain.orderer")
+
+
+class Orderer(Protocol):
+    role: str
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+    @property
+    def pending_blocks(self) -> int: ...
+
+
+class SoloOrderer:
+    role = "solo"
+
+    def __init__(
+        self,
+        chain: Chain,
+        mempool: Mempool,
+        pipeline: Pipeline,
+        hub: EventHub,
+        *,
+        block_interval: float,
+        empty_block_interval: float,
+        clock: Callable[[], float] = time.time,
+        on_block: Callable[[BlockOutput], None] | None = None,
+    ) -> None:
+        self.chain = chain
+        self.mempool = mempool
+        self.pipeline = pipeline
+        self.hub = hub
+        self.block_interval = block_interval
+        self.empty_block_interval = empty_block_interval
+        self.clock = clock
+        self.on_block = on_block
+        self._task: asyncio.Task[None] | None = None
+        self._building = 0
+        self._last_block = clock()
+        self._stopping = False
+
+    @property
+    def pending_blocks(self) -> int:
+        return self._building
+
+    async def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="solo-orderer")
+
+    async def stop(self) -> None:
+        self._stopping = True
+        if self._task is not None:
+            await self._task
+            self._task = None
+
+    async def _run(self) -> None:
+        while not self._stopping:
+            await asyncio.sleep(self.block_interval)
+            due_empty = self.clock() - self._last_block >= self.empty_block_interval
+            if not len(self.mempool) and not due_empty:
+                continue
+            try:
+                await self.produce()
+            except Exception:  # a long-running loop never dies on one bad block
+                log.exception("block production failed; retrying next interval")
+
+    async def produce(self) -> BlockOutput:
+        candidates = self.mempool.take()
+        self._building = 1
+        try:
+            now_ms = int(self.clock() * 1000)
+            out = await asyncio.to_thread(self.chain.build, now_ms, candidates)
+            await asyncio.to_thread(self.chain.commit, out)
+        finally:
+            self._building = 0
+        self._last_block = self.clock()
+        self.mempool.remove([bytes(r.message.hash) for r in out.applied] + [d.hash for d in out.dropped])
+        self.pipeline.rebuild(out.dropped, out.block.header.number)
+        self.hub.publish(out.block, out.applied)
+        if self.on_block is not None:
+            self.on_block(out)
+        return out

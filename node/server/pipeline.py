@@ -1,0 +1,123 @@
+"""The write path: verify -> validate against committed state plus pending effects -> mempool.
+
+Validation runs every candidate through the real state transition on an
+overlay (`pending`) that sits on a read snapshot of the committed state and
+already holds the effects of every message in the mempool, so a message that
+depends on a pending one (a ref update after its commit bundle) is accepted,
+and two conflicting ones are not both admitted. After each block the overlay
+is rebuilt on the new committed state from the messages still pending.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from chain.v1 import message_pb2 as pb
+from node.chain import Chain
+from node.errors import MessageRejected, Reason
+from node.server.mempool import Mempool
+from node.server.verify import Verifier
+from node.state.transition import Dropped, apply_message
+from node.storage.kv import Overlay
+from node.storage.lmdb_store import ReadSnapshot
+
+DROPPED_MEMORY = 100_000
+
+
+@dataclass(frozen=True)
+class Outcome:
+    index: int
+    hash: bytes
+    accepted: bool
+    reason: str = ""
+    detail: str = ""
+
+
+class Pipeline:
+    def __init__(
+        self, chain: Chain, mempool: Mempool, verifier: Verifier, clock: Callable[[], float] = time.time
+    ) -> None:
+        self.chain = chain
+        self.mempool = mempool
+        self.verifier = verifier
+        self.clock = clock
+        self._snapshot: ReadSnapshot | None = None
+        self._pending: Overlay | None = None
+        self._next_block = 0
+        self.dropped: OrderedDict[bytes, tuple[int, str, str]] = OrderedDict()
+        self.rebuild()
+
+    # ---- pending state ----
+    def rebuild(self, dropped: Sequence[Dropped] = (), block_number: int = 0) -> list[bytes]:
+        """Re-validate what is still pending on top of the new committed state.
+
+        Returns the hashes that no longer apply (removed from the mempool, reasons kept)."""
+        for d in dropped:
+            self._remember(d.hash, block_number, d.error)
+        if self._snapshot is not None:
+            self._snapshot.close()
+        self._snapshot = self.chain.store.begin_read()
+        self._pending = Overlay(self._snapshot.view)
+        self._next_block = self.chain.height + 1
+        stale: list[bytes] = []
+        now = int(self.clock())
+        for msg in self.mempool.messages():
+            try:
+                self._apply(self._pending, msg, now)
+            except MessageRejected as exc:
+                stale.append(bytes(msg.hash))
+                self._remember(bytes(msg.hash), block_number, exc)
+        self.mempool.remove(stale)
+        return stale
+
+    def _remember(self, message_hash: bytes, block_number: int, error: MessageRejected) -> None:
+        self.dropped[message_hash] = (block_number, error.reason.value, error.detail)
+        while len(self.dropped) > DROPPED_MEMORY:
+            self.dropped.popitem(last=False)
+
+    def _apply(self, parent: Overlay, msg: pb.Message, now: int) -> None:
+        apply_message(parent, self.chain.params, msg, block_number=self._next_block, now=now, event_id=0, verifier=None)
+
+    # ---- submissions ----
+    async def submit(self, msgs: Sequence[pb.Message]) -> list[Outcome]:
+        verdicts = await self.verifier.verify(msgs)
+        assert self._pending is not None
+        now = int(self.clock())
+        out: list[Outcome] = []
+        for i, (msg, verdict) in enumerate(zip(msgs, verdicts, strict=True)):
+            if verdict.reason:
+                out.append(Outcome(i, verdict.hash, False, verdict.reason, verdict.detail))
+                continue
+            try:
+                if verdict.hash in self.mempool:
+                    raise MessageRejected(Reason.DUPLICATE_MESSAGE, "message is already pending")
+                self.mempool.check_room()
+                self._apply(self._pending, msg, now)
+                self.mempool.add(msg)
+            except MessageRejected as exc:
+                out.append(Outcome(i, verdict.hash, False, exc.reason.value, exc.detail))
+                continue
+            out.append(Outcome(i, verdict.hash, True))
+        return out
+
+    async def dry_run(self, msg: pb.Message) -> Outcome:
+        """Would this message be accepted now? Changes nothing."""
+        verdict = (await self.verifier.verify([msg]))[0]
+        if verdict.reason:
+            return Outcome(0, verdict.hash, False, verdict.reason, verdict.detail)
+        assert self._pending is not None
+        try:
+            if verdict.hash in self.mempool:
+                raise MessageRejected(Reason.DUPLICATE_MESSAGE, "message is already pending")
+            self._apply(self._pending.child(), msg, int(self.clock()))
+        except MessageRejected as exc:
+            return Outcome(0, verdict.hash, False, exc.reason.value, exc.detail)
+        return Outcome(0, verdict.hash, True)
+
+    def close(self) -> None:
+        if self._snapshot is not None:
+            self._snapshot.close()
+            self._snapshot = None

@@ -1,0 +1,102 @@
+"""Run a real chain-node as a subprocess on loopback ports chosen by the OS."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from node.client.rpc import ChainClient
+from node.server.devnet import Authority
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+class NodeProcess:
+    def __init__(self, data_dir: Path, *args: str, env: dict[str, str] | None = None) -> None:
+        self.data_dir = data_dir
+        self.args = args
+        self.env = env or {}
+        self.proc: subprocess.Popen[str] | None = None
+        self.ready: dict[str, Any] = {}
+        self.stderr_lines: list[str] = []
+
+    def start(self, timeout: float = 60.0) -> NodeProcess:
+        cmd = [
+            sys.executable,
+            "-m",
+            "node.server.main",
+            "--data-dir",
+            str(self.data_dir),
+            "--grpc-addr",
+            "127.0.0.1:0",
+            "--web-addr",
+            "127.0.0.1:0",
+            "--admin-addr",
+            "127.0.0.1:0",
+            "--block-interval",
+            "0.05",
+            "--drain-seconds",
+            "0.5",
+            *self.args,
+        ]
+        env = dict(os.environ, PYTHONPATH=str(ROOT), **self.env)
+        self.proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        threading.Thread(target=self._drain_stderr, daemon=True).start()
+        deadline = time.monotonic() + timeout
+        assert self.proc.stdout is not None
+        while time.monotonic() < deadline:
+            line = self.proc.stdout.readline()
+            if not line:
+                raise RuntimeError("chain-node exited:\n" + "".join(self.stderr_lines[-40:]))
+            if line.startswith("{"):
+                doc = json.loads(line)
+                if doc.get("event") == "ready":
+                    self.ready = doc
+                    return self
+        raise TimeoutError("chain-node did not become ready")
+
+    def _drain_stderr(self) -> None:
+        assert self.proc is not None and self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.stderr_lines.append(line)
+
+    @property
+    def grpc_target(self) -> str:
+        return f"127.0.0.1:{self.ready['grpc_port']}"
+
+    @property
+    def web_url(self) -> str:
+        return f"http://127.0.0.1:{self.ready['web_port']}"
+
+    @property
+    def admin_target(self) -> str:
+        return f"127.0.0.1:{self.ready['admin_port']}"
+
+    def client(self, **kw: Any) -> ChainClient:
+        return ChainClient(self.grpc_target, admin_target=self.admin_target, **kw)
+
+    def authority(self) -> Authority:
+        return Authority.load(Path(self.ready["devnet_authority"]))
+
+    def signal(self, sig: int = signal.SIGTERM) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(sig)
+
+    def stop(self, timeout: float = 30.0) -> int:
+        if self.proc is None:
+            return 0
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return int(self.proc.returncode)
