@@ -99,6 +99,7 @@ class NodeApp:
         chain, bootstrap = self._open_chain()
         mempool = Mempool(cfg.mempool_capacity)
         self._verifier = Verifier(cfg.verify_workers, cfg.max_message_bytes)
+        await self._verifier.warm_up()
         pipeline = Pipeline(chain, mempool, self._verifier)
         hub = EventHub(cfg.subscriber_queue)
         orderer = SoloOrderer(

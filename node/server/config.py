@@ -36,7 +36,8 @@ class NodeConfig:
     max_batch: int = C.MAX_BATCH_SUBMIT
     mempool_capacity: int = C.MEMPOOL_CAPACITY
     verify_workers: int = -1
-    subscriber_queue: int = 4096
+    # Items a subscriber may fall behind by before it is dropped: more than two full blocks.
+    subscriber_queue: int = 20_000
     drain_seconds: float = 1.0
     log_level: str = "info"
 

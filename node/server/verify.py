@@ -8,9 +8,12 @@ worker verifies while the main process validates and builds blocks.
 from __future__ import annotations
 
 import asyncio
+import logging
+import multiprocessing
 import os
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 
 from chain.v1 import message_pb2 as pb
@@ -19,6 +22,7 @@ from node.crypto.ed25519 import Ed25519Verifier
 from node.errors import MessageRejected
 
 INLINE_BELOW = 16
+log = logging.getLogger("chain.verify")
 
 
 @dataclass(frozen=True)
@@ -57,12 +61,38 @@ class Verifier:
             workers = max(0, (os.cpu_count() or 1) - 1)
         self.max_bytes = max_bytes
         self._inline = Ed25519Verifier()
-        self._pool = ProcessPoolExecutor(max_workers=workers) if workers > 0 else None
         self._workers = workers
+        self._pool = self._new_pool()
+
+    def _new_pool(self) -> ProcessPoolExecutor | None:
+        if self._workers <= 0:
+            return None
+        # spawn, not fork: the parent runs gRPC threads, which do not survive a fork
+        return ProcessPoolExecutor(max_workers=self._workers, mp_context=multiprocessing.get_context("spawn"))
+
+    async def warm_up(self) -> None:
+        """Start the worker processes now rather than on the first large batch."""
+        if self._pool is not None:
+            await self._pooled([])
 
     async def verify(self, msgs: Sequence[pb.Message]) -> list[Verdict]:
         if self._pool is None or len(msgs) < INLINE_BELOW:
-            return [verify_one(m, self._inline, self.max_bytes) for m in msgs]
+            return self._verify_inline(msgs)
+        try:
+            return await self._pooled(msgs)
+        except BrokenProcessPool:
+            log.error("verification pool broke; restarting it and verifying this batch inline")
+            self._pool = self._new_pool()
+            return self._verify_inline(msgs)
+
+    def _verify_inline(self, msgs: Sequence[pb.Message]) -> list[Verdict]:
+        return [verify_one(m, self._inline, self.max_bytes) for m in msgs]
+
+    async def _pooled(self, msgs: Sequence[pb.Message]) -> list[Verdict]:
+        assert self._pool is not None
+        if not msgs:
+            await asyncio.get_running_loop().run_in_executor(self._pool, verify_raw_batch, [], self.max_bytes)
+            return []
         raws = [m.SerializeToString() for m in msgs]
         loop = asyncio.get_running_loop()
         parts = max(1, self._workers)

@@ -5,7 +5,9 @@
 - Add/remove set: an add at or before the element's tombstone loses
   (TOMBSTONED); re-adding a present element only refreshes it when newer;
   a remove older than the add loses; a remove at the same timestamp wins; a
-  remove of an element never added is rejected and leaves no tombstone.
+  remove of an already-removed element moves its tombstone later (an older
+  one loses); a remove of an element never added is rejected and leaves no
+  tombstone.
 """
 
 from __future__ import annotations
@@ -38,14 +40,26 @@ def set_add(st: StateAccess, element_key: bytes, ts: int, present_ts: int | None
     return True
 
 
-def set_remove(st: StateAccess, element_key: bytes, ts: int, present_ts: int | None) -> None:
-    """Admit a remove of a present element and leave its tombstone."""
+def set_remove(st: StateAccess, element_key: bytes, ts: int, present_ts: int | None) -> bool:
+    """Admit a remove and leave (or raise) the element's tombstone.
+
+    Returns True when a present element was removed (counters shrink). A remove
+    of an element already removed only moves its tombstone later, so removes
+    commute: the tombstone ends at the latest remove whatever the order."""
+    tomb_key = schema.tombstone_key(element_key)
     if present_ts is None:
-        raise MessageRejected(Reason.NOT_PRESENT, "nothing to remove")
+        tomb = st.stamp(tomb_key)
+        if tomb is None:
+            raise MessageRejected(Reason.NOT_PRESENT, "nothing to remove")
+        if ts <= tomb:
+            raise MessageRejected(Reason.STALE_UPDATE, "already removed at or after this", removed_at=tomb, got=ts)
+        st.set_stamp(tomb_key, ts)
+        return False
     if ts < present_ts:
         raise MessageRejected(Reason.STALE_UPDATE, "added after this remove", added_at=present_ts, got=ts)
     st.delete(element_key)
-    st.set_stamp(schema.tombstone_key(element_key), ts)
+    st.set_stamp(tomb_key, ts)
+    return True
 
 
 def check_quota(st: StateAccess, owner: bytes, now: int, what: str, count: int, per_unit: int) -> None:

@@ -15,6 +15,7 @@ what applying it produced raises InvalidBlock.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,7 +25,13 @@ from chain.v1 import message_pb2 as pb
 from node import merkle
 from node.block import block_messages, genesis_block, header_hash, make_chunks, message_root
 from node.codec import check_envelope
-from node.constants import MAX_FUTURE_DRIFT, MAX_QUOTA_MESSAGE_AGE, PROTOCOL_VERSION
+from node.constants import (
+    MAX_BLOCK_MESSAGES,
+    MAX_BLOCK_MESSAGES_PER_PROJECT,
+    MAX_FUTURE_DRIFT,
+    MAX_QUOTA_MESSAGE_AGE,
+    PROTOCOL_VERSION,
+)
 from node.crypto.ed25519 import Ed25519Verifier
 from node.errors import InvalidBlock, InvariantBroken, MessageRejected, Reason
 from node.state.access import StateAccess, encode
@@ -149,11 +156,19 @@ def execute(
     applied: list[block_pb2.CommittedMessage] = []
     dropped: list[Dropped] = []
     seen: set[bytes] = set()
+    per_project: Counter[bytes] = Counter()
     for msg in messages:
         event_id = first_event_id + len(applied)
+        project = project_of(msg.data, msg.hash)
         try:
             if msg.hash in seen:
                 raise MessageRejected(Reason.DUPLICATE_MESSAGE, "message repeated in the block")
+            if len(applied) >= MAX_BLOCK_MESSAGES:
+                raise MessageRejected(Reason.LIMIT_EXCEEDED, "block is full", limit=MAX_BLOCK_MESSAGES)
+            if project and per_project[project] >= MAX_BLOCK_MESSAGES_PER_PROJECT:
+                raise MessageRejected(
+                    Reason.LIMIT_EXCEEDED, "block holds the project's maximum", limit=MAX_BLOCK_MESSAGES_PER_PROJECT
+                )
             apply_message(
                 overlay, params, msg, block_number=block_number, now=now, event_id=event_id, verifier=verifier
             )
@@ -161,6 +176,8 @@ def execute(
             dropped.append(Dropped(bytes(msg.hash), exc))
             continue
         seen.add(bytes(msg.hash))
+        if project:
+            per_project[project] += 1
         record = block_pb2.CommittedMessage(
             message=msg, block_number=block_number, index=len(applied), event_id=event_id
         )
@@ -284,6 +301,13 @@ def apply_block(
     if h.timestamp_ms < parent.header.timestamp_ms:
         raise InvalidBlock(h.number, "timestamp_ms", f">= {parent.header.timestamp_ms}", str(h.timestamp_ms))
     messages = block_messages(block)
+    if len(messages) > MAX_BLOCK_MESSAGES:
+        raise InvalidBlock(h.number, "message_count", f"<= {MAX_BLOCK_MESSAGES}", str(len(messages)))
+    busiest = Counter(project_of(m.data, m.hash) for m in messages if project_of(m.data, m.hash))
+    if busiest and max(busiest.values()) > MAX_BLOCK_MESSAGES_PER_PROJECT:
+        raise InvalidBlock(
+            h.number, "messages per project", f"<= {MAX_BLOCK_MESSAGES_PER_PROJECT}", str(max(busiest.values()))
+        )
     expect("chunk_hashes", [c.chunk_hash for c in make_chunks(messages)], list(h.chunk_hashes))
     expect("message_root", message_root([m.hash for m in messages]).hex(), h.message_root.hex())
     applied, dropped = execute(

@@ -201,7 +201,8 @@ def verification_add(ctx: MessageContext, body: pb.VerificationAddBody) -> None:
 def verification_remove(ctx: MessageContext, body: pb.VerificationRemoveBody) -> None:
     key = schema.verification_key(ctx.owner, body.address)
     existing = ctx.st.load(state_pb2.Verification, key)
-    set_remove(ctx.st, key, ctx.ts, existing.added_at if existing else None)
+    if not set_remove(ctx.st, key, ctx.ts, existing.added_at if existing else None):
+        return
     account = ctx.st.account_or_new(ctx.owner)
     account.verification_count -= 1
     ctx.st.put_account(account)

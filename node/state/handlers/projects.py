@@ -48,6 +48,8 @@ def project_create(ctx: MessageContext, body: pb.ProjectCreateBody) -> None:
     project.description = body.description
     if body.visibility:
         project.visibility = body.visibility
+    for field in (pb.PROJECT_FIELD_DESCRIPTION, pb.PROJECT_FIELD_VISIBILITY):  # creation is the first write
+        ctx.st.set_stamp(schema.lww_stamp_key(schema.LwwEntity.PROJECT, project.project_id, field), ctx.ts)
     ctx.st.put_project(project)
 
 
@@ -156,9 +158,9 @@ def collaborator_remove(ctx: MessageContext, body: pb.CollaboratorRemoveBody) ->
         if existing is not None and existing.permission == pb.PERMISSION_ADMIN and have < pb.PERMISSION_OWNER:
             raise MessageRejected(Reason.PERMISSION_DENIED, "only the owner removes an ADMIN")
     key = schema.collaborator_key(project.project_id, address)
-    set_remove(ctx.st, key, ctx.ts, existing.added_at if existing else None)
-    project.collaborator_count -= 1
-    ctx.st.put_project(project)
+    if set_remove(ctx.st, key, ctx.ts, existing.added_at if existing else None):
+        project.collaborator_count -= 1
+        ctx.st.put_project(project)
 
 
 # ---- merge requests ----

@@ -54,7 +54,8 @@ def link_remove(ctx: MessageContext, body: pb.LinkRemoveBody) -> None:
     kind, target = _link_target(ctx, body)
     key = schema.link_key(ctx.owner, kind, target)
     existing = ctx.st.load(state_pb2.Link, key)
-    set_remove(ctx.st, key, ctx.ts, existing.created_at if existing else None)
+    if not set_remove(ctx.st, key, ctx.ts, existing.created_at if existing else None):
+        return
     ctx.st.delete(schema.link_by_target_key(kind, target, ctx.owner))
     account = ctx.st.account_or_new(ctx.owner)
     account.link_count -= 1
@@ -96,7 +97,8 @@ def reaction_add(ctx: MessageContext, body: pb.ReactionAddBody) -> None:
 def reaction_remove(ctx: MessageContext, body: pb.ReactionRemoveBody) -> None:
     key = schema.reaction_key(ctx.owner, body.type, body.project_id, body.commit_hash)
     existing = ctx.st.load(state_pb2.Reaction, key)
-    set_remove(ctx.st, key, ctx.ts, existing.created_at if existing else None)
+    if not set_remove(ctx.st, key, ctx.ts, existing.created_at if existing else None):
+        return
     ctx.st.delete(schema.reaction_by_target_key(body.project_id, body.commit_hash, ctx.owner, body.type))
     account = ctx.st.account_or_new(ctx.owner)
     account.reaction_count -= 1

@@ -169,7 +169,9 @@ class Account(_message.Message):
     link_count: _builtins.int
     reaction_count: _builtins.int
     storage_units: _builtins.int
-    """Raw units of the grants active at the last committed block."""
+    """Units active when the last grant landed; reads (GetAccount) recompute it
+    at the current block time, and quota checks always do.
+    """
     def __init__(
         self,
         *,

@@ -184,7 +184,7 @@ def test_reflection_lists_every_rpc(node: NodeProcess):
     services = {s.name for s in responses[0].list_services_response.service}
     assert {"chain.v1.ChainService", "grpc.health.v1.Health", "grpc.reflection.v1alpha.ServerReflection"} <= services
     req = reflection_pb2.ServerReflectionRequest(file_containing_symbol="chain.v1.ChainService")
-    resp = list(stub.ServerReflectionInfo(iter([req])))[0]
+    resp = next(iter(stub.ServerReflectionInfo(iter([req]))))
     from google.protobuf import descriptor_pb2
 
     names = set()

@@ -1,0 +1,103 @@
+"""Node lifecycle over real sockets: health during drain, snapshots and restore, env configuration."""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from chain.v1 import rpc_pb2
+from node.server.config import parse_config
+from tests.node.server.actors import new_account
+from tests.node.server.nodeproc import NodeProcess
+
+
+def test_health_flips_to_not_serving_on_sigterm_before_the_port_closes(tmp_path):
+    node = NodeProcess(tmp_path / "data", "--drain-seconds", "1.0", "--web-addr", "").start()
+    channel = grpc.insecure_channel(node.grpc_target)
+    health = health_pb2_grpc.HealthStub(channel)
+    assert health.Check(health_pb2.HealthCheckRequest(service="")).status == health_pb2.HealthCheckResponse.SERVING
+    seen: list[str] = []
+
+    def poll() -> None:
+        while True:
+            try:
+                status = health.Check(health_pb2.HealthCheckRequest(service="chain.v1.ChainService"), timeout=1)
+                seen.append(health_pb2.HealthCheckResponse.ServingStatus.Name(status.status))
+            except grpc.RpcError as err:
+                seen.append(err.code().name)
+                if err.code() == grpc.StatusCode.UNAVAILABLE:
+                    return
+            time.sleep(0.01)
+
+    poller = threading.Thread(target=poll, daemon=True)
+    poller.start()
+    time.sleep(0.2)
+    node.signal(signal.SIGTERM)
+    poller.join(20)
+    assert node.stop() == 0
+    assert "NOT_SERVING" in seen
+    first_not_serving = seen.index("NOT_SERVING")
+    assert "SERVING" in seen[:first_not_serving]
+    assert seen[-1] == "UNAVAILABLE"
+    assert all(s != "SERVING" for s in seen[first_not_serving:])
+
+
+def test_snapshot_then_restore_gives_the_same_state_root(tmp_path):
+    node = NodeProcess(tmp_path / "a", "--web-addr", "").start()
+    c = node.client()
+    alice = new_account(c, node.authority())
+    c.commit(alice.b.project_create("snap"))
+    info = c.admin.CreateSnapshot(rpc_pb2.CreateSnapshotRequest()).snapshot
+    assert c.stub.GetSnapshotInfo(rpc_pb2.GetSnapshotInfoRequest()).snapshot == info
+    status = c.stub.GetNodeStatus(rpc_pb2.GetNodeStatusRequest()).status
+    assert info.block_number <= status.block_height
+    listed = c.admin.ListSnapshots(rpc_pb2.ListSnapshotsRequest()).snapshots
+    assert [s.name for s in listed] == [info.name]
+    node.stop()
+
+    restored = NodeProcess(
+        tmp_path / "b", "--web-addr", "", "--restore", str(tmp_path / "a" / "snapshots" / info.name)
+    ).start()
+    r = restored.client()
+    head = r.stub.GetBlock(rpc_pb2.GetBlockRequest(block_number=info.block_number)).block
+    assert head.header.state_root == info.state_root
+    rs = r.stub.GetNodeStatus(rpc_pb2.GetNodeStatusRequest()).status
+    assert rs.block_height >= info.block_number
+    account = r.stub.GetAccount(rpc_pb2.GetAccountRequest(owner_address=alice.address)).account
+    assert account.project_count == 1
+    restored.stop()
+
+
+def test_admin_token_is_enforced(tmp_path):
+    node = NodeProcess(tmp_path / "data", "--web-addr", "", "--admin-token", "s3cret").start()
+    try:
+        plain = node.client()
+        try:
+            plain.admin.ListSnapshots(rpc_pb2.ListSnapshotsRequest())
+            raise AssertionError("admin call without a token succeeded")
+        except grpc.RpcError as err:
+            assert err.code() == grpc.StatusCode.UNAUTHENTICATED
+        ok = node.client(admin_token="s3cret")
+        assert list(ok.admin.ListSnapshots(rpc_pb2.ListSnapshotsRequest(), metadata=ok.admin_metadata).snapshots) == []
+    finally:
+        node.stop()
+
+
+def test_every_flag_reads_its_environment_variable():
+    cfg = parse_config(
+        ["--block-interval", "0.5"],
+        {
+            "CHAIN_NODE_GRPC_ADDR": "0.0.0.0:6000",
+            "CHAIN_NODE_BLOCK_INTERVAL": "2",
+            "CHAIN_NODE_CORS_ORIGIN": "https://a.test,https://b.test",
+            "CHAIN_NODE_MEMPOOL_CAPACITY": "10",
+        },
+    )
+    assert cfg.grpc_addr == "0.0.0.0:6000"
+    assert cfg.block_interval == 0.5  # the flag wins
+    assert cfg.cors_origins == ("https://a.test", "https://b.test")
+    assert cfg.mempool_capacity == 10
