@@ -77,8 +77,11 @@ class SoloOrderer:
             self._task = None
 
     async def _run(self) -> None:
+        next_start = self.clock() + self.block_interval
         while not self._stopping:
-            await asyncio.sleep(self.block_interval)
+            # blocks start one interval apart: the time spent building counts toward the wait
+            await asyncio.sleep(max(0.0, next_start - self.clock()))
+            next_start = max(next_start + self.block_interval, self.clock())
             due_empty = self.clock() - self._last_block >= self.empty_block_interval
             if not len(self.mempool) and not due_empty:
                 continue
@@ -90,15 +93,27 @@ class SoloOrderer:
     async def produce(self) -> BlockOutput:
         candidates = self.mempool.take()
         self._building = 1
+        started = time.perf_counter()
         try:
             now_ms = int(self.clock() * 1000)
             out = await asyncio.to_thread(self.chain.build, now_ms, candidates)
+            built = time.perf_counter()
             await asyncio.to_thread(self.chain.commit, out)
         finally:
             self._building = 0
+        log.debug(
+            "block %d: %d messages (%d dropped), build %.0f ms, commit %.0f ms, mempool %d",
+            out.block.header.number,
+            len(out.applied),
+            len(out.dropped),
+            (built - started) * 1000,
+            (time.perf_counter() - built) * 1000,
+            len(self.mempool),
+        )
         self._last_block = self.clock()
-        self.mempool.remove([bytes(r.message.hash) for r in out.applied] + [d.hash for d in out.dropped])
-        self.pipeline.rebuild(out.dropped, out.block.header.number)
+        committed = [bytes(r.message.hash) for r in out.applied]
+        self.mempool.remove(committed + [d.hash for d in out.dropped])
+        self.pipeline.after_block(committed, out.dropped, out.block.header.number)
         self.hub.publish(out.block, out.applied)
         if self.on_block is not None:
             self.on_block(out)

@@ -47,10 +47,32 @@ class Pipeline:
         self._snapshot: ReadSnapshot | None = None
         self._pending: Overlay | None = None
         self._next_block = 0
+        # hashes whose effects the pending overlay holds, in the order applied (= mempool order)
+        self._validated: list[bytes] = []
         self.dropped: OrderedDict[bytes, tuple[int, str, str]] = OrderedDict()
         self.rebuild()
 
     # ---- pending state ----
+    def after_block(self, committed: Sequence[bytes], dropped: Sequence[Dropped], block_number: int) -> list[bytes]:
+        """Move the pending state onto the block just committed.
+
+        `committed` are the hashes the block applied (already removed from the
+        mempool). When they were the oldest pending messages in order and nothing
+        was dropped, the pending overlay already equals the new committed state
+        plus the effects of what is still pending, so it is rebased as it is;
+        otherwise everything still pending is validated again."""
+        prefix = self._validated[: len(committed)]
+        if not dropped and prefix == list(committed) and self._pending is not None:
+            old = self._snapshot
+            self._snapshot = self.chain.store.begin_read()
+            self._pending = self._pending.rebase(self._snapshot.view)
+            self._validated = self._validated[len(committed) :]
+            self._next_block = self.chain.height + 1
+            if old is not None:
+                old.close()
+            return []
+        return self.rebuild(dropped, block_number)
+
     def rebuild(self, dropped: Sequence[Dropped] = (), block_number: int = 0) -> list[bytes]:
         """Re-validate what is still pending on top of the new committed state.
 
@@ -61,6 +83,7 @@ class Pipeline:
             self._snapshot.close()
         self._snapshot = self.chain.store.begin_read()
         self._pending = Overlay(self._snapshot.view)
+        self._validated = []
         self._next_block = self.chain.height + 1
         stale: list[bytes] = []
         now = int(self.clock())
@@ -70,6 +93,8 @@ class Pipeline:
             except MessageRejected as exc:
                 stale.append(bytes(msg.hash))
                 self._remember(bytes(msg.hash), block_number, exc)
+                continue
+            self._validated.append(bytes(msg.hash))
         self.mempool.remove(stale)
         return stale
 
@@ -97,6 +122,7 @@ class Pipeline:
                 self.mempool.check_room()
                 self._apply(self._pending, msg, now)
                 self.mempool.add(msg)
+                self._validated.append(verdict.hash)
             except MessageRejected as exc:
                 out.append(Outcome(i, verdict.hash, False, exc.reason.value, exc.detail))
                 continue

@@ -75,6 +75,13 @@ class Overlay:
     def delete(self, key: bytes) -> None:
         self._writes[key] = None
 
+    def rebase(self, base: ReadView) -> Overlay:
+        """The same writes over another base (after the base absorbed a prefix of them)."""
+        moved = Overlay(base)
+        moved._writes = self._writes
+        self._writes = {}
+        return moved
+
     def child(self) -> Overlay:
         return Overlay(self)
 

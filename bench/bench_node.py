@@ -1,0 +1,254 @@
+"""Node throughput and latency over real sockets, next to a bare grpc.aio echo server.
+
+    python -m bench.bench_node [--messages N] [--clients C]
+
+- committed messages per second through BatchSubmitMessages (batches of 100, C concurrent clients),
+  counted from submission start until the last message is committed;
+- submit -> committed latency p50/p99 (time from the batch's submission until the message arrives on a
+  SubscribeMessages stream);
+- read QPS of GetAccount and GetProject;
+- the same traffic shapes against a bare grpc.aio echo server (no work behind it) in the same run.
+The workload mixes follows (to random accounts) and single-commit bundles.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import multiprocessing
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from multiprocessing.connection import Connection
+from pathlib import Path
+
+import grpc
+
+from chain.v1 import message_pb2 as pb
+from chain.v1 import rpc_pb2, service_pb2_grpc
+from tests.harness import commit_meta
+from tests.node.server.actors import RemoteActor, new_account
+from tests.node.server.nodeproc import NodeProcess
+
+BATCH = 100
+
+
+def workload(node: NodeProcess, clients: int, total: int) -> list[list[list[pb.Message]]]:
+    """Per client, a list of signed batches."""
+    c = node.client()
+    authority = node.authority()
+    per_client = total // clients
+    out = []
+    seed = int.from_bytes(os.urandom(4), "big")
+    for ci in range(clients):
+        actor: RemoteActor = new_account(c, authority, units=10)
+        projects = [c.commit(actor.b.project_create(f"bench{ci}-{j}"))[0].message.hash for j in range(4)]
+        msgs = []
+        for i in range(per_client):
+            if i % 2:
+                msgs.append(actor.b.follow(os.urandom(20)))
+            else:
+                meta = commit_meta(seed + ci * 10_000_000 + i)
+                msgs.append(actor.b.commit_bundle(projects[i % len(projects)], [meta]))
+        out.append([msgs[i : i + BATCH] for i in range(0, len(msgs), BATCH)])
+    c.close()
+    return out
+
+
+def percentile(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))]
+
+
+async def submit_all(target: str, batches: list[list[pb.Message]], sent: dict[bytes, float]) -> int:
+    accepted = 0
+    async with grpc.aio.insecure_channel(target) as channel:
+        stub = service_pb2_grpc.ChainServiceStub(channel)
+        for batch in batches:
+            now = time.perf_counter()
+            for m in batch:
+                sent[m.hash] = now
+            resp = await stub.BatchSubmitMessages(rpc_pb2.BatchSubmitMessagesRequest(messages=batch))
+            accepted += sum(r.accepted for r in resp.results)
+    return accepted
+
+
+def watch(target: str, wanted: int, arrived: dict[bytes, float], ready: threading.Event) -> None:
+    channel = grpc.insecure_channel(target)
+    stream = service_pb2_grpc.ChainServiceStub(channel).SubscribeMessages(rpc_pb2.SubscribeMessagesRequest())
+    ready.set()
+    for item in stream:
+        arrived[item.message.message.hash] = time.perf_counter()
+        if len(arrived) >= wanted:
+            break
+    channel.close()
+
+
+async def write_phase(node: NodeProcess, per_client: list[list[list[pb.Message]]]) -> dict[str, float]:
+    total = sum(len(b) for batches in per_client for b in batches)
+    sent: dict[bytes, float] = {}
+    arrived: dict[bytes, float] = {}
+    ready = threading.Event()
+    watcher = threading.Thread(target=watch, args=(node.grpc_target, total, arrived, ready), daemon=True)
+    watcher.start()
+    ready.wait()
+    await asyncio.sleep(0.3)
+    start = time.perf_counter()
+    accepted = sum(await asyncio.gather(*(submit_all(node.grpc_target, b, sent) for b in per_client)))
+    submitted = time.perf_counter()
+    watcher.join(120)
+    done = max(arrived.values()) if arrived else time.perf_counter()
+    latencies = [arrived[h] - sent[h] for h in arrived if h in sent]
+    return {
+        "messages": total,
+        "accepted": accepted,
+        "committed": len(arrived),
+        "submit_rate": accepted / (submitted - start),
+        "commit_rate": len(arrived) / (done - start),
+        "p50_ms": percentile(latencies, 50) * 1000,
+        "p99_ms": percentile(latencies, 99) * 1000,
+    }
+
+
+async def unary_qps(target: str, method: str, request: object, response_type: type, seconds: float, conc: int) -> float:
+    count = 0
+    deadline = time.perf_counter() + seconds
+    async with grpc.aio.insecure_channel(target) as channel:
+        call = channel.unary_unary(
+            method, request_serializer=lambda m: m.SerializeToString(), response_deserializer=response_type.FromString
+        )
+
+        async def worker() -> None:
+            nonlocal count
+            while time.perf_counter() < deadline:
+                await call(request)
+                count += 1
+
+        await asyncio.gather(*(worker() for _ in range(conc)))
+    return count / seconds
+
+
+class Echo(service_pb2_grpc.ChainServiceServicer):
+    """The bare baseline: answers without doing anything."""
+
+    async def BatchSubmitMessages(self, request, context):  # type: ignore[no-untyped-def]
+        return rpc_pb2.BatchSubmitMessagesResponse(
+            results=[rpc_pb2.SubmitResult(index=i, accepted=True) for i in range(len(request.messages))]
+        )
+
+    async def GetAccount(self, request, context):  # type: ignore[no-untyped-def]
+        return rpc_pb2.GetAccountResponse()
+
+
+def run_echo_server(port_box: list[int], stop: threading.Event) -> None:
+    async def main() -> None:
+        server = grpc.aio.server()
+        service_pb2_grpc.add_ChainServiceServicer_to_server(Echo(), server)
+        port_box.append(server.add_insecure_port("127.0.0.1:0"))
+        await server.start()
+        while not stop.is_set():
+            await asyncio.sleep(0.1)
+        await server.stop(0)
+
+    asyncio.run(main())
+
+
+def echo_process_main(conn: Connection) -> None:
+    """Entry of the baseline's own process (like the node, it does not share the clients' GIL)."""
+    box: list[int] = []
+    stop = threading.Event()
+    t = threading.Thread(target=run_echo_server, args=(box, stop), daemon=True)
+    t.start()
+    while not box:
+        time.sleep(0.01)
+    conn.send(box[0])
+    conn.recv()
+    stop.set()
+    t.join()
+
+
+def echo_in_subprocess() -> tuple[multiprocessing.process.BaseProcess, Connection]:
+    ctx = multiprocessing.get_context("spawn")
+    parent, child = ctx.Pipe()
+    proc = ctx.Process(target=echo_process_main, args=(child,), daemon=True)
+    proc.start()
+    return proc, parent
+
+
+async def echo_batches(target: str, per_client: list[list[list[pb.Message]]]) -> float:
+    start = time.perf_counter()
+    total = 0
+
+    async def one(batches: list[list[pb.Message]]) -> None:
+        nonlocal total
+        async with grpc.aio.insecure_channel(target) as channel:
+            stub = service_pb2_grpc.ChainServiceStub(channel)
+            for batch in batches:
+                await stub.BatchSubmitMessages(rpc_pb2.BatchSubmitMessagesRequest(messages=batch))
+                total += len(batch)
+
+    await asyncio.gather(*(one(b) for b in per_client))
+    return total / (time.perf_counter() - start)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--messages", type=int, default=20_000)
+    parser.add_argument("--clients", type=int, default=4)
+    parser.add_argument("--node-args", default="", help="extra chain-node flags")
+    ns = parser.parse_args()
+    with tempfile.TemporaryDirectory() as d:
+        node = NodeProcess(Path(d) / "data", "--web-addr", "", "--block-interval", "0.2", *ns.node_args.split()).start()
+        try:
+            print("preparing and signing the workload...", file=sys.stderr, flush=True)
+            per_client = workload(node, ns.clients, ns.messages)
+            w = asyncio.run(write_phase(node, per_client))
+            c = node.client()
+            some = per_client[0][0][0]
+            account = rpc_pb2.GetAccountRequest(owner_address=some.data.owner_address)
+            project = rpc_pb2.GetProjectRequest(project_id=some.data.commit_bundle.project_id)
+            q_account = asyncio.run(
+                unary_qps(
+                    node.grpc_target, "/chain.v1.ChainService/GetAccount", account, rpc_pb2.GetAccountResponse, 3, 8
+                )
+            )
+            q_project = asyncio.run(
+                unary_qps(
+                    node.grpc_target, "/chain.v1.ChainService/GetProject", project, rpc_pb2.GetProjectResponse, 3, 8
+                )
+            )
+            c.close()
+        finally:
+            node.stop()
+    # the bare baseline, same process as the clients, same shapes
+    proc, conn = echo_in_subprocess()
+    target = f"127.0.0.1:{conn.recv()}"
+    echo_msgs = asyncio.run(echo_batches(target, per_client))
+    echo_qps = asyncio.run(
+        unary_qps(target, "/chain.v1.ChainService/GetAccount", account, rpc_pb2.GetAccountResponse, 3, 8)
+    )
+    conn.send("stop")
+    proc.join(10)
+
+    print(f"\n### Node, {w['messages']:,} messages, {ns.clients} clients, batches of {BATCH}\n")
+    print("| measure | node | bare grpc.aio echo | ratio |")
+    print("|---|---:|---:|---:|")
+    print(
+        f"| submitted msgs/s (BatchSubmitMessages) | {w['submit_rate']:,.0f} | {echo_msgs:,.0f} | "
+        f"{w['submit_rate'] / echo_msgs:.2f} |"
+    )
+    print(f"| committed msgs/s | {w['commit_rate']:,.0f} | {echo_msgs:,.0f} | {w['commit_rate'] / echo_msgs:.2f} |")
+    print(f"| GetAccount QPS (8 concurrent) | {q_account:,.0f} | {echo_qps:,.0f} | {q_account / echo_qps:.2f} |")
+    print(f"| GetProject QPS (8 concurrent) | {q_project:,.0f} | {echo_qps:,.0f} | {q_project / echo_qps:.2f} |")
+    print(
+        f"\nsubmit -> committed latency: p50 {w['p50_ms']:.0f} ms, p99 {w['p99_ms']:.0f} ms "
+        f"({w['committed']:,} of {w['accepted']:,} accepted messages observed committed)"
+    )
+    print(f"statistics: mean latency {statistics.mean([w['p50_ms'], w['p99_ms']]):.0f} ms (p50/p99 midpoint)")
+
+
+if __name__ == "__main__":
+    main()
