@@ -1,0 +1,71 @@
+"""The write path in process: pending effects, rebasing after a block, rebuilding after a drop."""
+
+from __future__ import annotations
+
+import pytest
+
+from chain.v1 import message_pb2 as pb
+from node.server.events import EventHub
+from node.server.mempool import Mempool
+from node.server.orderer import SoloOrderer
+from node.server.pipeline import Pipeline
+from node.server.verify import Verifier
+from tests.harness import Harness, commit_meta
+
+
+@pytest.fixture
+def stack(tmp_path):
+    h = Harness(tmp_path / "chain")
+    clock = lambda: float(h.now)  # noqa: E731
+    mempool = Mempool(1000)
+    verifier = Verifier(0, 256 * 1024)
+    pipeline = Pipeline(h.chain, mempool, verifier, clock=clock)
+    orderer = SoloOrderer(
+        h.chain, mempool, pipeline, EventHub(100), block_interval=1, empty_block_interval=10, clock=clock
+    )
+    yield h, mempool, pipeline, orderer
+    pipeline.close()
+    verifier.close()
+
+
+async def test_dependent_messages_validate_against_pending_effects(stack):
+    h, mempool, pipeline, orderer = stack
+    alice = h.actor()
+    pid = h.commit(alice.b.project_create("p")).applied[0].message.hash
+    pipeline.rebuild()
+    c1, c2 = commit_meta(1), commit_meta(2)
+    c2.parents.append(c1.hash)
+    first = await pipeline.submit(
+        [alice.b.commit_bundle(pid, [c1]), alice.b.ref_update(pid, b"refs/heads/m", c1.hash, 1)]
+    )
+    assert [o.accepted for o in first] == [True, True]  # the ref sees the pending commit
+    conflicting = await pipeline.submit([alice.b.ref_update(pid, b"refs/heads/m", c1.hash, 1, timestamp=h.now + 1)])
+    assert conflicting[0].reason == "REF_NONCE_MISMATCH"  # the pending update already took nonce 1
+    out = await orderer.produce()
+    assert len(out.applied) == 2 and not len(mempool)
+    # after the block (a prefix of the mempool) pending state was rebased: nonce 2 follows the committed nonce 1
+    later = await pipeline.submit(
+        [alice.b.commit_bundle(pid, [c2]), alice.b.ref_update(pid, b"refs/heads/m", c2.hash, 2, old_hash=c1.hash)]
+    )
+    assert [o.accepted for o in later] == [True, True]
+    assert len(mempool) == 2
+    h.now += 1
+    await orderer.produce()
+    assert h.state().ref(pid, b"refs/heads/m").hash == c2.hash
+
+
+async def test_a_dropped_message_forces_revalidation_of_the_rest(stack):
+    h, mempool, pipeline, orderer = stack
+    alice = h.actor()
+    pipeline.rebuild()
+    # a pending write goes stale when a newer write of the same field commits behind the pipeline's back
+    stale = alice.b.account_data(pb.ACCOUNT_FIELD_BIO, "old", timestamp=h.now)
+    assert (await pipeline.submit([stale]))[0].accepted
+    h.commit(alice.b.account_data(pb.ACCOUNT_FIELD_BIO, "newer", timestamp=h.now + 5))  # committed behind its back
+    follow_up = alice.b.account_data(pb.ACCOUNT_FIELD_WEBSITE, "https://x.test")
+    assert (await pipeline.submit([follow_up]))[0].accepted
+    out = await orderer.produce()
+    assert [d.error.reason.value for d in out.dropped] == ["STALE_UPDATE"]
+    assert [r.message.hash for r in out.applied] == [follow_up.hash]
+    assert pipeline.dropped[bytes(stale.hash)][1] == "STALE_UPDATE"
+    assert not len(mempool)
