@@ -24,6 +24,7 @@ import threading
 import time
 from multiprocessing.connection import Connection
 from pathlib import Path
+from typing import Any
 
 import grpc
 
@@ -113,7 +114,7 @@ async def write_phase(node: NodeProcess, per_client: list[list[list[pb.Message]]
     }
 
 
-async def unary_qps(target: str, method: str, request: object, response_type: type, seconds: float, conc: int) -> float:
+async def unary_qps(target: str, method: str, request: Any, response_type: Any, seconds: float, conc: int) -> float:
     count = 0
     deadline = time.perf_counter() + seconds
     async with grpc.aio.insecure_channel(target) as channel:
@@ -146,7 +147,7 @@ class Echo(service_pb2_grpc.ChainServiceServicer):
 def run_echo_server(port_box: list[int], stop: threading.Event) -> None:
     async def main() -> None:
         server = grpc.aio.server()
-        service_pb2_grpc.add_ChainServiceServicer_to_server(Echo(), server)
+        service_pb2_grpc.add_ChainServiceServicer_to_server(Echo(), server)  # type: ignore[abstract]
         port_box.append(server.add_insecure_port("127.0.0.1:0"))
         await server.start()
         while not stop.is_set():

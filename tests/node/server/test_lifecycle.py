@@ -51,6 +51,7 @@ def test_snapshot_then_restore_gives_the_same_state_root(tmp_path):
     c = node.client()
     alice = new_account(c, node.authority())
     c.commit(alice.b.project_create("snap"))
+    assert c.admin is not None
     info = c.admin.CreateSnapshot(rpc_pb2.CreateSnapshotRequest()).snapshot
     assert c.stub.GetSnapshotInfo(rpc_pb2.GetSnapshotInfoRequest()).snapshot == info
     status = c.stub.GetNodeStatus(rpc_pb2.GetNodeStatusRequest()).status
@@ -76,12 +77,14 @@ def test_admin_token_is_enforced(tmp_path):
     node = NodeProcess(tmp_path / "data", "--web-addr", "", "--admin-token", "s3cret").start()
     try:
         plain = node.client()
+        assert plain.admin is not None
         try:
             plain.admin.ListSnapshots(rpc_pb2.ListSnapshotsRequest())
             raise AssertionError("admin call without a token succeeded")
         except grpc.RpcError as err:
             assert err.code() == grpc.StatusCode.UNAUTHENTICATED
         ok = node.client(admin_token="s3cret")
+        assert ok.admin is not None
         assert list(ok.admin.ListSnapshots(rpc_pb2.ListSnapshotsRequest(), metadata=ok.admin_metadata).snapshots) == []
     finally:
         node.stop()

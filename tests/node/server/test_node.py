@@ -84,7 +84,9 @@ def test_pagination_over_rpc(node: NodeProcess):
     pid = c.commit(alice.b.project_create("big"))[0].message.hash
     commits = [commit_meta(i) for i in range(450)]
     c.commit(alice.b.commit_bundle(pid, commits))
-    seen, sizes, token = [], [], ""
+    seen: list[bytes] = []
+    sizes: list[int] = []
+    token = ""
     while True:
         resp = c.stub.ListCommits(rpc_pb2.ListCommitsRequest(project_id=pid, page_size=1000, page_token=token))
         sizes.append(len(resp.commits))

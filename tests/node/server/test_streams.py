@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Any
 
 import grpc
 import pytest
@@ -21,7 +22,7 @@ class Collector(threading.Thread):
         super().__init__(daemon=True)
         self.stream = stream
         self.want = want
-        self.items: list = []
+        self.items: list[Any] = []
         self.error: grpc.RpcError | None = None
         self.done = threading.Event()
 
