@@ -7,9 +7,11 @@ import logging
 import signal
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from node.server.app import NodeApp
 from node.server.config import parse_config
+from node.server.devnet import Authority
 
 
 async def run(argv: Sequence[str] | None = None) -> None:
@@ -19,7 +21,13 @@ async def run(argv: Sequence[str] | None = None) -> None:
     await node.start()
     print(node.ready_line(), flush=True)
     if node.devnet_authority:
-        print(f"devnet storage authority keys: {node.devnet_authority}", file=sys.stderr, flush=True)
+        authority = Authority.load(Path(node.devnet_authority))
+        print(
+            f"devnet storage authority 0x{authority.wallet.address.hex()}; its keys: {node.devnet_authority}\n"
+            f"fund an account: chainctl account fund ADDRESS --units 1 --authority {node.devnet_authority}",
+            file=sys.stderr,
+            flush=True,
+        )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
