@@ -262,6 +262,7 @@ class MessageBuilder:
         target_ref: bytes,
         title: str = "",
         timestamp: int | None = None,
+        description: str = "",
     ) -> pb.Message:
         body = pb.MergeRequestAddBody(
             target_project_id=target_project_id,
@@ -269,6 +270,7 @@ class MessageBuilder:
             source_ref=source_ref,
             target_ref=target_ref,
             title=title,
+            description=description,
         )
         return self.build(pb.MESSAGE_TYPE_MERGE_REQUEST_ADD, "merge_request_add", body, timestamp)
 

@@ -113,7 +113,7 @@ class NodeApp:
         snapshots = SnapshotManager(chain, cfg.snapshots)
         self.state = NodeState(chain, mempool, pipeline, hub, orderer, snapshots, cfg.max_batch)
         if bootstrap:
-            from node.server.devnet import Authority
+            from node.client.authority import Authority
 
             authority = Authority.load(cfg.data_dir / AUTHORITY_FILE)
             outcome = (await pipeline.submit([authority.bootstrap_message()]))[0]

@@ -9,9 +9,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from node.client.authority import Authority
 from node.server.app import NodeApp
 from node.server.config import parse_config
-from node.server.devnet import Authority
 
 
 async def run(argv: Sequence[str] | None = None) -> None:
@@ -35,6 +35,9 @@ async def run(argv: Sequence[str] | None = None) -> None:
     await stop.wait()
     logging.getLogger("chain.node").info("draining")
     await node.stop()
+    for sig in (signal.SIGTERM, signal.SIGINT):  # shutting down already: later repeats change nothing
+        loop.remove_signal_handler(sig)
+        signal.signal(sig, signal.SIG_IGN)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -147,8 +147,8 @@ def commit_bundle(ctx: MessageContext, body: pb.CommitBundleBody) -> None:
                     parent=parent.hex(),
                 )
         in_bundle.add(meta.hash)
-        if ctx.st.commit(project.project_id, meta.hash) is not None:
-            continue  # already pushed: bundles may overlap
+        if find_commit(ctx.st, project, meta.hash) is not None:
+            continue  # already pushed, here or in the project this one was forked from: bundles may overlap
         check_limit("commits per project", project.commit_count, C.MAX_COMMITS_PER_PROJECT)
         project.commit_count += 1
         added += 1

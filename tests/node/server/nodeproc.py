@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from node.client.authority import Authority
 from node.client.rpc import ChainClient
-from node.server.devnet import Authority
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -26,6 +26,7 @@ class NodeProcess:
         self.proc: subprocess.Popen[str] | None = None
         self.ready: dict[str, Any] = {}
         self.stderr_lines: list[str] = []
+        self.signalled = False
 
     def start(self, timeout: float = 60.0) -> NodeProcess:
         cmd = [
@@ -88,12 +89,14 @@ class NodeProcess:
     def signal(self, sig: int = signal.SIGTERM) -> None:
         assert self.proc is not None
         self.proc.send_signal(sig)
+        self.signalled = True
 
     def stop(self, timeout: float = 30.0) -> int:
         if self.proc is None:
             return 0
         if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
+            if not self.signalled:  # a second SIGTERM during shutdown is not a clean stop
+                self.proc.send_signal(signal.SIGTERM)
             try:
                 self.proc.wait(timeout)
             except subprocess.TimeoutExpired:

@@ -357,6 +357,12 @@ def test_fork_copies_refs_and_reads_source_commits(h: Harness) -> None:
     h.commit(b.b.ref_update(fid, b"refs/heads/dev", c2.hash, 2, old_hash=c1.hash))
     # the owner may fork its own project under another name
     h.commit(a.b.fork(src, "src-copy"))
+    # re-sending the source's history to the fork stores nothing again; only the new commit counts
+    c3 = commit_meta(99, c2.hash)
+    h.commit(b.b.commit_bundle(fid, [c1, c2, c3]))
+    assert h.project(fid).commit_count == 1
+    assert h.state().commit(fid, c1.hash) is None
+    assert h.state().commit(fid, c3.hash) is not None
 
 
 def test_fork_rejections(h: Harness) -> None:
