@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 UV := $(PYTHON) -m uv
 BUF := node_modules/.bin/buf
 # Debian packages the test suite needs (installed by `make test` when missing).
-DEB_PACKAGES ?=
+DEB_PACKAGES ?= redis-server chromium
 PYTEST_ARGS ?=
 
 .PHONY: install install-test run test lint proto proto-check bench soak clean

@@ -1,0 +1,80 @@
+"""chain-gateway configuration: flags, each also read from `CHAIN_GATEWAY_<FLAG>` in the environment."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+ENV_PREFIX = "CHAIN_GATEWAY_"
+
+
+@dataclass(frozen=True)
+class GatewayConfig:
+    http_addr: str = "localhost:8080"
+    node_addrs: tuple[str, ...] = ("localhost:50051",)
+    node_web_url: str = ""
+    redis_url: str = ""
+    redis_stream_maxlen: int = 100_000
+    cors_origins: tuple[str, ...] = ()
+    max_body_bytes: int = 4 * 1024 * 1024
+    request_timeout: float = 10.0
+    read_retries: int = 2
+    sse_queue: int = 1_000
+    sse_heartbeat: float = 15.0
+    sse_max_per_ip: int = 32
+    log_level: str = "info"
+
+    @property
+    def host_port(self) -> tuple[str, int]:
+        host, _, port = self.http_addr.rpartition(":")
+        return host or "localhost", int(port)
+
+
+def _parser() -> argparse.ArgumentParser:
+    d = GatewayConfig()
+    p = argparse.ArgumentParser(prog="chain-gateway", description="REST/SSE gateway for chain-node.")
+    p.add_argument("--http-addr", default=d.http_addr, help="REST/SSE listen address")
+    p.add_argument(
+        "--node-addr", action="append", dest="node_addrs", default=None, help="node gRPC address (repeatable)"
+    )
+    p.add_argument("--node-web-url", default=d.node_web_url, help="node gRPC-web URL for the passthrough")
+    p.add_argument("--redis-url", default=d.redis_url, help="Redis for event fan-out; in-process relay when empty")
+    p.add_argument("--redis-stream-maxlen", type=int, default=d.redis_stream_maxlen)
+    p.add_argument("--cors-origin", action="append", dest="cors_origins", default=None, help="allowed origin")
+    p.add_argument("--max-body-bytes", type=int, default=d.max_body_bytes)
+    p.add_argument("--request-timeout", type=float, default=d.request_timeout)
+    p.add_argument("--read-retries", type=int, default=d.read_retries, help="retries of reads on UNAVAILABLE")
+    p.add_argument("--sse-queue", type=int, default=d.sse_queue, help="events an SSE client may lag")
+    p.add_argument("--sse-heartbeat", type=float, default=d.sse_heartbeat, help="seconds between heartbeats")
+    p.add_argument("--sse-max-per-ip", type=int, default=d.sse_max_per_ip, help="open streams per client IP")
+    p.add_argument("--log-level", default=d.log_level)
+    return p
+
+
+LIST_FLAGS = {"node_addrs", "cors_origins"}
+
+
+def parse_config(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> GatewayConfig:
+    env = os.environ if env is None else env
+    parser = _parser()
+    defaults: dict[str, object] = {}
+    for action in parser._actions:
+        if not action.option_strings or action.dest == "help":
+            continue
+        name = ENV_PREFIX + action.option_strings[0].lstrip("-").replace("-", "_").upper()
+        if name not in env:
+            continue
+        raw = env[name]
+        if action.dest in LIST_FLAGS:
+            defaults[action.dest] = [v for v in raw.split(",") if v]
+        elif action.type is not None and callable(action.type):
+            defaults[action.dest] = action.type(raw)
+        else:
+            defaults[action.dest] = raw
+    parser.set_defaults(**defaults)
+    values = vars(parser.parse_args(argv))
+    values["node_addrs"] = tuple(values["node_addrs"] or GatewayConfig.node_addrs)
+    values["cors_origins"] = tuple(values["cors_origins"] or ())
+    return GatewayConfig(**values)
