@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 UV := $(PYTHON) -m uv
 BUF := node_modules/.bin/buf
 # Debian packages the test suite needs (installed by `make test` when missing).
-DEB_PACKAGES ?= redis-server chromium
+DEB_PACKAGES ?= redis-server chromium etcd-server
 PYTEST_ARGS ?=
 
 .PHONY: install install-test run test lint proto proto-check bench soak clean
@@ -31,9 +31,13 @@ install-test: install
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
 	fi
 
-# A single-node devnet on the default ports (data in data/node). The REST gateway joins it once built.
+# A single-node devnet (data in data/node) and the REST/SSE gateway in front of it, on the default ports:
+# gRPC localhost:50051, gRPC-web :50052, REST/SSE http://localhost:8080/v1. Ctrl-C stops both.
 run: install
-	$(VENV)/bin/chain-node --data-dir data/node
+	@trap 'kill 0' INT TERM EXIT; \
+	$(VENV)/bin/chain-node --data-dir data/node & \
+	$(VENV)/bin/chain-gateway --node-addr localhost:50051 --node-web-url http://localhost:50052 & \
+	wait
 
 lint: install
 	$(VENV)/bin/ruff check .
