@@ -1,0 +1,227 @@
+"""Account routes: `/v1/accounts/{ownerAddress}/…` (summary, custody keys, delegated keys, activity,
+verifications, links, reactions, merge requests opened, projects by name, storage proof)."""
+
+from __future__ import annotations
+
+from chain.v1 import message_pb2 as pb
+from chain.v1 import rpc_pb2
+from gateway.rest import shapes
+from gateway.rest.params import (
+    DELEGATED_KEY,
+    KEY_ID,
+    OWNER,
+    PAGE,
+    PROJECT_NAME_PARAM,
+)
+from gateway.rest.shapes import JsonObject, ref
+from gateway.rest.table import Call, Param, Route, page_schema
+
+
+async def get_account(c: Call) -> JsonObject:
+    req = rpc_pb2.GetAccountRequest(owner_address=c.inputs.hex("ownerAddress"))
+    resp = await c.read(lambda u, t: u.chain.GetAccount(req, timeout=t))
+    return shapes.account_summary(resp)
+
+
+async def list_custody_keys(c: Call) -> JsonObject:
+    req = rpc_pb2.ListCustodyKeysRequest(owner_address=c.inputs.hex("ownerAddress"), **c.inputs.page())
+    resp = await c.read(lambda u, t: u.keychain.ListCustodyKeys(req, timeout=t))
+    return {"custody_keys": shapes.to_json_list(resp.custody_keys), "next_cursor": resp.next_page_token}
+
+
+async def get_custody_key(c: Call) -> JsonObject:
+    req = rpc_pb2.GetCustodyKeyRequest(owner_address=c.inputs.hex("ownerAddress"), key_id=c.inputs.hex("key_id"))
+    resp = await c.read(lambda u, t: u.keychain.GetCustodyKey(req, timeout=t))
+    return shapes.to_json(resp.custody_key)
+
+
+async def list_merge_requests_by_requester(c: Call) -> JsonObject:
+    req = rpc_pb2.ListMergeRequestsByRequesterRequest(owner_address=c.inputs.hex("ownerAddress"), **c.inputs.page())
+    resp = await c.read(lambda u, t: u.chain.ListMergeRequestsByRequester(req, timeout=t))
+    return {"merge_requests": shapes.to_json_list(resp.merge_requests), "next_cursor": resp.next_page_token}
+
+
+async def get_account_activity(c: Call) -> JsonObject:
+    req = rpc_pb2.GetAccountActivityRequest(owner_address=c.inputs.hex("ownerAddress"), **c.inputs.page())
+    resp = await c.read(lambda u, t: u.chain.GetAccountActivity(req, timeout=t))
+    return {"messages": shapes.to_json_list(resp.messages), "next_cursor": resp.next_page_token}
+
+
+async def list_keys(c: Call) -> JsonObject:
+    req = rpc_pb2.ListKeysRequest(owner_address=c.inputs.hex("ownerAddress"), **c.inputs.page())
+    resp = await c.read(lambda u, t: u.chain.ListKeys(req, timeout=t))
+    return {"keys": shapes.to_json_list(resp.keys), "next_cursor": resp.next_page_token}
+
+
+async def get_key(c: Call) -> JsonObject:
+    req = rpc_pb2.GetKeyRequest(owner_address=c.inputs.hex("ownerAddress"), key=c.inputs.hex("key"))
+    resp = await c.read(lambda u, t: u.chain.GetKey(req, timeout=t))
+    return shapes.to_json(resp.key)
+
+
+async def list_verifications(c: Call) -> JsonObject:
+    req = rpc_pb2.ListVerificationsRequest(owner_address=c.inputs.hex("ownerAddress"), **c.inputs.page())
+    resp = await c.read(lambda u, t: u.chain.ListVerifications(req, timeout=t))
+    return {"verifications": shapes.to_json_list(resp.verifications), "next_cursor": resp.next_page_token}
+
+
+LINK_TYPES = {"follow": pb.LINK_TYPE_FOLLOW, "star": pb.LINK_TYPE_STAR}
+
+
+async def list_links(c: Call) -> JsonObject:
+    link_type = LINK_TYPES.get(c.inputs.text("type"), pb.LINK_TYPE_UNSPECIFIED)
+    req = rpc_pb2.ListLinksRequest(owner_address=c.inputs.hex("ownerAddress"), type=link_type, **c.inputs.page())
+    resp = await c.read(lambda u, t: u.chain.ListLinks(req, timeout=t))
+    return {"links": shapes.to_json_list(resp.links), "next_cursor": resp.next_page_token}
+
+
+async def list_reactions(c: Call) -> JsonObject:
+    req = rpc_pb2.ListReactionsRequest(owner_address=c.inputs.hex("ownerAddress"), **c.inputs.page())
+    resp = await c.read(lambda u, t: u.chain.ListReactions(req, timeout=t))
+    return {"reactions": shapes.to_json_list(resp.reactions), "next_cursor": resp.next_page_token}
+
+
+async def get_project_by_name(c: Call) -> JsonObject:
+    req = rpc_pb2.GetProjectByNameRequest(owner_address=c.inputs.hex("ownerAddress"), name=c.inputs.text("name"))
+    resp = await c.read(lambda u, t: u.chain.GetProjectByName(req, timeout=t))
+    return shapes.to_json(resp.project)
+
+
+async def get_storage_quota_proof(c: Call) -> JsonObject:
+    req = rpc_pb2.GetStorageQuotaProofRequest(owner_address=c.inputs.hex("ownerAddress"))
+    resp = await c.read(lambda u, t: u.chain.GetStorageQuotaProof(req, timeout=t))
+    return shapes.to_json(resp.proof)
+
+
+LINK_TYPE = Param(
+    "type", "query", {"type": "string", "enum": sorted(LINK_TYPES)}, "only follows or only stars; both when absent"
+)
+A = "/v1/accounts/{ownerAddress}"
+TAG = "accounts"
+
+ROUTES: tuple[Route, ...] = (
+    Route(
+        "GET",
+        A,
+        "getAccount",
+        TAG,
+        "Account summary (GetAccount), with the custody_keys snapshot and custody_nonce",
+        get_account,
+        ref("AccountSummary"),
+        (OWNER,),
+        description="Any 20-byte address is an account: an unknown one reads as zero counters.",
+    ),
+    Route(
+        "GET",
+        A + "/custody-keys",
+        "listCustodyKeys",
+        TAG,
+        "Custody keys of the account keychain, paginated",
+        list_custody_keys,
+        page_schema("custody_keys", "CustodyKey"),
+        (OWNER, *PAGE),
+    ),
+    Route(
+        "GET",
+        A + "/custody-keys/{key_id}",
+        "getCustodyKey",
+        TAG,
+        "One custody key entry; 404 when the account has no such key",
+        get_custody_key,
+        ref("CustodyKey"),
+        (OWNER, KEY_ID),
+        errors=(400, 404),
+    ),
+    Route(
+        "GET",
+        A + "/merge-requests",
+        "listMergeRequestsByRequester",
+        TAG,
+        "Active merge requests opened by the account (ListMergeRequestsByRequester)",
+        list_merge_requests_by_requester,
+        page_schema("merge_requests", "MergeRequest"),
+        (OWNER, *PAGE),
+    ),
+    Route(
+        "GET",
+        A + "/activity",
+        "getAccountActivity",
+        TAG,
+        "Recent committed messages of the account, newest first (GetAccountActivity)",
+        get_account_activity,
+        page_schema("messages", "CommittedMessage"),
+        (OWNER, *PAGE),
+    ),
+    Route(
+        "GET",
+        A + "/keys",
+        "listKeys",
+        TAG,
+        "Delegated (Ed25519) keys of the account (ListKeys)",
+        list_keys,
+        page_schema("keys", "KeyEntry"),
+        (OWNER, *PAGE),
+    ),
+    Route(
+        "GET",
+        A + "/keys/{key}",
+        "getKey",
+        TAG,
+        "One delegated key: scope, allowed projects, added_at (GetKey)",
+        get_key,
+        ref("KeyEntry"),
+        (OWNER, DELEGATED_KEY),
+        errors=(400, 404),
+    ),
+    Route(
+        "GET",
+        A + "/verifications",
+        "listVerifications",
+        TAG,
+        "Verified external addresses of the account (ListVerifications)",
+        list_verifications,
+        page_schema("verifications", "Verification"),
+        (OWNER, *PAGE),
+    ),
+    Route(
+        "GET",
+        A + "/links",
+        "listLinks",
+        TAG,
+        "Follows and stars made by the account (ListLinks)",
+        list_links,
+        page_schema("links", "Link"),
+        (OWNER, LINK_TYPE, *PAGE),
+    ),
+    Route(
+        "GET",
+        A + "/reactions",
+        "listReactions",
+        TAG,
+        "Likes on commits made by the account (ListReactions)",
+        list_reactions,
+        page_schema("reactions", "Reaction"),
+        (OWNER, *PAGE),
+    ),
+    Route(
+        "GET",
+        A + "/projects/{name}",
+        "getProjectByName",
+        TAG,
+        "A project by owner_address and name (GetProjectByName)",
+        get_project_by_name,
+        ref("Project"),
+        (OWNER, PROJECT_NAME_PARAM),
+        errors=(400, 404),
+    ),
+    Route(
+        "GET",
+        A + "/storage-proof",
+        "getStorageQuotaProof",
+        TAG,
+        "Proof bundle of the account's active storage grants (GetStorageQuotaProof)",
+        get_storage_quota_proof,
+        ref("StorageQuotaProof"),
+        (OWNER,),
+    ),
+)

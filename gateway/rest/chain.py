@@ -1,0 +1,243 @@
+"""Chain routes: blocks, committed messages, proofs and node operations."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from chain.v1 import rpc_pb2
+from gateway.errors import invalid_argument
+from gateway.rest import shapes
+from gateway.rest.params import BLOCK_NUMBER, MESSAGE_HASH, PAGE, STATE_KEY_PARAM, UINT64
+from gateway.rest.shapes import HEX_PATTERN, Json, JsonObject, ShapeError, ref
+from gateway.rest.table import Body, Call, Param, Route, page_schema
+
+
+async def list_blocks(c: Call) -> JsonObject:
+    req = rpc_pb2.ListBlocksRequest(include_chunks=c.inputs.flag("include_chunks"), **c.inputs.page())
+    resp = await c.read(lambda u, t: u.chain.ListBlocks(req, timeout=t))
+    return {"blocks": shapes.to_json_list(resp.blocks), "next_cursor": resp.next_page_token}
+
+
+async def get_block(c: Call) -> JsonObject:
+    req = rpc_pb2.GetBlockRequest(block_number=c.inputs.integer("number"))
+    resp = await c.read(lambda u, t: u.chain.GetBlock(req, timeout=t))
+    return shapes.to_json(resp.block)
+
+
+async def list_messages(c: Call) -> JsonObject:
+    req = rpc_pb2.ListMessagesRequest(
+        start_block=c.inputs.integer("start_block"), end_block=c.inputs.integer("end_block"), **c.inputs.page()
+    )
+    resp = await c.read(lambda u, t: u.chain.ListMessages(req, timeout=t))
+    return {"messages": shapes.to_json_list(resp.messages), "next_cursor": resp.next_page_token}
+
+
+async def get_message(c: Call) -> JsonObject:
+    req = rpc_pb2.GetMessageRequest(hash=c.inputs.hex("hash"))
+    resp = await c.read(lambda u, t: u.chain.GetMessage(req, timeout=t))
+    return shapes.to_json(resp.message)
+
+
+async def get_operation_proof(c: Call) -> JsonObject:
+    req = rpc_pb2.GetOperationProofRequest(key=c.inputs.hex("keyHex"))
+    resp = await c.read(lambda u, t: u.chain.GetOperationProof(req, timeout=t))
+    return shapes.to_json(resp)
+
+
+async def get_exclusion_proof(c: Call) -> JsonObject:
+    req = rpc_pb2.GetExclusionProofRequest(key=c.inputs.hex("keyHex"))
+    resp = await c.read(lambda u, t: u.chain.GetExclusionProof(req, timeout=t))
+    return shapes.to_json(resp)
+
+
+async def verify_operation_proof(c: Call) -> JsonObject:
+    try:
+        req = shapes.from_json(rpc_pb2.VerifyOperationProofRequest.DESCRIPTOR, c.inputs.body)
+    except ShapeError as err:
+        raise invalid_argument(err.field, str(err), **{"in": "body"}) from None
+    resp = await c.read(lambda u, t: u.chain.VerifyOperationProof(req, timeout=t))
+    return shapes.to_json(resp)
+
+
+async def get_node_status(c: Call) -> JsonObject:
+    resp = await c.read(lambda u, t: u.chain.GetNodeStatus(rpc_pb2.GetNodeStatusRequest(), timeout=t))
+    return shapes.to_json(resp.status)
+
+
+async def get_health(c: Call) -> Json | web.StreamResponse:
+    resp = await c.read(lambda u, t: u.chain.GetHealth(rpc_pb2.GetHealthRequest(), timeout=t))
+    return web.json_response(shapes.to_json(resp), status=200 if resp.ready else 503)
+
+
+async def get_chain_stats(c: Call) -> JsonObject:
+    resp = await c.read(lambda u, t: u.chain.GetChainStats(rpc_pb2.GetChainStatsRequest(), timeout=t))
+    return shapes.to_json(resp.stats)
+
+
+async def get_snapshot_info(c: Call) -> JsonObject:
+    resp = await c.read(lambda u, t: u.chain.GetSnapshotInfo(rpc_pb2.GetSnapshotInfoRequest(), timeout=t))
+    return shapes.to_json(resp.snapshot)
+
+
+async def get_mempool_info(c: Call) -> JsonObject:
+    resp = await c.read(lambda u, t: u.chain.GetMempoolInfo(rpc_pb2.GetMempoolInfoRequest(), timeout=t))
+    return shapes.to_json(resp.mempool)
+
+
+INCLUDE_CHUNKS = Param(
+    "include_chunks", "query", {"type": "boolean"}, "include transaction chunks (messages); headers only otherwise"
+)
+START_BLOCK = Param("start_block", "query", UINT64, "first block (inclusive); 1 when absent")
+END_BLOCK = Param("end_block", "query", UINT64, "last block (inclusive); the current height when absent or 0")
+VERIFY_BODY = Body(
+    {
+        "type": "object",
+        "properties": {
+            "proof": ref("MerkleProof"),
+            "state_root": {
+                "type": "string",
+                "pattern": HEX_PATTERN,
+                "description": "root the proof was obtained against (optional; reports staleness)",
+            },
+        },
+        "required": ["proof"],
+        "additionalProperties": False,
+    },
+    "a proof exactly as `GET /v1/proofs/operation/{keyHex}` returned it, and optionally its `state_root`",
+)
+HEALTH_503: tuple[str, shapes.Schema] = (
+    "the node is live but not ready (same body), or no node answers (error body)",
+    {"oneOf": [ref("GetHealthResponse"), ref("Error")]},
+)
+TAG = "chain"
+PROOFS = "proofs"
+NODE = "node"
+
+ROUTES: tuple[Route, ...] = (
+    Route(
+        "GET",
+        "/v1/blocks",
+        "listBlocks",
+        TAG,
+        "Committed blocks, newest first (ListBlocks)",
+        list_blocks,
+        page_schema("blocks", "Block"),
+        (INCLUDE_CHUNKS, *PAGE),
+    ),
+    Route(
+        "GET",
+        "/v1/blocks/{number}",
+        "getBlock",
+        TAG,
+        "A committed block with its transaction chunks (GetBlock)",
+        get_block,
+        ref("Block"),
+        (BLOCK_NUMBER,),
+        errors=(400, 404),
+    ),
+    Route(
+        "GET",
+        "/v1/messages",
+        "listMessages",
+        TAG,
+        "Committed messages of a range of blocks, in commit order (ListMessages)",
+        list_messages,
+        page_schema("messages", "CommittedMessage"),
+        (START_BLOCK, END_BLOCK, *PAGE),
+    ),
+    Route(
+        "GET",
+        "/v1/messages/{hash}",
+        "getMessage",
+        TAG,
+        "A committed message by BLAKE3 hash (GetMessage)",
+        get_message,
+        ref("CommittedMessage"),
+        (MESSAGE_HASH,),
+        errors=(400, 404),
+        description="404 until the message is committed; a dropped message says `dropped at block N: REASON`.",
+    ),
+    Route(
+        "GET",
+        "/v1/proofs/operation/{keyHex}",
+        "getOperationProof",
+        PROOFS,
+        "Inclusion proof of a public state key (GetOperationProof)",
+        get_operation_proof,
+        ref("GetOperationProofResponse"),
+        (STATE_KEY_PARAM,),
+        errors=(400, 404),
+    ),
+    Route(
+        "GET",
+        "/v1/proofs/exclusion/{keyHex}",
+        "getExclusionProof",
+        PROOFS,
+        "Exclusion proof of an absent public state key (GetExclusionProof)",
+        get_exclusion_proof,
+        ref("GetExclusionProofResponse"),
+        (STATE_KEY_PARAM,),
+    ),
+    Route(
+        "POST",
+        "/v1/proofs/verify",
+        "verifyOperationProof",
+        PROOFS,
+        "Verify an operation proof against the current committed root (VerifyOperationProof)",
+        verify_operation_proof,
+        ref("VerifyOperationProofResponse"),
+        body=VERIFY_BODY,
+        errors=(400, 415),
+    ),
+    Route(
+        "GET",
+        "/v1/node/status",
+        "getNodeStatus",
+        NODE,
+        "Block height, mempool size, pending blocks, network, version, uptime (GetNodeStatus)",
+        get_node_status,
+        ref("NodeStatus"),
+        errors=(),
+    ),
+    Route(
+        "GET",
+        "/v1/health",
+        "getHealth",
+        NODE,
+        "Liveness and readiness of the node behind the gateway (GetHealth): 200 ready, 503 not",
+        get_health,
+        ref("GetHealthResponse"),
+        errors=(),
+        extra_responses={503: HEALTH_503},
+    ),
+    Route(
+        "GET",
+        "/v1/stats",
+        "getChainStats",
+        NODE,
+        "Cumulative totals of messages, projects, accounts, blocks (GetChainStats)",
+        get_chain_stats,
+        ref("ChainStats"),
+        errors=(),
+    ),
+    Route(
+        "GET",
+        "/v1/snapshot",
+        "getSnapshotInfo",
+        NODE,
+        "The newest snapshot: block number, entry count, state root (GetSnapshotInfo); 404 before the first",
+        get_snapshot_info,
+        ref("SnapshotInfo"),
+        errors=(404,),
+    ),
+    Route(
+        "GET",
+        "/v1/mempool",
+        "getMempoolInfo",
+        NODE,
+        "Mempool size and per-type message counts (GetMempoolInfo)",
+        get_mempool_info,
+        ref("MempoolInfo"),
+        errors=(),
+    ),
+)

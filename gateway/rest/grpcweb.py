@@ -1,0 +1,89 @@
+"""gRPC-web passthrough: `POST /v1/grpc-web/{service}/{method}` → `{--node-web-url}/{service}/{method}`.
+
+The request body (gRPC-web frames, binary or text mode) goes to the node unchanged and the node's answer
+comes back unchanged: status, content type, `grpc-*` headers and the body, chunk by chunk as the node
+writes it (so server-streaming calls such as `SubscribeBlocks` stream). Nothing is decoded or re-encoded.
+CORS is the gateway's (see `cors.py`); the browser's `Origin` is not forwarded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import aiohttp
+from aiohttp import web
+
+from gateway.app import CONFIG
+from gateway.errors import ApiError
+
+# How often an idle stream checks that its client is still there. chain-gateway runs aiohttp with handler
+# cancellation, which ends a stream at once when its client leaves; this covers other runners.
+DISCONNECT_POLL = 1.0
+SESSION: web.AppKey[aiohttp.ClientSession] = web.AppKey("grpc_web_session", aiohttp.ClientSession)
+
+# Not forwarded upstream: hop-by-hop, the gateway's own host, CORS, and what aiohttp sets itself.
+DROP_REQUEST = frozenset(
+    {
+        "host",
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "transfer-encoding",
+        "te",
+        "upgrade",
+        "content-length",
+        "origin",
+        "referer",
+        "access-control-request-method",
+        "access-control-request-headers",
+        "accept-encoding",
+        "cookie",
+    }
+)
+DROP_RESPONSE = frozenset({"connection", "keep-alive", "transfer-encoding", "content-length", "server", "date", "vary"})
+
+
+async def _session(app: web.Application) -> AsyncIterator[None]:
+    timeout = aiohttp.ClientTimeout(total=None, sock_connect=10)
+    app[SESSION] = aiohttp.ClientSession(timeout=timeout, auto_decompress=False)
+    yield
+    await app[SESSION].close()
+
+
+async def passthrough(request: web.Request) -> web.StreamResponse:
+    base = request.app[CONFIG].node_web_url.rstrip("/")
+    if not base:
+        raise ApiError(503, "UNAVAILABLE", "the gRPC-web passthrough is not configured (--node-web-url)")
+    service, method = request.match_info["service"], request.match_info["method"]
+    headers = {k: v for k, v in request.headers.items() if k.lower() not in DROP_REQUEST and not k.startswith(":")}
+    body = await request.read()
+    try:
+        upstream = await request.app[SESSION].post(f"{base}/{service}/{method}", data=body, headers=headers)
+    except aiohttp.ClientError as err:
+        raise ApiError(503, "UNAVAILABLE", f"node gRPC-web endpoint unreachable: {err}") from None
+    async with upstream:
+        response = web.StreamResponse(status=upstream.status, reason=upstream.reason)
+        for key, value in upstream.headers.items():
+            if key.lower() not in DROP_RESPONSE:
+                response.headers.add(key, value)
+        if upstream.headers.get("Content-Length") is not None:
+            response.content_length = int(upstream.headers["Content-Length"])
+        await response.prepare(request)
+        while True:
+            try:
+                chunk = await asyncio.wait_for(upstream.content.readany(), DISCONNECT_POLL)
+            except TimeoutError:
+                if request.transport is None or request.transport.is_closing():
+                    return response  # the client left (runners without handler cancellation)
+                continue
+            if not chunk:
+                break
+            await response.write(chunk)
+        await response.write_eof()
+    return response
+
+
+def setup_grpc_web(app: web.Application) -> None:
+    app.cleanup_ctx.append(_session)
+    app.router.add_post("/v1/grpc-web/{service}/{method}", passthrough, name="grpcweb.passthrough")

@@ -1,0 +1,39 @@
+"""Parameters shared by the REST routes, with the schemas the OpenAPI validation enforces."""
+
+from __future__ import annotations
+
+from gateway.rest.shapes import UINT64_MAX, Schema
+from gateway.rest.table import DEFAULT_PAGE, MAX_PAGE, Param
+
+ADDRESS: Schema = {"type": "string", "pattern": "^0x[0-9a-fA-F]{40}$", "examples": ["0x" + "ab" * 20]}
+HASH32: Schema = {"type": "string", "pattern": "^0x[0-9a-fA-F]{64}$", "examples": ["0x" + "cd" * 32]}
+REF_HEX: Schema = {"type": "string", "pattern": "^([0-9a-fA-F]{2}){1,254}$", "examples": [b"refs/heads/main".hex()]}
+STATE_KEY: Schema = {"type": "string", "pattern": "^0x([0-9a-fA-F]{2}){1,400}$"}
+UINT64: Schema = {"type": "integer", "minimum": 0, "maximum": UINT64_MAX}
+PROJECT_NAME: Schema = {"type": "string", "pattern": "^[A-Za-z0-9._-]{1,100}$"}
+
+OWNER = Param("ownerAddress", "path", ADDRESS, "`owner_address` of the account: 0x-prefixed 20-byte address")
+PROJECT = Param("projectId", "path", HASH32, "project ID: 0x-prefixed 32 bytes")
+REQUEST_ID = Param("requestId", "path", HASH32, "merge request ID: 0x-prefixed 32 bytes")
+KEY_ID = Param("key_id", "path", ADDRESS, "custody key ID: 0x-prefixed 20-byte address of the key")
+DELEGATED_KEY = Param("key", "path", HASH32, "delegated Ed25519 public key: 0x-prefixed 32 bytes")
+REF = Param("refHex", "path", REF_HEX, "ref name as hex-encoded bytes without a prefix (`refs/heads/main` → 726566…)")
+COMMIT = Param("hash", "path", HASH32, "commit hash: 0x-prefixed 32 bytes")
+MESSAGE_HASH = Param("hash", "path", HASH32, "BLAKE3 hash of the message: 0x-prefixed 32 bytes")
+BLOCK_NUMBER = Param("number", "path", UINT64, "block number")
+STATE_KEY_PARAM = Param("keyHex", "path", STATE_KEY, "public state key (docs/state.md), 0x-prefixed hex")
+PROJECT_NAME_PARAM = Param("name", "path", PROJECT_NAME, "project name (case-insensitive)")
+
+LIMIT = Param(
+    "limit",
+    "query",
+    {"type": "integer", "minimum": 0},
+    f"page size; {DEFAULT_PAGE} when absent or 0, values above {MAX_PAGE} are capped at {MAX_PAGE} (never an error)",
+)
+CURSOR = Param(
+    "cursor",
+    "query",
+    {"type": "string", "maxLength": 512, "pattern": "^[A-Za-z0-9_-]*$"},
+    "`next_cursor` of the previous page; absent or empty for the first page",
+)
+PAGE = (LIMIT, CURSOR)

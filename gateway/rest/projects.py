@@ -1,0 +1,286 @@
+"""Project and git-object routes: `/v1/projects…` (projects, activity, merge requests, refs, ref log,
+commits, ancestors, reactions on a commit, collaborators) and `/v1/links/by-target`."""
+
+from __future__ import annotations
+
+from chain.v1 import rpc_pb2
+from gateway.rest import shapes
+from gateway.rest.params import ADDRESS, COMMIT, HASH32, PAGE, PROJECT, PROJECT_NAME, REF, REQUEST_ID
+from gateway.rest.shapes import JsonObject, ref
+from gateway.rest.table import Call, Param, Route, page_schema
+
+
+async def list_projects(c: Call) -> JsonObject:
+    owner = c.inputs.hex("owner_address") if c.inputs.get("owner_address") else b""
+    req = rpc_pb2.ListProjectsRequest(owner_address=owner, **c.inputs.page())
+    resp = await c.read(lambda u, t: u.chain.ListProjects(req, timeout=t))
+    return {"projects": shapes.to_json_list(resp.projects), "next_cursor": resp.next_page_token}
+
+
+async def search_projects(c: Call) -> JsonObject:
+    req = rpc_pb2.SearchProjectsRequest(name_prefix=c.inputs.text("prefix"), **c.inputs.page())
+    resp = await c.read(lambda u, t: u.chain.SearchProjects(req, timeout=t))
+    return {"projects": shapes.to_json_list(resp.projects), "next_cursor": resp.next_page_token}
+
+
+async def get_project(c: Call) -> JsonObject:
+    req = rpc_pb2.GetProjectRequest(project_id=c.inputs.hex("projectId"))
+    resp = await c.read(lambda u, t: u.chain.GetProject(req, timeout=t))
+    return shapes.to_json(resp.project)
+
+
+async def get_project_activity(c: Call) -> JsonObject:
+    req = rpc_pb2.GetProjectActivityRequest(project_id=c.inputs.hex("projectId"), **c.inputs.page())
+    resp = await c.read(lambda u, t: u.chain.GetProjectActivity(req, timeout=t))
+    return {"messages": shapes.to_json_list(resp.messages), "next_cursor": resp.next_page_token}
+
+
+async def list_merge_requests(c: Call) -> JsonObject:
+    req = rpc_pb2.ListMergeRequestsRequest(project_id=c.inputs.hex("projectId"), **c.inputs.page())
+    resp = await c.read(lambda u, t: u.chain.ListMergeRequests(req, timeout=t))
+    return {"merge_requests": shapes.to_json_list(resp.merge_requests), "next_cursor": resp.next_page_token}
+
+
+async def get_merge_request(c: Call) -> JsonObject:
+    req = rpc_pb2.GetMergeRequestRequest(project_id=c.inputs.hex("projectId"), request_id=c.inputs.hex("requestId"))
+    resp = await c.read(lambda u, t: u.chain.GetMergeRequest(req, timeout=t))
+    return shapes.to_json(resp.merge_request)
+
+
+async def list_refs(c: Call) -> JsonObject:
+    req = rpc_pb2.ListRefsRequest(project_id=c.inputs.hex("projectId"), **c.inputs.page())
+    resp = await c.read(lambda u, t: u.chain.ListRefs(req, timeout=t))
+    return {"refs": shapes.to_json_list(resp.refs), "next_cursor": resp.next_page_token}
+
+
+async def get_ref(c: Call) -> JsonObject:
+    req = rpc_pb2.GetRefRequest(project_id=c.inputs.hex("projectId"), ref_name=c.inputs.hex("refHex"))
+    resp = await c.read(lambda u, t: u.chain.GetRef(req, timeout=t))
+    return shapes.to_json(resp.ref)
+
+
+async def get_ref_log(c: Call) -> JsonObject:
+    req = rpc_pb2.GetRefLogRequest(
+        project_id=c.inputs.hex("projectId"), ref_name=c.inputs.hex("refHex"), **c.inputs.page()
+    )
+    resp = await c.read(lambda u, t: u.chain.GetRefLog(req, timeout=t))
+    return {"entries": shapes.to_json_list(resp.entries), "next_cursor": resp.next_page_token}
+
+
+async def list_commits(c: Call) -> JsonObject:
+    req = rpc_pb2.ListCommitsRequest(project_id=c.inputs.hex("projectId"), **c.inputs.page())
+    resp = await c.read(lambda u, t: u.chain.ListCommits(req, timeout=t))
+    return {"commits": shapes.to_json_list(resp.commits), "next_cursor": resp.next_page_token}
+
+
+async def get_commit(c: Call) -> JsonObject:
+    req = rpc_pb2.GetCommitRequest(project_id=c.inputs.hex("projectId"), commit_hash=c.inputs.hex("hash"))
+    resp = await c.read(lambda u, t: u.chain.GetCommit(req, timeout=t))
+    return shapes.to_json(resp.commit)
+
+
+async def get_commit_ancestors(c: Call) -> JsonObject:
+    req = rpc_pb2.GetCommitAncestorsRequest(
+        project_id=c.inputs.hex("projectId"),
+        commit_hash=c.inputs.hex("hash"),
+        first_parent=c.inputs.flag("first_parent"),
+        **c.inputs.page(),
+    )
+    resp = await c.read(lambda u, t: u.chain.GetCommitAncestors(req, timeout=t))
+    return {"commits": shapes.to_json_list(resp.commits), "next_cursor": resp.next_page_token}
+
+
+async def list_reactions_by_target(c: Call) -> JsonObject:
+    req = rpc_pb2.ListReactionsByTargetRequest(
+        project_id=c.inputs.hex("projectId"), commit_hash=c.inputs.hex("hash"), **c.inputs.page()
+    )
+    resp = await c.read(lambda u, t: u.chain.ListReactionsByTarget(req, timeout=t))
+    return {"reactions": shapes.to_json_list(resp.reactions), "next_cursor": resp.next_page_token}
+
+
+async def list_collaborators(c: Call) -> JsonObject:
+    req = rpc_pb2.ListCollaboratorsRequest(project_id=c.inputs.hex("projectId"), **c.inputs.page())
+    resp = await c.read(lambda u, t: u.chain.ListCollaborators(req, timeout=t))
+    return {"collaborators": shapes.to_json_list(resp.collaborators), "next_cursor": resp.next_page_token}
+
+
+async def list_links_by_target(c: Call) -> JsonObject:
+    owner = c.inputs.hex("target_owner_address") if c.inputs.get("target_owner_address") else b""
+    project = c.inputs.hex("target_project_id") if c.inputs.get("target_project_id") else b""
+    req = rpc_pb2.ListLinksByTargetRequest(target_owner_address=owner, target_project_id=project, **c.inputs.page())
+    resp = await c.read(lambda u, t: u.chain.ListLinksByTarget(req, timeout=t))
+    return {"links": shapes.to_json_list(resp.links), "next_cursor": resp.next_page_token}
+
+
+OWNER_FILTER = Param("owner_address", "query", ADDRESS, "only projects of this owner_address")
+PREFIX = Param("prefix", "query", PROJECT_NAME, "project name prefix (case-insensitive)", required=True)
+FIRST_PARENT = Param("first_parent", "query", {"type": "boolean"}, "follow first parents only")
+TARGET_OWNER = Param(
+    "target_owner_address", "query", ADDRESS, "accounts following this owner_address (give this or target_project_id)"
+)
+TARGET_PROJECT = Param(
+    "target_project_id", "query", HASH32, "accounts starring this project (give this or target_owner_address)"
+)
+P = "/v1/projects/{projectId}"
+TAG = "projects"
+GIT = "git"
+
+ROUTES: tuple[Route, ...] = (
+    Route(
+        "GET",
+        "/v1/projects",
+        "listProjects",
+        TAG,
+        "Projects, optionally only those of one owner_address (ListProjects)",
+        list_projects,
+        page_schema("projects", "Project"),
+        (OWNER_FILTER, *PAGE),
+    ),
+    Route(
+        "GET",
+        "/v1/projects/search",
+        "searchProjects",
+        TAG,
+        "Projects whose name starts with a prefix (SearchProjects)",
+        search_projects,
+        page_schema("projects", "Project"),
+        (PREFIX, *PAGE),
+    ),
+    Route(
+        "GET",
+        P,
+        "getProject",
+        TAG,
+        "Project metadata and status (GetProject)",
+        get_project,
+        ref("Project"),
+        (PROJECT,),
+        errors=(400, 404),
+    ),
+    Route(
+        "GET",
+        P + "/activity",
+        "getProjectActivity",
+        TAG,
+        "Recent committed messages of the project, newest first (GetProjectActivity)",
+        get_project_activity,
+        page_schema("messages", "CommittedMessage"),
+        (PROJECT, *PAGE),
+        errors=(400, 404),
+    ),
+    Route(
+        "GET",
+        P + "/merge-requests",
+        "listMergeRequests",
+        TAG,
+        "Active merge requests targeting the project (ListMergeRequests)",
+        list_merge_requests,
+        page_schema("merge_requests", "MergeRequest"),
+        (PROJECT, *PAGE),
+    ),
+    Route(
+        "GET",
+        P + "/merge-requests/{requestId}",
+        "getMergeRequest",
+        TAG,
+        "One active merge request (GetMergeRequest)",
+        get_merge_request,
+        ref("MergeRequest"),
+        (PROJECT, REQUEST_ID),
+        errors=(400, 404),
+    ),
+    Route(
+        "GET",
+        P + "/refs",
+        "listRefs",
+        GIT,
+        "Refs of the project in name order (ListRefs)",
+        list_refs,
+        page_schema("refs", "Ref"),
+        (PROJECT, *PAGE),
+    ),
+    Route(
+        "GET",
+        P + "/refs/{refHex}",
+        "getRef",
+        GIT,
+        "One ref by hex-encoded name (GetRef)",
+        get_ref,
+        ref("Ref"),
+        (PROJECT, REF),
+        errors=(400, 404),
+    ),
+    Route(
+        "GET",
+        P + "/refs/{refHex}/log",
+        "getRefLog",
+        GIT,
+        "Update history of a ref, newest first (GetRefLog)",
+        get_ref_log,
+        page_schema("entries", "RefLogEntry"),
+        (PROJECT, REF, *PAGE),
+    ),
+    Route(
+        "GET",
+        P + "/commits",
+        "listCommits",
+        GIT,
+        "Commits of the project, newest first (ListCommits)",
+        list_commits,
+        page_schema("commits", "Commit"),
+        (PROJECT, *PAGE),
+    ),
+    Route(
+        "GET",
+        P + "/commits/{hash}",
+        "getCommit",
+        GIT,
+        "Commit metadata (GetCommit); commits of a fork's source are found too",
+        get_commit,
+        ref("Commit"),
+        (PROJECT, COMMIT),
+        errors=(400, 404),
+    ),
+    Route(
+        "GET",
+        P + "/commits/{hash}/ancestors",
+        "getCommitAncestors",
+        GIT,
+        "Ancestors of a commit, breadth first, the commit excluded (GetCommitAncestors)",
+        get_commit_ancestors,
+        page_schema("commits", "Commit"),
+        (PROJECT, COMMIT, FIRST_PARENT, *PAGE),
+        errors=(400, 404),
+    ),
+    Route(
+        "GET",
+        P + "/commits/{hash}/reactions",
+        "listReactionsByTarget",
+        GIT,
+        "Reactions (likes) on a commit (ListReactionsByTarget)",
+        list_reactions_by_target,
+        page_schema("reactions", "Reaction"),
+        (PROJECT, COMMIT, *PAGE),
+    ),
+    Route(
+        "GET",
+        P + "/collaborators",
+        "listCollaborators",
+        TAG,
+        "Collaborators of the project (ListCollaborators)",
+        list_collaborators,
+        page_schema("collaborators", "Collaborator"),
+        (PROJECT, *PAGE),
+    ),
+    Route(
+        "GET",
+        "/v1/links/by-target",
+        "listLinksByTarget",
+        "accounts",
+        "Links to a target account (target_owner_address) or project (target_project_id) (ListLinksByTarget)",
+        list_links_by_target,
+        page_schema("links", "Link"),
+        (TARGET_OWNER, TARGET_PROJECT, *PAGE),
+        description="Give exactly one of `target_owner_address` and `target_project_id` (400 otherwise).",
+    ),
+)

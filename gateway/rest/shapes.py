@@ -1,0 +1,395 @@
+"""Protobuf records as REST JSON, and the JSON Schema of every shape: one rule table drives both.
+
+    shapes.to_json(project)                 # {"project_id": "0x…", "owner_address": "0x…", "status": "active", …}
+    shapes.account_summary(get_account_resp)
+    shapes.schema_components()              # components/schemas of the OpenAPI document
+
+Rules, applied to every field of every record (so handlers never build dicts by hand):
+
+- bytes: 0x-prefixed lower-case hex ("0x" when empty); ref names (`REF_FIELDS`) are plain lower-case hex
+  with no prefix, so names that are not valid UTF-8 survive a round trip;
+- 64-bit integers: decimal strings (they can exceed 2^53, the precision of a JS number);
+  32-bit integers: JSON numbers; bools: JSON booleans;
+- enums: the value's name in lower case without the enum's prefix (`PROJECT_STATUS_ACTIVE` → "active");
+- nested records: objects; repeated fields: arrays; every field is always present (proto3 defaults),
+  except the members of a `oneof` (the message body), of which only the one that is set appears.
+
+The same module gives the schemas of the writes' request bodies, which are the protobuf JSON mapping
+(`google.protobuf.json_format`): bytes base64, 64-bit integers as strings or numbers, enums as full names
+or numbers, field names in lowerCamelCase or as in the .proto file.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any, TypeAlias, cast
+
+from google.protobuf.descriptor import Descriptor, EnumDescriptor, FieldDescriptor
+from google.protobuf.message import Message
+
+from chain.v1 import block_pb2, message_pb2, node_info_pb2, proof_pb2, rpc_pb2, state_pb2
+
+Json: TypeAlias = Any
+JsonObject: TypeAlias = dict[str, Any]
+Schema: TypeAlias = dict[str, Any]
+
+FD = FieldDescriptor
+INT64_TYPES = {FD.TYPE_INT64, FD.TYPE_UINT64, FD.TYPE_SINT64, FD.TYPE_FIXED64, FD.TYPE_SFIXED64}
+INT32_TYPES = {FD.TYPE_INT32, FD.TYPE_UINT32, FD.TYPE_SINT32, FD.TYPE_FIXED32, FD.TYPE_SFIXED32}
+UNSIGNED_TYPES = {FD.TYPE_UINT32, FD.TYPE_FIXED32, FD.TYPE_UINT64, FD.TYPE_FIXED64}
+
+# Ref names: raw bytes in the protocol, plain hex on REST (spec 2.4).
+REF_FIELDS = frozenset(
+    {
+        ("chain.v1.Ref", "name"),
+        ("chain.v1.RefLogEntry", "ref_name"),
+        ("chain.v1.MergeRequest", "source_ref"),
+        ("chain.v1.MergeRequest", "target_ref"),
+        ("chain.v1.RefUpdateBody", "ref_name"),
+        ("chain.v1.RefDeleteBody", "ref_name"),
+        ("chain.v1.MergeRequestAddBody", "source_ref"),
+        ("chain.v1.MergeRequestAddBody", "target_ref"),
+    }
+)
+
+UINT64_MAX = 2**64 - 1
+UINT32_MAX = 2**32 - 1
+HEX_PATTERN = "^0x([0-9a-f]{2})*$"
+REF_PATTERN = "^([0-9a-f]{2})*$"
+UINT64_PATTERN = "^(0|[1-9][0-9]{0,19})$"
+BASE64_PATTERN = "^[A-Za-z0-9+/_-]*={0,2}$"
+PROTO_JSON_PREFIX = "ProtoJson"
+
+
+class ShapeError(ValueError):
+    """A REST JSON value that does not fit its protobuf field (raised by `from_json`)."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+
+
+def fields(desc: Any) -> list[FieldDescriptor]:
+    """The fields of a message descriptor (pure-Python or upb: the stubs type them apart)."""
+    return cast(list[FieldDescriptor], list(desc.fields))
+
+
+def _message_type(field: FieldDescriptor) -> Descriptor:
+    assert field.message_type is not None
+    return field.message_type
+
+
+def _enum_type(field: FieldDescriptor) -> EnumDescriptor:
+    assert field.enum_type is not None
+    return field.enum_type
+
+
+def _is_ref(field: FieldDescriptor) -> bool:
+    owner = field.containing_type
+    return owner is not None and (owner.full_name, field.name) in REF_FIELDS
+
+
+def _in_oneof(field: FieldDescriptor) -> bool:
+    return field.containing_oneof is not None
+
+
+def enum_prefix(enum: EnumDescriptor) -> str:
+    """`ProjectStatus` → `PROJECT_STATUS_`."""
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", enum.name).upper() + "_"
+
+
+def enum_names(enum: EnumDescriptor) -> list[str]:
+    prefix = enum_prefix(enum)
+    return [v.name.removeprefix(prefix).lower() for v in enum.values]
+
+
+def enum_name(enum: EnumDescriptor, number: int) -> str:
+    value = enum.values_by_number.get(number)
+    if value is None:
+        return str(number)  # an open enum may carry a number this build does not know
+    return value.name.removeprefix(enum_prefix(enum)).lower()
+
+
+def enum_number(enum: EnumDescriptor, name: str) -> int:
+    value = enum.values_by_name.get(enum_prefix(enum) + name.upper())
+    if value is None:
+        raise ShapeError(enum.name, f"unknown value {name!r}")
+    return int(value.number)
+
+
+# ---- protobuf → REST JSON ----
+
+
+def _value(field: FieldDescriptor, value: Any) -> Json:
+    t = field.type
+    if t == FD.TYPE_MESSAGE:
+        return to_json(value)
+    if t == FD.TYPE_BYTES:
+        return bytes(value).hex() if _is_ref(field) else "0x" + bytes(value).hex()
+    if t in INT64_TYPES:
+        return str(int(value))
+    if t == FD.TYPE_ENUM:
+        return enum_name(_enum_type(field), int(value))
+    return value
+
+
+def to_json(msg: Message) -> JsonObject:
+    """A protobuf record in its REST shape (see the module docstring for the rules)."""
+    out: JsonObject = {}
+    for field in fields(msg.DESCRIPTOR):
+        if _in_oneof(field) and not msg.HasField(field.name):
+            continue
+        value = getattr(msg, field.name)
+        if field.is_repeated:
+            out[field.name] = [_value(field, v) for v in value]
+        else:
+            out[field.name] = _value(field, value)
+    return out
+
+
+def to_json_list(items: Iterable[Message]) -> list[JsonObject]:
+    return [to_json(m) for m in items]
+
+
+def account_summary(resp: rpc_pb2.GetAccountResponse) -> JsonObject:
+    """The account row flattened, with the first page of keys, custody keys and verifications."""
+    out = to_json(resp.account)
+    out["storage_units"] = resp.storage_units
+    out["keys"] = to_json_list(resp.keys)
+    out["custody_keys"] = to_json_list(resp.custody_keys)
+    out["verifications"] = to_json_list(resp.verifications)
+    return out
+
+
+# ---- REST JSON → protobuf (for bodies that carry a record in its REST shape) ----
+
+
+def _from_value(field: FieldDescriptor, value: Json, where: str) -> Any:
+    t = field.type
+    if t == FD.TYPE_MESSAGE:
+        if not isinstance(value, Mapping):
+            raise ShapeError(where, "must be an object")
+        return from_json(_message_type(field), value, where)
+    if t == FD.TYPE_BYTES:
+        if not isinstance(value, str):
+            raise ShapeError(where, "must be a hex string")
+        digits = value if _is_ref(field) else value.removeprefix("0x")
+        try:
+            return bytes.fromhex(digits)
+        except ValueError:
+            raise ShapeError(where, "must be hex") from None
+    if t in INT64_TYPES or t in INT32_TYPES:
+        try:
+            number = int(value)
+        except (TypeError, ValueError):
+            raise ShapeError(where, "must be an integer") from None
+        top = UINT64_MAX if t in INT64_TYPES else UINT32_MAX
+        if not 0 <= number <= top:
+            raise ShapeError(where, f"must be between 0 and {top}")
+        return number
+    if t == FD.TYPE_ENUM:
+        return enum_number(_enum_type(field), str(value))
+    return value
+
+
+def from_json(desc: Descriptor, data: Mapping[str, Json], where: str = "") -> Any:
+    """The inverse of `to_json` for a record type (unknown keys are refused)."""
+    cls = _message_class(desc)
+    msg = cls()
+    for key, value in data.items():
+        field = desc.fields_by_name.get(key)
+        path = f"{where}.{key}" if where else key
+        if field is None:
+            raise ShapeError(path, "unknown field")
+        try:
+            if field.is_repeated:
+                if not isinstance(value, list):
+                    raise ShapeError(path, "must be an array")
+                items = [_from_value(field, v, f"{path}[{i}]") for i, v in enumerate(value)]
+                if field.type == FD.TYPE_MESSAGE:
+                    getattr(msg, key).extend(items)
+                else:
+                    getattr(msg, key)[:] = items
+            elif field.type == FD.TYPE_MESSAGE:
+                getattr(msg, key).CopyFrom(_from_value(field, value, path))
+            else:
+                setattr(msg, key, _from_value(field, value, path))
+        except (TypeError, ValueError) as exc:
+            if isinstance(exc, ShapeError):
+                raise
+            raise ShapeError(path, str(exc)) from None
+    return msg
+
+
+def _message_class(desc: Descriptor) -> type[Message]:
+    from google.protobuf import message_factory
+
+    return message_factory.GetMessageClass(desc)
+
+
+# ---- JSON Schema of the REST shapes ----
+
+
+def ref(name: str) -> Schema:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _field_schema(field: FieldDescriptor) -> Schema:
+    t = field.type
+    if t == FD.TYPE_MESSAGE:
+        return ref(_message_type(field).name)
+    if t == FD.TYPE_BYTES:
+        if _is_ref(field):
+            return {"type": "string", "pattern": REF_PATTERN, "description": "ref name, hex-encoded bytes"}
+        return {"type": "string", "pattern": HEX_PATTERN}
+    if t in INT64_TYPES:
+        return {"type": "string", "pattern": UINT64_PATTERN, "description": "uint64 as a decimal string"}
+    if t in INT32_TYPES:
+        low = 0 if t in UNSIGNED_TYPES else -(2**31)
+        high = UINT32_MAX if t in UNSIGNED_TYPES else 2**31 - 1
+        return {"type": "integer", "minimum": low, "maximum": high}
+    if t == FD.TYPE_ENUM:
+        return {"type": "string", "enum": enum_names(_enum_type(field))}
+    if t == FD.TYPE_BOOL:
+        return {"type": "boolean"}
+    if t == FD.TYPE_STRING:
+        return {"type": "string"}
+    return {"type": "number"}
+
+
+def message_schema(desc: Descriptor) -> Schema:
+    props: Schema = {}
+    required: list[str] = []
+    for field in fields(desc):
+        one = _field_schema(field)
+        props[field.name] = {"type": "array", "items": one} if field.is_repeated else one
+        if not _in_oneof(field):
+            required.append(field.name)
+    schema: Schema = {"type": "object", "properties": props, "required": required, "additionalProperties": False}
+    oneofs = [o for o in desc.oneofs if o.fields]
+    if oneofs:
+        members = ", ".join(f.name for o in oneofs for f in o.fields)
+        schema["description"] = f"at most one of: {members} (the one that is set)"
+        schema["maxProperties"] = len(required) + len(oneofs)
+    return schema
+
+
+def _walk(roots: Iterable[Descriptor]) -> dict[str, Descriptor]:
+    seen: dict[str, Descriptor] = {}
+    stack = list(roots)
+    while stack:
+        desc = stack.pop()
+        if desc.name in seen:
+            continue
+        seen[desc.name] = desc
+        stack.extend(_message_type(f) for f in fields(desc) if f.type == FD.TYPE_MESSAGE)
+    return seen
+
+
+REST_ROOTS: tuple[Descriptor, ...] = (
+    state_pb2.Project.DESCRIPTOR,
+    state_pb2.Account.DESCRIPTOR,
+    state_pb2.CustodyKey.DESCRIPTOR,
+    state_pb2.KeyEntry.DESCRIPTOR,
+    state_pb2.Ref.DESCRIPTOR,
+    state_pb2.RefLogEntry.DESCRIPTOR,
+    state_pb2.Commit.DESCRIPTOR,
+    state_pb2.Collaborator.DESCRIPTOR,
+    state_pb2.MergeRequest.DESCRIPTOR,
+    state_pb2.Verification.DESCRIPTOR,
+    state_pb2.Link.DESCRIPTOR,
+    state_pb2.Reaction.DESCRIPTOR,
+    block_pb2.Block.DESCRIPTOR,
+    block_pb2.CommittedMessage.DESCRIPTOR,
+    proof_pb2.MerkleProof.DESCRIPTOR,
+    proof_pb2.StorageQuotaProof.DESCRIPTOR,
+    node_info_pb2.NodeStatus.DESCRIPTOR,
+    node_info_pb2.ChainStats.DESCRIPTOR,
+    node_info_pb2.SnapshotInfo.DESCRIPTOR,
+    node_info_pb2.MempoolInfo.DESCRIPTOR,
+    rpc_pb2.SubmitMessageResponse.DESCRIPTOR,
+    rpc_pb2.SubmitResult.DESCRIPTOR,
+    rpc_pb2.BatchSubmitMessagesResponse.DESCRIPTOR,
+    rpc_pb2.DryRunMessageResponse.DESCRIPTOR,
+    rpc_pb2.GetOperationProofResponse.DESCRIPTOR,
+    rpc_pb2.GetExclusionProofResponse.DESCRIPTOR,
+    rpc_pb2.VerifyOperationProofResponse.DESCRIPTOR,
+    rpc_pb2.GetHealthResponse.DESCRIPTOR,
+)
+
+
+def account_summary_schema() -> Schema:
+    schema = message_schema(state_pb2.Account.DESCRIPTOR)
+    props = schema["properties"]
+    for name, item in (("keys", "KeyEntry"), ("custody_keys", "CustodyKey"), ("verifications", "Verification")):
+        props[name] = {"type": "array", "items": ref(item)}
+        schema["required"].append(name)
+    schema["description"] = (
+        "The account row with the first page (up to 200) of its delegated keys, custody keys (a snapshot) "
+        "and verifications; `custody_nonce` is a decimal string."
+    )
+    return schema
+
+
+def schema_components() -> dict[str, Schema]:
+    """Schemas of every REST shape (by record name), of the account summary and of the write bodies."""
+    out = {name: message_schema(desc) for name, desc in sorted(_walk(REST_ROOTS).items())}
+    out["AccountSummary"] = account_summary_schema()
+    out.update(proto_json_components())
+    return out
+
+
+# ---- JSON Schema of the protobuf JSON mapping (write bodies) ----
+
+
+def proto_json_name(desc: Descriptor) -> str:
+    return PROTO_JSON_PREFIX + desc.name
+
+
+def _proto_json_field(field: FieldDescriptor) -> Schema:
+    t = field.type
+    if t == FD.TYPE_MESSAGE:
+        return ref(proto_json_name(_message_type(field)))
+    if t == FD.TYPE_BYTES:
+        return {"type": "string", "pattern": BASE64_PATTERN, "description": "base64 (standard or URL-safe)"}
+    if t in INT64_TYPES:
+        return {
+            "anyOf": [
+                {"type": "integer", "minimum": 0, "maximum": UINT64_MAX},
+                {"type": "string", "pattern": UINT64_PATTERN},
+            ]
+        }
+    if t in INT32_TYPES:
+        return {"type": "integer", "minimum": 0, "maximum": UINT32_MAX}
+    if t == FD.TYPE_ENUM:
+        names = [v.name for v in _enum_type(field).values]
+        return {"anyOf": [{"type": "string", "enum": names}, {"type": "integer", "minimum": 0, "maximum": 2**31 - 1}]}
+    if t == FD.TYPE_BOOL:
+        return {"type": "boolean"}
+    return {"type": "string"}
+
+
+def proto_json_schema(desc: Descriptor) -> Schema:
+    props: Schema = {}
+    for field in fields(desc):
+        one = _proto_json_field(field)
+        prop = {"type": "array", "items": one} if field.is_repeated else one
+        props[field.json_name] = prop
+        props[field.name] = prop
+    return {
+        "type": "object",
+        "properties": props,
+        "additionalProperties": False,
+        "description": f"`chain.v1.{desc.name}` in the protobuf JSON mapping",
+    }
+
+
+PROTO_JSON_ROOTS: tuple[Descriptor, ...] = (
+    message_pb2.Message.DESCRIPTOR,
+    rpc_pb2.BatchSubmitMessagesRequest.DESCRIPTOR,
+)
+
+
+def proto_json_components() -> dict[str, Schema]:
+    return {proto_json_name(d): proto_json_schema(d) for _, d in sorted(_walk(PROTO_JSON_ROOTS).items())}

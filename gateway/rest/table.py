@@ -1,0 +1,157 @@
+"""The route table's vocabulary: a `Route` names its method, path, parameters, body, response schema and
+handler; the same entry registers the aiohttp route and writes its OpenAPI operation, so the document
+cannot drift from what is served.
+
+Handlers receive a `Call`: the node pool and the request's inputs as validated and converted by the
+OpenAPI request validation (`Inputs`), never the raw query string.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from aiohttp import web
+
+from gateway.nodes import NodePool, Upstream
+from gateway.rest.shapes import Json, Schema, ref
+
+MAX_PAGE = 200
+DEFAULT_PAGE = 50
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    where: str  # path | query | header
+    schema: Schema
+    description: str
+    required: bool = False
+    style: str | None = None
+    explode: bool | None = None
+
+    def openapi(self) -> Schema:
+        out: Schema = {
+            "name": self.name,
+            "in": self.where,
+            "required": self.required or self.where == "path",
+            "description": self.description,
+            "schema": self.schema,
+        }
+        if self.style is not None:
+            out["style"] = self.style
+        if self.explode is not None:
+            out["explode"] = self.explode
+        return out
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """Parameters and body of one request after validation (openapi-core's unmarshalled values)."""
+
+    path: Mapping[str, Any] = field(default_factory=dict)
+    query: Mapping[str, Any] = field(default_factory=dict)
+    body: Any = None
+    raw_body: bytes = b""
+    content_type: str = ""
+
+    def get(self, name: str) -> Any:
+        if name in self.path:
+            return self.path[name]
+        return self.query.get(name)
+
+    def text(self, name: str, default: str = "") -> str:
+        value = self.get(name)
+        return default if value is None else str(value)
+
+    def hex(self, name: str) -> bytes:
+        """A hex parameter (0x-prefixed or not: the OpenAPI pattern has decided which) as bytes."""
+        value = self.text(name)
+        return bytes.fromhex(value[2:] if value[:2] in ("0x", "0X") else value)
+
+    def integer(self, name: str, default: int = 0) -> int:
+        value = self.get(name)
+        return default if value is None else int(value)
+
+    def flag(self, name: str) -> bool:
+        return bool(self.get(name))
+
+    def page(self) -> dict[str, Any]:
+        """`limit` (capped at 200, never an error) and `cursor` as the RPC's page_size and page_token."""
+        limit = self.integer("limit", DEFAULT_PAGE) or DEFAULT_PAGE
+        return {"page_size": min(limit, MAX_PAGE), "page_token": self.text("cursor")}
+
+
+@dataclass(frozen=True)
+class Call:
+    request: web.Request
+    nodes: NodePool
+    inputs: Inputs
+
+    @property
+    def timeout(self) -> float:
+        return self.nodes.timeout
+
+    async def read(self, rpc: Callable[[Upstream, float], Awaitable[T]]) -> T:
+        """A read RPC on the next node (retried on another node when one is UNAVAILABLE)."""
+        return await self.nodes.read(lambda u: rpc(u, self.nodes.timeout))
+
+    async def write(self, rpc: Callable[[Upstream, float], Awaitable[T]]) -> T:
+        """A write RPC (never retried)."""
+        return await self.nodes.write(lambda u: rpc(u, self.nodes.timeout))
+
+
+Handler = Callable[[Call], Awaitable[Json | web.StreamResponse]]
+
+
+@dataclass(frozen=True)
+class Body:
+    """A request body: a JSON schema and other accepted media types (with an optional schema each)."""
+
+    json_schema: Schema
+    description: str
+    other: Mapping[str, Schema] = field(default_factory=dict)
+
+    def openapi(self) -> Schema:
+        content: Schema = {"application/json": {"schema": self.json_schema}}
+        for media, schema in self.other.items():
+            content[media] = {"schema": schema} if schema else {}
+        return {"required": True, "description": self.description, "content": content}
+
+
+@dataclass(frozen=True)
+class Route:
+    method: str
+    path: str
+    operation_id: str
+    tag: str
+    summary: str
+    handler: Handler
+    response: Schema
+    params: tuple[Param, ...] = ()
+    body: Body | None = None
+    status: int = 200
+    description: str = ""
+    errors: tuple[int, ...] = (400,)
+    extra_responses: Mapping[int, tuple[str, Schema]] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return "rest." + self.operation_id
+
+
+def page_schema(items_field: str, item: str) -> Schema:
+    return {
+        "type": "object",
+        "properties": {
+            items_field: {"type": "array", "items": ref(item)},
+            "next_cursor": {
+                "type": "string",
+                "description": 'pass as `cursor` for the next page; "" on the last page',
+            },
+        },
+        "required": [items_field, "next_cursor"],
+        "additionalProperties": False,
+    }

@@ -1,0 +1,157 @@
+"""The gRPC-web passthrough (`/v1/grpc-web/{service}/{method}`) and CORS, against a real node."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from typing import Any
+
+import requests
+from aiohttp.test_utils import TestClient
+
+from chain.v1 import rpc_pb2
+from tests.gateway.conftest import ORIGIN, MakeClient
+from tests.gateway.gwproc import GatewayProcess
+from tests.node.server.actors import authority_builder
+from tests.node.server.nodeproc import NodeProcess
+
+Client = TestClient[Any, Any]
+SERVICE = "/v1/grpc-web/chain.v1.ChainService"
+PROTOBUF = {"Content-Type": "application/x-protobuf"}
+GRPC_WEB = {"Content-Type": "application/grpc-web+proto", "X-Grpc-Web": "1"}
+
+
+def frame(payload: bytes, flag: int = 0) -> bytes:
+    return bytes([flag]) + len(payload).to_bytes(4, "big") + payload
+
+
+def frames(body: bytes) -> list[tuple[int, bytes]]:
+    out = []
+    i = 0
+    while i + 5 <= len(body):
+        n = int.from_bytes(body[i + 1 : i + 5], "big")
+        out.append((body[i], body[i + 5 : i + 5 + n]))
+        i += 5 + n
+    assert i == len(body), "truncated frame"
+    return out
+
+
+def unary(body: bytes) -> tuple[bytes, str]:
+    """(the response message bytes, the trailers text) of a unary gRPC-web answer."""
+    got = frames(body)
+    data = [payload for flag, payload in got if not flag & 0x80]
+    trailers = [payload for flag, payload in got if flag & 0x80]
+    assert len(data) == 1 and len(trailers) == 1, got
+    return data[0], trailers[0].decode()
+
+
+async def test_unary_call_through_the_passthrough(gateway_client: Client) -> None:
+    resp = await gateway_client.post(f"{SERVICE}/GetNodeStatus", data=frame(b""), headers=GRPC_WEB)
+    assert resp.status == 200
+    assert resp.headers["Content-Type"] == "application/grpc-web+proto"
+    message, trailers = unary(await resp.read())
+    assert "grpc-status:0" in trailers.replace(" ", "")
+    status = rpc_pb2.GetNodeStatusResponse.FromString(message).status
+    assert status.network == "devnet" and status.role == "solo"
+
+
+async def test_text_mode_is_passed_through_unchanged(gateway_client: Client) -> None:
+    body = base64.b64encode(frame(rpc_pb2.GetChainStatsRequest().SerializeToString()))
+    headers = {"Content-Type": "application/grpc-web-text", "X-Grpc-Web": "1"}
+    resp = await gateway_client.post(f"{SERVICE}/GetChainStats", data=body, headers=headers)
+    assert resp.status == 200 and resp.headers["Content-Type"] == "application/grpc-web-text"
+    raw = await resp.read()
+    decoded = b"".join(base64.b64decode(chunk + b"=" * (-len(chunk) % 4)) for chunk in raw.split(b"=") if chunk)
+    message, trailers = unary(decoded)
+    assert "grpc-status:0" in trailers.replace(" ", "")
+    assert rpc_pb2.GetChainStatsResponse.FromString(message).HasField("stats")
+
+
+async def test_errors_arrive_as_grpc_trailers_with_cors(gateway_client: Client) -> None:
+    req = rpc_pb2.GetProjectRequest(project_id=bytes(32)).SerializeToString()
+    resp = await gateway_client.post(f"{SERVICE}/GetProject", data=frame(req), headers={**GRPC_WEB, "Origin": ORIGIN})
+    assert resp.status == 200  # gRPC-web: the status is in grpc-status
+    assert resp.headers["grpc-status"] == "5" and resp.headers["reason-code"] == "NOT_FOUND"
+    assert resp.headers["Access-Control-Allow-Origin"] == ORIGIN
+    exposed = resp.headers["Access-Control-Expose-Headers"]
+    assert "grpc-status" in exposed and "reason-code" in exposed
+    unknown = await gateway_client.post(f"{SERVICE}/NoSuchMethod", data=frame(b""), headers=GRPC_WEB)
+    assert unknown.status == 200 and unknown.headers["grpc-status"] == "12"
+
+
+async def test_server_streaming_is_relayed_chunk_by_chunk(gateway_client: Client, node: NodeProcess) -> None:
+    authority = authority_builder(node.authority())
+
+    async def commit_a_block(seed: int) -> None:
+        grant = authority.storage_grant(bytes([seed]) * 20, 1)
+        submitted = await gateway_client.post("/v1/messages", data=grant.SerializeToString(), headers=PROTOBUF)
+        assert submitted.status == 202
+        while (await gateway_client.get(f"/v1/messages/0x{grant.hash.hex()}")).status != 200:
+            await asyncio.sleep(0.02)
+
+    async def next_block() -> int:
+        head = await resp.content.readexactly(5)
+        assert head[0] == 0  # a data frame, not the trailers: the stream is still open
+        payload = await resp.content.readexactly(int.from_bytes(head[1:], "big"))
+        return rpc_pb2.SubscribeBlocksResponse.FromString(payload).block.header.number
+
+    async with asyncio.timeout(20):
+        await commit_a_block(1)
+        height = int((await (await gateway_client.get("/v1/node/status")).json())["block_height"])
+        req = rpc_pb2.SubscribeBlocksRequest(from_block=height).SerializeToString()
+        resp = await gateway_client.post(f"{SERVICE}/SubscribeBlocks", data=frame(req), headers=GRPC_WEB)
+        assert resp.status == 200
+        assert await next_block() == height  # from the node's history
+        await commit_a_block(2)
+        assert await next_block() > height  # live: relayed as soon as the node wrote it
+    resp.close()
+
+
+async def test_passthrough_without_node_web_url_is_503(make_gateway_client: MakeClient) -> None:
+    for url in ("", "http://127.0.0.1:1"):
+        client = await make_gateway_client(node_web_url=url)
+        resp = await client.post(f"{SERVICE}/GetNodeStatus", data=frame(b""), headers=GRPC_WEB)
+        assert resp.status == 503
+        assert (await resp.json())["error"]["code"] == "UNAVAILABLE"
+
+
+def test_unary_call_through_the_real_gateway_process(gateway: GatewayProcess) -> None:
+    resp = requests.post(gateway.url + f"{SERVICE}/GetNodeStatus", data=frame(b""), headers=GRPC_WEB, timeout=10)
+    assert resp.status_code == 200
+    message, trailers = unary(resp.content)
+    assert "grpc-status:0" in trailers.replace(" ", "")
+    assert rpc_pb2.GetNodeStatusResponse.FromString(message).status.network == "devnet"
+
+
+async def test_cors(gateway_client: Client, make_gateway_client: MakeClient) -> None:
+    resp = await gateway_client.get("/v1/node/status", headers={"Origin": ORIGIN})
+    assert resp.headers["Access-Control-Allow-Origin"] == ORIGIN and "Origin" in resp.headers["Vary"]
+    resp = await gateway_client.get("/v1/nothing", headers={"Origin": ORIGIN})  # errors too, so pages can read them
+    assert resp.status == 404 and resp.headers["Access-Control-Allow-Origin"] == ORIGIN
+    for headers in ({"Origin": "http://evil.test"}, {}):
+        resp = await gateway_client.get("/v1/node/status", headers=headers)
+        assert resp.status == 200 and "Access-Control-Allow-Origin" not in resp.headers
+
+    async def preflight(path: str, origin: str, method: str) -> Any:
+        headers = {
+            "Origin": origin,
+            "Access-Control-Request-Method": method,
+            "Access-Control-Request-Headers": "content-type, x-grpc-web",
+        }
+        return await gateway_client.options(path, headers=headers)
+
+    for path, method in (("/v1/messages", "POST"), (f"{SERVICE}/GetNodeStatus", "POST"), ("/v1/stats", "GET")):
+        resp = await preflight(path, ORIGIN, method)
+        assert resp.status == 204, path
+        assert resp.headers["Access-Control-Allow-Origin"] == ORIGIN
+        assert "POST" in resp.headers["Access-Control-Allow-Methods"]
+        allowed = resp.headers["Access-Control-Allow-Headers"]
+        assert "content-type" in allowed and "x-grpc-web" in allowed
+    resp = await preflight("/v1/messages", "http://evil.test", "POST")
+    assert resp.status == 403 and "Access-Control-Allow-Origin" not in resp.headers
+    assert (await resp.json())["error"]["code"] == "PERMISSION_DENIED"
+    assert (await preflight("/v1/messages", ORIGIN, "DELETE")).status == 403
+
+    anyone = await make_gateway_client(cors_origins=("*",))
+    resp = await anyone.get("/v1/stats", headers={"Origin": "http://whoever.test"})
+    assert resp.headers["Access-Control-Allow-Origin"] == "*"
