@@ -1,0 +1,121 @@
+"""Fan-out: one feed per kind publishes events in key order; each client owns a bounded queue.
+
+Publishing never waits. A subscription whose queue is full is ended (the client is told to resume with
+its Last-Event-ID) and detached, so one slow or failing client never delays the others.
+
+Every subscription records the hub's position when it was made (`boundary`): its queue receives every
+matching event after that key, so a client that resumes from an older id reads history up to `boundary`
+and then its queue, with no gap and no duplicate at the seam.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from gateway.events.model import Event, EventKey, Kind
+
+log = logging.getLogger(__name__)
+
+
+class EndReason(StrEnum):
+    SLOW = "slow"  # the client fell more than the queue size behind
+    RESYNC = "resync"  # the feed found a gap in its source; the client resumes through history
+    SHUTDOWN = "shutdown"
+
+
+@dataclass(frozen=True)
+class Filter:
+    project: bytes = b""
+    types: frozenset[int] = frozenset()
+
+    def __call__(self, event: Event) -> bool:
+        if self.types and event.type not in self.types:
+            return False
+        return not self.project or event.project == self.project
+
+
+@dataclass(eq=False)
+class Subscription:
+    wants: Filter
+    boundary: EventKey
+    queue: asyncio.Queue[Event | None]
+    ended: EndReason | None = None
+    # Called when the subscription ends while its handler may be blocked writing to a stalled client.
+    on_end: Callable[[EndReason], None] | None = field(default=None, repr=False)
+
+    def end(self, reason: EndReason) -> None:
+        if self.ended is not None:
+            return
+        self.ended = reason
+        self.queue.put_nowait(None)  # the slot kept free for this marker
+        if self.on_end is not None:
+            try:
+                self.on_end(reason)
+            except Exception:
+                log.exception("ending an SSE subscription failed")
+
+
+class Hub:
+    def __init__(self, kind: Kind, queue_size: int) -> None:
+        self.kind = kind
+        self.queue_size = max(1, queue_size)
+        self.position = EventKey(0, 0)  # key of the last event published (or the feed's starting point)
+        self.ready = asyncio.Event()  # set once the feed knows its starting point
+        self.closed = False
+        self.dropped = 0
+        self._subs: set[Subscription] = set()
+
+    def __len__(self) -> int:
+        return len(self._subs)
+
+    def start_at(self, position: EventKey) -> None:
+        self.position = position
+        self.ready.set()
+
+    def subscribe(self, wants: Filter) -> Subscription:
+        if not self.ready.is_set():
+            raise RuntimeError("the hub's feed has not started")
+        sub = Subscription(wants, self.position, asyncio.Queue(maxsize=self.queue_size + 1))
+        if self.closed:
+            sub.end(EndReason.SHUTDOWN)
+        else:
+            self._subs.add(sub)
+        return sub
+
+    def unsubscribe(self, sub: Subscription) -> None:
+        self._subs.discard(sub)
+
+    def publish(self, event: Event) -> None:
+        if event.key <= self.position:
+            return  # already published (a feed that reconnected and replayed)
+        self.position = event.key
+        for sub in list(self._subs):
+            if not sub.wants(event):
+                continue
+            if sub.queue.qsize() >= self.queue_size:
+                self._end(sub, EndReason.SLOW)
+                self.dropped += 1
+                continue
+            sub.queue.put_nowait(event)
+
+    def reset(self, position: EventKey) -> None:
+        """The feed skipped events: end every subscription (clients resume through history) and move on."""
+        self.position = position
+        self._end_all(EndReason.RESYNC)
+
+    def close(self) -> None:
+        self.closed = True
+        self.ready.set()  # wake requests waiting for the feed: they find the hub closed
+        self._end_all(EndReason.SHUTDOWN)
+
+    def _end_all(self, reason: EndReason) -> None:
+        for sub in list(self._subs):
+            self._end(sub, reason)
+
+    def _end(self, sub: Subscription, reason: EndReason) -> None:
+        self._subs.discard(sub)
+        sub.end(reason)

@@ -1,0 +1,269 @@
+"""SSE handlers: GET /v1/events/messages and GET /v1/events/blocks.
+
+A request is checked (filters, resume id, per-IP limit), subscribed to its hub before the response
+headers go out (so a client that has the headers receives every later commit), then served: history
+when it resumes from an older id, then its queue, with `: ping` comments while idle.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+from contextlib import suppress
+from dataclasses import dataclass
+
+import grpc
+from aiohttp import web
+from redis.exceptions import RedisError
+
+from chain.v1 import message_pb2 as pb
+from gateway.errors import ApiError, invalid_argument
+from gateway.events.history import HistoryUnavailable
+from gateway.events.hub import EndReason, Filter, Subscription
+from gateway.events.model import PING, Event, EventKey, Kind, error_frame
+from gateway.events.service import EventService
+
+log = logging.getLogger(__name__)
+
+READY_WAIT = 5.0  # how long a request waits for a feed that has not started before answering 503
+FINAL_WRITE = 1.0  # seconds allowed for the last frame to a client being cut off
+SEND_BUFFER = 64 * 1024  # kernel send buffer of an SSE socket: the lag allowed beyond the queue stays small
+RETRY_MS = 1_000  # reconnect delay suggested to EventSource clients
+
+
+@dataclass(frozen=True)
+class StreamRequest:
+    wants: Filter
+    after: EventKey | None  # resume after this key (exclusive); None: live only
+
+
+def parse_types(values: list[str]) -> frozenset[int]:
+    out: set[int] = set()
+    for value in values:
+        for name in (v.strip().upper() for v in value.split(",")):
+            if not name:
+                continue
+            full = name if name.startswith("MESSAGE_TYPE_") else "MESSAGE_TYPE_" + name
+            try:
+                number = pb.MessageType.Value(full)
+            except ValueError:
+                raise invalid_argument("types", f"unknown message type {name!r}") from None
+            if number == pb.MESSAGE_TYPE_UNSPECIFIED:
+                raise invalid_argument("types", "MESSAGE_TYPE_UNSPECIFIED is not a message type")
+            out.add(number)
+    return frozenset(out)
+
+
+def parse_project(value: str) -> bytes:
+    if not value:
+        return b""
+    text = value[2:] if value[:2].lower() == "0x" else value
+    try:
+        raw = bytes.fromhex(text)
+    except ValueError:
+        raise invalid_argument("project_id", "project_id is not hex") from None
+    if len(raw) != 32:
+        raise invalid_argument("project_id", f"project_id has {len(raw)} bytes, expected 32")
+    return raw
+
+
+def parse_request(request: web.Request, kind: Kind) -> StreamRequest:
+    q = request.query
+    wants = Filter()
+    if kind is Kind.MESSAGES:
+        wants = Filter(parse_project(q.get("project_id", "")), parse_types(q.getall("types", [])))
+    elif "project_id" in q or "types" in q:
+        raise invalid_argument("project_id" if "project_id" in q else "types", "the blocks stream has no filters")
+    after: EventKey | None = None
+    resume = request.headers.get("Last-Event-ID", "").strip() or q.get("last_event_id", "").strip()
+    if resume:
+        try:
+            after = EventKey.parse(resume)
+        except ValueError as err:
+            raise invalid_argument("last_event_id", str(err)) from None
+    elif q.get("from_block"):
+        text = q["from_block"]
+        if not (text.isascii() and text.isdigit()) or int(text) < 1 or int(text) >= 2**64:
+            raise invalid_argument("from_block", "from_block is a block number (1 or more)")
+        after = EventKey.after_block(int(text) - 1)
+    return StreamRequest(wants, after)
+
+
+async def messages_handler(request: web.Request) -> web.StreamResponse:
+    return await _serve(request, Kind.MESSAGES)
+
+
+async def blocks_handler(request: web.Request) -> web.StreamResponse:
+    return await _serve(request, Kind.BLOCKS)
+
+
+async def _serve(request: web.Request, kind: Kind) -> web.StreamResponse:
+    from gateway.events import EVENTS
+
+    service = request.app[EVENTS]
+    params = parse_request(request, kind)
+    ip = request.remote or "?"
+    if not service.limiter.acquire(ip):
+        limit = service.limiter.limit
+        raise ApiError(429, "RESOURCE_EXHAUSTED", f"at most {limit} open event streams per client address")
+    try:
+        hub = service.hubs[kind]
+        if not hub.ready.is_set():
+            with suppress(TimeoutError):
+                await asyncio.wait_for(hub.ready.wait(), READY_WAIT)
+            if not hub.ready.is_set():
+                raise ApiError(503, "UNAVAILABLE", "the event source is not reachable yet; retry")
+        if hub.closed:
+            raise ApiError(503, "UNAVAILABLE", "the gateway is shutting down")
+        sub = hub.subscribe(params.wants)
+        try:
+            return await _Stream(request, service, kind, params, sub).run()
+        finally:
+            hub.unsubscribe(sub)
+    finally:
+        service.limiter.release(ip)
+
+
+class _Stream:
+    """One client's stream; writes are tracked so that ending a subscription can unblock a stalled write."""
+
+    def __init__(
+        self, request: web.Request, service: EventService, kind: Kind, params: StreamRequest, sub: Subscription
+    ) -> None:
+        self.request = request
+        self.service = service
+        self.kind = kind
+        self.params = params
+        self.sub = sub
+        self.response = web.StreamResponse(
+            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+        )
+        self.writing = False
+        self.aborted = False
+        self.final_sent = False
+        self.position = params.after or EventKey(0, 0)  # the last key handled (delivered or filtered out)
+        self.delivered: EventKey | None = None  # the last key sent to the client
+        sub.on_end = self._on_end
+
+    async def run(self) -> web.StreamResponse:
+        await self.response.prepare(self.request)
+        self._small_send_buffer()
+        try:
+            await self._write(f"retry: {RETRY_MS}\n\n".encode())
+            after = self.params.after
+            # Live events only after the whole history: a client never sees an id past a missing event.
+            if after is None or after >= self.sub.boundary or await self._history(after):
+                await self._live()
+            ended = self.sub.ended
+            if ended is not None and ended is not EndReason.SHUTDOWN:
+                await self._final(self._end_frame(ended))
+            if not self.aborted:
+                await self.response.write_eof()
+        except ConnectionError:
+            pass  # the client went away, or was cut off
+        return self.response
+
+    async def _history(self, after: EventKey) -> bool:
+        """Send the events in (after, boundary]; True when all were sent (False: the stream ends)."""
+        try:
+            async for page in self.service.history.pages(self.kind, after, self.sub.boundary):
+                if self.sub.ended is not None:
+                    break
+                frames: list[bytes] = []
+                for event in page:
+                    if event.key <= self.position:
+                        continue
+                    self.position = event.key
+                    if self.params.wants(event):
+                        frames.append(event.frame)
+                        self.delivered = event.key
+                if frames:
+                    await self._write(b"".join(frames))
+        except (grpc.aio.AioRpcError, RedisError, HistoryUnavailable) as err:
+            log.warning("history for %s after %s: %r", self.kind.value, after, err)
+            message = "history is not available now; reconnect with Last-Event-ID"
+            await self._final(error_frame("UNAVAILABLE", message, reason="HISTORY_UNAVAILABLE", **self._at()))
+            return False
+        if self.sub.ended is not None:
+            return False
+        self.position = max(self.position, self.sub.boundary)
+        return True
+
+    async def _live(self) -> None:
+        queue = self.sub.queue
+        heartbeat = self.service.config.sse_heartbeat
+        while True:
+            item: Event | None
+            if queue.empty():
+                try:
+                    async with asyncio.timeout(heartbeat):
+                        item = await queue.get()
+                except TimeoutError:
+                    await self._write(PING)
+                    continue
+            else:
+                item = queue.get_nowait()
+            frames: list[bytes] = []
+            while item is not None:
+                if item.key > self.position:
+                    self.position = item.key
+                    frames.append(item.frame)
+                    self.delivered = item.key
+                if queue.empty() or len(frames) >= 256:
+                    break
+                item = queue.get_nowait()
+            if frames:
+                await self._write(b"".join(frames))
+            if item is None:
+                return
+
+    async def _write(self, data: bytes) -> None:
+        self.writing = True
+        try:
+            await self.response.write(data)
+        finally:
+            self.writing = False
+
+    async def _final(self, frame: bytes) -> None:
+        """The last frame to a client (once); one that does not take it in time is cut off."""
+        if self.aborted or self.final_sent:
+            return
+        self.final_sent = True
+        try:
+            async with asyncio.timeout(FINAL_WRITE):
+                await self.response.write(frame)
+        except TimeoutError:
+            self._abort()
+
+    def _end_frame(self, reason: EndReason) -> bytes:
+        if reason is EndReason.SLOW:
+            queue = self.service.config.sse_queue
+            return error_frame(
+                "RESOURCE_EXHAUSTED",
+                f"the client fell more than {queue} events behind; reconnect with Last-Event-ID",
+                reason="SLOW_SUBSCRIBER",
+                **self._at(),
+            )
+        message = "the gateway's event source skipped events; reconnect with Last-Event-ID"
+        return error_frame("UNAVAILABLE", message, reason="STREAM_GAP", **self._at())
+
+    def _at(self) -> dict[str, str]:
+        return {"last_event_id": str(self.delivered)} if self.delivered is not None else {}
+
+    def _on_end(self, reason: EndReason) -> None:
+        if self.writing:  # blocked on a client that does not read: cut it off now
+            self._abort()
+
+    def _abort(self) -> None:
+        self.aborted = True
+        transport = self.request.transport
+        if transport is not None:
+            transport.abort()
+
+    def _small_send_buffer(self) -> None:
+        transport = self.request.transport
+        sock = transport.get_extra_info("socket") if transport is not None else None
+        if sock is not None:
+            with suppress(OSError):
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER)
