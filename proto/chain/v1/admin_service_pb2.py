@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from chain.v1 import rpc_pb2 as chain_dot_v1_dot_rpc__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1c\x63hain/v1/admin_service.proto\x12\x08\x63hain.v1\x1a\x12\x63hain/v1/rpc.proto2\xb5\x01\n\x0c\x41\x64minService\x12S\n\x0e\x43reateSnapshot\x12\x1f.chain.v1.CreateSnapshotRequest\x1a .chain.v1.CreateSnapshotResponse\x12P\n\rListSnapshots\x12\x1e.chain.v1.ListSnapshotsRequest\x1a\x1f.chain.v1.ListSnapshotsResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1c\x63hain/v1/admin_service.proto\x12\x08\x63hain.v1\x1a\x12\x63hain/v1/rpc.proto2\x8a\x02\n\x0c\x41\x64minService\x12S\n\x0e\x43reateSnapshot\x12\x1f.chain.v1.CreateSnapshotRequest\x1a .chain.v1.CreateSnapshotResponse\x12P\n\rListSnapshots\x12\x1e.chain.v1.ListSnapshotsRequest\x1a\x1f.chain.v1.ListSnapshotsResponse\x12S\n\x0e\x44\x65leteSnapshot\x12\x1f.chain.v1.DeleteSnapshotRequest\x1a .chain.v1.DeleteSnapshotResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,5 +33,5 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'chain.v1.admin_service_pb2'
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_ADMINSERVICE']._serialized_start=63
-  _globals['_ADMINSERVICE']._serialized_end=244
+  _globals['_ADMINSERVICE']._serialized_end=329
 # @@protoc_insertion_point(module_scope)

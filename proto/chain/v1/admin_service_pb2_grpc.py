@@ -46,6 +46,11 @@ class AdminServiceStub:
                 request_serializer=chain_dot_v1_dot_rpc__pb2.ListSnapshotsRequest.SerializeToString,
                 response_deserializer=chain_dot_v1_dot_rpc__pb2.ListSnapshotsResponse.FromString,
                 _registered_method=True)
+        self.DeleteSnapshot = channel.unary_unary(
+                '/chain.v1.AdminService/DeleteSnapshot',
+                request_serializer=chain_dot_v1_dot_rpc__pb2.DeleteSnapshotRequest.SerializeToString,
+                response_deserializer=chain_dot_v1_dot_rpc__pb2.DeleteSnapshotResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServiceServicer:
@@ -66,6 +71,14 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DeleteSnapshot(self, request, context):
+        """Remove one snapshot (retention pruning). NOT_FOUND when absent, INVALID_ARGUMENT for a name that is
+        not a snapshot name.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -78,6 +91,11 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.ListSnapshots,
                     request_deserializer=chain_dot_v1_dot_rpc__pb2.ListSnapshotsRequest.FromString,
                     response_serializer=chain_dot_v1_dot_rpc__pb2.ListSnapshotsResponse.SerializeToString,
+            ),
+            'DeleteSnapshot': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteSnapshot,
+                    request_deserializer=chain_dot_v1_dot_rpc__pb2.DeleteSnapshotRequest.FromString,
+                    response_serializer=chain_dot_v1_dot_rpc__pb2.DeleteSnapshotResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -136,6 +154,33 @@ class AdminService:
             '/chain.v1.AdminService/ListSnapshots',
             chain_dot_v1_dot_rpc__pb2.ListSnapshotsRequest.SerializeToString,
             chain_dot_v1_dot_rpc__pb2.ListSnapshotsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteSnapshot(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/chain.v1.AdminService/DeleteSnapshot',
+            chain_dot_v1_dot_rpc__pb2.DeleteSnapshotRequest.SerializeToString,
+            chain_dot_v1_dot_rpc__pb2.DeleteSnapshotResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -38,6 +38,10 @@ class AdminServiceStub:
     CreateSnapshot: _grpc.UnaryUnaryMultiCallable[_rpc_pb2.CreateSnapshotRequest, _rpc_pb2.CreateSnapshotResponse]
     """A consistent snapshot of the store at the committed head."""
     ListSnapshots: _grpc.UnaryUnaryMultiCallable[_rpc_pb2.ListSnapshotsRequest, _rpc_pb2.ListSnapshotsResponse]
+    DeleteSnapshot: _grpc.UnaryUnaryMultiCallable[_rpc_pb2.DeleteSnapshotRequest, _rpc_pb2.DeleteSnapshotResponse]
+    """Remove one snapshot (retention pruning). NOT_FOUND when absent, INVALID_ARGUMENT for a name that is
+    not a snapshot name.
+    """
 
 @_typing.type_check_only
 class AdminServiceAsyncStub(AdminServiceStub):
@@ -49,6 +53,10 @@ class AdminServiceAsyncStub(AdminServiceStub):
     CreateSnapshot: _aio.UnaryUnaryMultiCallable[_rpc_pb2.CreateSnapshotRequest, _rpc_pb2.CreateSnapshotResponse]  # type: ignore[assignment]
     """A consistent snapshot of the store at the committed head."""
     ListSnapshots: _aio.UnaryUnaryMultiCallable[_rpc_pb2.ListSnapshotsRequest, _rpc_pb2.ListSnapshotsResponse]  # type: ignore[assignment]
+    DeleteSnapshot: _aio.UnaryUnaryMultiCallable[_rpc_pb2.DeleteSnapshotRequest, _rpc_pb2.DeleteSnapshotResponse]  # type: ignore[assignment]
+    """Remove one snapshot (retention pruning). NOT_FOUND when absent, INVALID_ARGUMENT for a name that is
+    not a snapshot name.
+    """
 
 class AdminServiceServicer(metaclass=_abc_1.ABCMeta):
     """Node administration: served on a separate listener bound to localhost, or
@@ -69,5 +77,15 @@ class AdminServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _rpc_pb2.ListSnapshotsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_rpc_pb2.ListSnapshotsResponse, _abc.Awaitable[_rpc_pb2.ListSnapshotsResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def DeleteSnapshot(
+        self,
+        request: _rpc_pb2.DeleteSnapshotRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_rpc_pb2.DeleteSnapshotResponse, _abc.Awaitable[_rpc_pb2.DeleteSnapshotResponse]]:
+        """Remove one snapshot (retention pruning). NOT_FOUND when absent, INVALID_ARGUMENT for a name that is
+        not a snapshot name.
+        """
 
 def add_AdminServiceServicer_to_server(servicer: AdminServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

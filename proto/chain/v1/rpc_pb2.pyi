@@ -2166,3 +2166,45 @@ class ListSnapshotsResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ListSnapshotsResponse: _TypeAlias = ListSnapshotsResponse  # noqa: Y015
+
+@_typing.final
+class DeleteSnapshotRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    """SnapshotInfo.name of a snapshot in the node's snapshot directory (e.g. "snap-000000000042-1700000000")."""
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteSnapshotRequest: _TypeAlias = DeleteSnapshotRequest  # noqa: Y015
+
+@_typing.final
+class DeleteSnapshotResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SNAPSHOT_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def snapshot(self) -> _node_info_pb2.SnapshotInfo:
+        """The snapshot that was removed."""
+
+    def __init__(
+        self,
+        *,
+        snapshot: _node_info_pb2.SnapshotInfo | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["snapshot", b"snapshot"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["snapshot", b"snapshot"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteSnapshotResponse: _TypeAlias = DeleteSnapshotResponse  # noqa: Y015
