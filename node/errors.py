@@ -70,6 +70,8 @@ class Reason(StrEnum):
     MEMPOOL_FULL = "MEMPOOL_FULL"
     BATCH_TOO_LARGE = "BATCH_TOO_LARGE"
     NOT_LEADER = "NOT_LEADER"
+    # replicated mode: this node's state differs from the log's (it stopped taking writes)
+    STATE_DIVERGED = "STATE_DIVERGED"
 
 
 class ChainError(Exception):

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import secrets
 from dataclasses import dataclass
 
 import grpc
@@ -32,13 +33,20 @@ from chain.v1 import (
 from node.chain import Chain
 from node.errors import InvariantBroken
 from node.server.admin import AdminServicer
+from node.server.applier import BlockApplier
 from node.server.config import NodeConfig
 from node.server.devnet import AUTHORITY_FILE, new_devnet
+from node.server.etcd_client import EtcdClient
+from node.server.etcd_genesis import agree_genesis, check_same, published_genesis
+from node.server.etcd_log import Keys
 from node.server.events import EventHub
+from node.server.follower import FollowOrderer
+from node.server.forwarding import Forwarder
 from node.server.interceptors import ErrorInterceptor, Interceptor, TokenInterceptor
 from node.server.mempool import Mempool
-from node.server.orderer import SoloOrderer
+from node.server.orderer import Orderer, SoloOrderer
 from node.server.pipeline import Pipeline
+from node.server.replicated import ReplicatedOrderer, ReplicationSettings
 from node.server.servicer import ChainServicer, KeychainServicer, NodeState
 from node.server.snapshots import SnapshotManager, restore
 from node.server.status import to_status
@@ -69,6 +77,9 @@ class NodeApp:
         self._web_runner: object | None = None
         self._health = AsyncHealthServicer()
         self._verifier: Verifier | None = None
+        self._health_task: asyncio.Task[None] | None = None
+        self._etcd: EtcdClient | None = None
+        self._published: ChainParams | None = None  # genesis published in etcd (replicated mode)
         self.devnet_authority: str = ""
 
     # ---- lifecycle ----
@@ -77,11 +88,20 @@ class NodeApp:
         if cfg.restore is not None:
             info = restore(cfg.restore, cfg.data_dir)
             log.info("restored snapshot %s at block %d", info.name, info.block_number)
+        elif cfg.orderer == "etcd" and not (cfg.data_dir / "data.mdb").exists():
+            newest = SnapshotManager(None, cfg.snapshots).latest()  # type: ignore[arg-type]
+            if newest is not None:  # a new member with an empty disk starts from the newest snapshot
+                info = restore(cfg.snapshots / newest.name, cfg.data_dir)
+                log.info("empty data dir: restored the newest snapshot %s at block %d", info.name, info.block_number)
         fresh = not (cfg.data_dir / "data.mdb").exists()
         params: ChainParams | None = None
         bootstrap = False
         if cfg.genesis is not None:
             params = ChainParams.load(cfg.genesis)
+        elif fresh and self._published is not None:
+            params = self._published
+        elif fresh and cfg.follow:
+            raise InvariantBroken("a new --follow replica needs --restore SNAPSHOT or --genesis")
         elif fresh:
             if cfg.network != "devnet":
                 raise InvariantBroken(f"a new {cfg.network} node needs --genesis")
@@ -94,23 +114,75 @@ class NodeApp:
             self.devnet_authority = str(cfg.data_dir / AUTHORITY_FILE)
         return chain, bootstrap
 
+    async def _open_replicated(self) -> tuple[Chain, bool]:
+        """Open the chain of an etcd member: its genesis must be the one published in etcd."""
+        cfg = self.config
+        self._etcd = EtcdClient(cfg.etcd_endpoints)
+        keys = Keys(cfg.etcd_prefix.encode())
+        self._published = await published_genesis(self._etcd, keys)
+        chain, bootstrap = self._open_chain()
+        agreed = await agree_genesis(self._etcd, keys, chain.params)
+        if agreed != chain.params and bootstrap:
+            # another member published its devnet first: drop the one just made here and join that one
+            chain.close()
+            for name in ("data.mdb", "lock.mdb", AUTHORITY_FILE):
+                (cfg.data_dir / name).unlink(missing_ok=True)
+            self.devnet_authority = ""
+            self._published = agreed
+            chain, bootstrap = self._open_chain()
+        check_same(chain.params, agreed)
+        return chain, bootstrap
+
+    def _node_id(self) -> str:
+        if self.config.node_id:
+            return self.config.node_id
+        path = self.config.data_dir / "node-id"
+        if not path.exists():
+            path.write_text(secrets.token_hex(8) + "\n")
+        return path.read_text().strip()
+
+    def _orderer(
+        self, chain: Chain, mempool: Mempool, pipeline: Pipeline, hub: EventHub, snapshots: SnapshotManager
+    ) -> Orderer:
+        cfg = self.config
+        if cfg.orderer == "solo" and not cfg.follow:
+            return SoloOrderer(
+                chain,
+                mempool,
+                pipeline,
+                hub,
+                block_interval=cfg.block_interval,
+                empty_block_interval=cfg.empty_block_interval,
+            )
+        applier = BlockApplier(chain, mempool, pipeline, hub)
+        forwarder = Forwarder(pipeline, mempool, max_batch=cfg.max_batch)
+        if cfg.follow:
+            return FollowOrderer(chain, applier, forwarder, cfg.follow, max_lag_blocks=cfg.max_lag_blocks)
+        assert self._etcd is not None
+        settings = ReplicationSettings(
+            node_id=self._node_id(),
+            lease_ttl=cfg.lease_ttl,
+            poll_interval=min(0.05, cfg.block_interval),
+            block_interval=cfg.block_interval,
+            empty_block_interval=cfg.empty_block_interval,
+            max_lag_blocks=cfg.max_lag_blocks,
+            compact_interval=cfg.etcd_compact_interval,
+        )
+        keys = Keys(cfg.etcd_prefix.encode())
+        return ReplicatedOrderer(
+            chain, mempool, applier, forwarder, snapshots, self._etcd, keys, settings, part_bytes=cfg.etcd_part_bytes
+        )
+
     async def start(self) -> None:
         cfg = self.config
-        chain, bootstrap = self._open_chain()
+        chain, bootstrap = await self._open_replicated() if cfg.orderer == "etcd" else self._open_chain()
         mempool = Mempool(cfg.mempool_capacity)
         self._verifier = Verifier(cfg.verify_workers, cfg.max_message_bytes)
         await self._verifier.warm_up()
         pipeline = Pipeline(chain, mempool, self._verifier)
         hub = EventHub(cfg.subscriber_queue)
-        orderer = SoloOrderer(
-            chain,
-            mempool,
-            pipeline,
-            hub,
-            block_interval=cfg.block_interval,
-            empty_block_interval=cfg.empty_block_interval,
-        )
         snapshots = SnapshotManager(chain, cfg.snapshots)
+        orderer = self._orderer(chain, mempool, pipeline, hub, snapshots)
         self.state = NodeState(chain, mempool, pipeline, hub, orderer, snapshots, cfg.max_batch)
         if bootstrap:
             from node.client.authority import Authority
@@ -147,10 +219,29 @@ class NodeApp:
         if cfg.web_addr:
             await self._start_web(chain_servicer)
 
+        if isinstance(orderer, ReplicatedOrderer):
+            host = cfg.grpc_addr.rpartition(":")[0] or "localhost"
+            orderer.addr = cfg.advertise_addr or f"{host}:{self.ports.grpc}"
         await orderer.start()
         self.state.ready = True
+        await self._set_health(orderer.serving)
+        self._health_task = asyncio.create_task(self._watch_health(), name="health")
+
+    async def _set_health(self, serving: bool) -> None:
+        status = health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
         for service in ("", CHAIN_SERVICE):
-            await self._health.set(service, health_pb2.HealthCheckResponse.SERVING)
+            await self._health.set(service, status)
+
+    async def _watch_health(self) -> None:
+        """NOT_SERVING while the orderer says so (catching up, halted); back to SERVING after."""
+        assert self.state is not None
+        serving = self.state.orderer.serving
+        while self.state.ready:
+            await asyncio.sleep(0.2)
+            now = self.state.ready and self.state.orderer.serving
+            if now != serving and self.state.ready:
+                serving = now
+                await self._set_health(serving)
 
     async def _start_web(self, chain_servicer: ChainServicer) -> None:
         from node.server.grpcweb import grpc_web_app, serve_grpc_web
@@ -186,6 +277,8 @@ class NodeApp:
         """Drain: NOT_SERVING first, then stop producing, then close the listeners."""
         if self.state is not None:
             self.state.ready = False
+        if self._health_task is not None:
+            await self._health_task
         await self._health.enter_graceful_shutdown()
         await asyncio.sleep(self.config.drain_seconds)
         if self.state is not None:

@@ -40,6 +40,19 @@ class NodeConfig:
     subscriber_queue: int = 20_000
     drain_seconds: float = 1.0
     log_level: str = "info"
+    # ordering: "solo" (this node alone) or "etcd" (replicated, docs/replication.md)
+    orderer: str = "solo"
+    etcd_endpoints: tuple[str, ...] = ()
+    etcd_prefix: str = "/chain-node/"
+    etcd_part_bytes: int = 1024 * 1024
+    etcd_compact_interval: float = 30.0
+    lease_ttl: int = 3
+    node_id: str = ""
+    advertise_addr: str = ""
+    # read-replica mode: follow this node's blocks and forward writes to it
+    follow: str = ""
+    # health is NOT_SERVING while more than this many blocks behind the log (or the followed node)
+    max_lag_blocks: int = 10
 
     @property
     def snapshots(self) -> Path:
@@ -68,6 +81,16 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--subscriber-queue", type=int, default=d.subscriber_queue)
     p.add_argument("--drain-seconds", type=float, default=d.drain_seconds)
     p.add_argument("--log-level", default=d.log_level)
+    p.add_argument("--orderer", default=d.orderer, choices=["solo", "etcd"], help="block ordering")
+    p.add_argument("--etcd-endpoints", default="", help="etcd client URLs, comma-separated (--orderer etcd)")
+    p.add_argument("--etcd-prefix", default=d.etcd_prefix, help="key prefix of this network in etcd")
+    p.add_argument("--etcd-part-bytes", type=int, default=d.etcd_part_bytes, help="blocks above this are split")
+    p.add_argument("--etcd-compact-interval", type=float, default=d.etcd_compact_interval)
+    p.add_argument("--lease-ttl", type=int, default=d.lease_ttl, help="leader lease TTL in seconds (etcd)")
+    p.add_argument("--node-id", default=d.node_id, help="member id (default: kept in DATA_DIR/node-id)")
+    p.add_argument("--advertise-addr", default=d.advertise_addr, help="gRPC address other members forward to")
+    p.add_argument("--follow", default=d.follow, help="read replica of the node at this gRPC address")
+    p.add_argument("--max-lag-blocks", type=int, default=d.max_lag_blocks, help="NOT_SERVING beyond this lag")
     return p
 
 
@@ -92,4 +115,11 @@ def parse_config(argv: Sequence[str] | None = None, env: Mapping[str, str] | Non
     ns = parser.parse_args(argv)
     values = vars(ns)
     values["cors_origins"] = tuple(values["cors_origins"] or ())
+    values["etcd_endpoints"] = tuple(e.strip() for e in values["etcd_endpoints"].split(",") if e.strip())
+    if values["orderer"] not in ("solo", "etcd"):
+        parser.error(f"--orderer must be solo or etcd, not {values['orderer']!r}")
+    if values["orderer"] == "etcd" and not values["etcd_endpoints"]:
+        parser.error("--orderer etcd needs --etcd-endpoints (or CHAIN_NODE_ETCD_ENDPOINTS)")
+    if values["orderer"] == "etcd" and values["follow"]:
+        parser.error("--follow makes a read replica; it cannot also be an etcd member")
     return NodeConfig(**values)

@@ -12,20 +12,24 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
+from chain.v1 import message_pb2 as pb
 from node.chain import Chain
 from node.server.events import EventHub
 from node.server.mempool import Mempool
-from node.server.pipeline import Pipeline
+from node.server.pipeline import Outcome, Pipeline
 from node.state.transition import BlockOutput
 
 log = logging.getLogger("chain.orderer")
 
 
 class Orderer(Protocol):
-    role: str
+    """What the node needs from an orderer: `solo` here, `etcd` (replicated.py), `--follow` (follower.py)."""
+
+    @property
+    def role(self) -> str: ...
 
     async def start(self) -> None: ...
 
@@ -33,6 +37,25 @@ class Orderer(Protocol):
 
     @property
     def pending_blocks(self) -> int: ...
+
+    @property
+    def leader(self) -> str:
+        """The address writes are ordered at ("" when this node orders them alone, or none is known)."""
+        ...
+
+    @property
+    def log_height(self) -> int:
+        """The newest block ordered anywhere that this node knows of."""
+        ...
+
+    @property
+    def serving(self) -> bool:
+        """False while this node is too far behind or stopped (health turns NOT_SERVING)."""
+        ...
+
+    async def submit(self, msgs: Sequence[pb.Message]) -> list[Outcome]:
+        """Admit submitted messages (a follower also forwards them to the leader)."""
+        ...
 
 
 class SoloOrderer:
@@ -66,6 +89,16 @@ class SoloOrderer:
     @property
     def pending_blocks(self) -> int:
         return self._building
+
+    leader = ""
+    serving = True
+
+    @property
+    def log_height(self) -> int:
+        return self.chain.height
+
+    async def submit(self, msgs: Sequence[pb.Message]) -> list[Outcome]:
+        return await self.pipeline.submit(msgs)
 
     async def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="solo-orderer")

@@ -57,7 +57,7 @@ class ChainServicer(service_pb2_grpc.ChainServiceServicer):
 
     # ---- writes ----
     async def SubmitMessage(self, request: rpc_pb2.SubmitMessageRequest, context: Any) -> rpc_pb2.SubmitMessageResponse:
-        outcome = (await self.node.pipeline.submit([request.message]))[0]
+        outcome = (await self.node.orderer.submit([request.message]))[0]
         if not outcome.accepted:
             raise MessageRejected(Reason(outcome.reason), outcome.detail, hash=outcome.hash.hex())
         return rpc_pb2.SubmitMessageResponse(hash=outcome.hash, accepted=True)
@@ -72,7 +72,7 @@ class ChainServicer(service_pb2_grpc.ChainServiceServicer):
                 limit=self.node.max_batch,
                 got=len(request.messages),
             )
-        outcomes = await self.node.pipeline.submit(list(request.messages))
+        outcomes = await self.node.orderer.submit(list(request.messages))
         return rpc_pb2.BatchSubmitMessagesResponse(results=[_result(o) for o in outcomes])
 
     async def DryRunMessage(self, request: rpc_pb2.DryRunMessageRequest, context: Any) -> rpc_pb2.DryRunMessageResponse:
@@ -233,13 +233,14 @@ class ChainServicer(service_pb2_grpc.ChainServiceServicer):
             uptime_seconds=int(time.monotonic() - self.node.started_at),
             state_root=head.state_root,
             role=self.node.orderer.role,
+            leader=self.node.orderer.leader,
             applied_height=head.number,
-            log_height=head.number,
+            log_height=max(self.node.orderer.log_height, head.number),
         )
         return rpc_pb2.GetNodeStatusResponse(status=status)
 
     async def GetHealth(self, request: rpc_pb2.GetHealthRequest, context: Any) -> rpc_pb2.GetHealthResponse:
-        ready = self.node.ready
+        ready = self.node.ready and self.node.orderer.serving
         return rpc_pb2.GetHealthResponse(live=True, ready=ready, detail="serving" if ready else "not serving")
 
     async def GetChainStats(self, request: rpc_pb2.GetChainStatsRequest, context: Any) -> rpc_pb2.GetChainStatsResponse:

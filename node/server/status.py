@@ -59,7 +59,7 @@ def reason_status(reason: Reason) -> grpc.StatusCode:
         return grpc.StatusCode.PERMISSION_DENIED
     if reason in PRECONDITION:
         return grpc.StatusCode.FAILED_PRECONDITION
-    if reason == R.NOT_LEADER:
+    if reason in (R.NOT_LEADER, R.STATE_DIVERGED):
         return grpc.StatusCode.UNAVAILABLE
     return grpc.StatusCode.INVALID_ARGUMENT
 
@@ -67,7 +67,9 @@ def reason_status(reason: Reason) -> grpc.StatusCode:
 def to_status(exc: BaseException) -> tuple[grpc.StatusCode, str, Trailers]:
     if isinstance(exc, MessageRejected):
         values = json.dumps(exc.values, sort_keys=True, default=str)
-        trailers = (("reason-code", exc.reason.value), ("reason-values", values))
+        trailers: Trailers = (("reason-code", exc.reason.value), ("reason-values", values))
+        if "retry_after_ms" in exc.values:  # a retry hint (no leader yet): try again after this long
+            trailers += (("retry-after-ms", str(exc.values["retry_after_ms"])),)
         return reason_status(exc.reason), str(exc), trailers
     if isinstance(exc, NotFound):
         return grpc.StatusCode.NOT_FOUND, str(exc), (("reason-code", "NOT_FOUND"),)
