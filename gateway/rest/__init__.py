@@ -20,9 +20,10 @@ from gateway.rest import accounts, chain, projects, writes
 from gateway.rest.cors import setup_cors
 from gateway.rest.grpcweb import setup_grpc_web
 from gateway.rest.openapi import OPENAPI_PATH, build_document
+from gateway.rest.parameters import compile_operations
 from gateway.rest.shapes import Schema
 from gateway.rest.table import Call, Route
-from gateway.rest.validation import INPUTS, OPENAPI, validation_middleware
+from gateway.rest.validation import COMPILED, EMPTY_IS_ABSENT, INPUTS, OPENAPI, validation_middleware
 
 ROUTES: tuple[Route, ...] = (*accounts.ROUTES, *projects.ROUTES, *chain.ROUTES, *writes.ROUTES)
 DOCUMENT: web.AppKey[Schema] = web.AppKey("openapi_document", dict)
@@ -50,6 +51,7 @@ def setup_rest(app: web.Application) -> None:
     # The document is checked against the OpenAPI 3.1 meta-schema by the tests (tests/gateway/test_openapi.py);
     # skipping the check here saves a second and a half per start.
     app[OPENAPI] = OpenAPI.from_dict(document, config=Config(spec_validator_cls=None))
+    app[COMPILED] = compile_operations(document, EMPTY_IS_ABSENT)
     setup_cors(app)
     setup_errors(app)
     app.middlewares.append(validation_middleware)

@@ -7,7 +7,10 @@ its operation is answered 400 (415 for an unsupported Content-Type) with the err
     {"error": {"code": "INVALID_ARGUMENT", "message": "Invalid path parameter: ownerAddress",
                "details": {"field": "ownerAddress", "in": "path", "reason": "'0x12' does not match …"}}}
 
-Handlers receive the validated, converted values in `request[INPUTS]`.
+Handlers receive the validated, converted values in `request[INPUTS]`. Requests without a body to an
+operation whose parameters are all path/query scalars (every read) take the compiled path of
+`gateway.rest.parameters` (same document, same validator library, a thousandth of the cost); the rest go
+through openapi-core's `unmarshal_request`.
 """
 
 from __future__ import annotations
@@ -28,9 +31,11 @@ from openapi_core.validation.request.exceptions import (
 )
 
 from gateway.errors import ApiError, Handler
+from gateway.rest.parameters import CompiledOperation
 from gateway.rest.table import Inputs
 
 OPENAPI: web.AppKey[OpenAPI] = web.AppKey("openapi", OpenAPI)
+COMPILED: web.AppKey[dict[tuple[str, str], CompiledOperation]] = web.AppKey("compiled_operations", dict)
 INPUTS: web.RequestKey[Inputs] = web.RequestKey("inputs", Inputs)
 REST_PREFIX = "rest."
 EMPTY_IS_ABSENT = frozenset({"cursor"})
@@ -131,6 +136,12 @@ async def validation_middleware(request: web.Request, handler: Handler) -> web.S
     name = request.match_info.route.name
     if not name or not name.startswith(REST_PREFIX):
         return await handler(request)
+    resource = request.match_info.route.resource
+    if not request.body_exists and resource is not None:
+        compiled = request.app[COMPILED].get((request.method, resource.canonical))
+        if compiled is not None:
+            request[INPUTS] = compiled.inputs(request.match_info, request.query)
+            return await handler(request)
     raw = await request.read() if request.body_exists else b""
     result = request.app[OPENAPI].unmarshal_request(OpenAPIRequest(request, raw or None))
     errors = list(result.errors)
