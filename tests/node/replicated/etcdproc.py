@@ -1,8 +1,8 @@
 """Real etcd members (the Debian `etcd` binary) as subprocesses on free loopback ports.
 
-    cluster = EtcdCluster(tmp_path, size=3).start()
-    cluster.endpoints        # ["http://127.0.0.1:PORT", ...]
-    cluster.kill(1); cluster.restart(1)
+cluster = EtcdCluster(tmp_path, size=3).start()
+cluster.endpoints        # ["http://127.0.0.1:PORT", ...]
+cluster.kill(1); cluster.restart(1)
 """
 
 from __future__ import annotations
