@@ -33,6 +33,9 @@ async def run(argv: Sequence[str] | None = None) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     await stop.wait()
+    for sig in (signal.SIGTERM, signal.SIGINT):  # shutting down already: later repeats change nothing
+        loop.remove_signal_handler(sig)
+        signal.signal(sig, signal.SIG_IGN)
     await runner.cleanup()
 
 
