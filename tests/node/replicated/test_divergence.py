@@ -18,7 +18,7 @@ from node.client.rpc import reason_of
 from node.server.config import parse_config
 from node.server.etcd_client import EtcdClient, op_put
 from node.server.etcd_log import BlockLog, Keys
-from tests.node.replicated.cluster import ReplicaSet, status
+from tests.node.replicated.cluster import ReplicaSet, status, wait_height
 from tests.node.replicated.etcdproc import EtcdCluster
 
 KEYS = Keys(b"/chain-node/")
@@ -54,6 +54,7 @@ def test_state_root_mismatch_stops_writes(tmp_path: Path, etcd1: EtcdCluster) ->
     nodes = ReplicaSet(tmp_path, etcd1).start(1)
     try:
         node = nodes.nodes[0]
+        wait_height([node], 1)
         assert node.stop() == 0  # a clean stop gives up leadership
         forged = forge_next(node.data_dir)
         height = forged.header.number - 1
