@@ -18,6 +18,10 @@ async def run(argv: Sequence[str] | None = None) -> None:
     config = parse_config(argv)
     logging.basicConfig(level=config.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
     node = NodeApp(config)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):  # before the ready line: a SIGTERM right after it drains cleanly
+        loop.add_signal_handler(sig, stop.set)
     await node.start()
     print(node.ready_line(), flush=True)
     if node.devnet_authority:
@@ -28,10 +32,6 @@ async def run(argv: Sequence[str] | None = None) -> None:
             file=sys.stderr,
             flush=True,
         )
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
     await stop.wait()
     logging.getLogger("chain.node").info("draining")
     await node.stop()
