@@ -21,6 +21,7 @@ def main() -> None:
         ["bench.bench_transition", "--messages", "5000"],
         ["bench.bench_merkle", *(["--max-keys", "100000"] if ns.quick else [])],
         ["bench.bench_node", "--messages", "10000" if ns.quick else "20000"],
+        ["bench.bench_replicated", "--messages", "2000" if ns.quick else "4000", "--trials", "10"],
         ["bench.bench_gateway", "--sse-clients", "2000" if ns.quick else "10000"],
     ]
     for run in runs:

@@ -25,6 +25,9 @@ from tests.node.replicated.etcdproc import EtcdCluster
 from tests.node.server.actors import RemoteActor, authority_builder
 from tests.node.server.nodeproc import NodeProcess
 
+# several nodes on one host: no fixed-port listeners beyond the ones NodeProcess binds to port 0
+ENV = {"CHAIN_NODE_METRICS_ADDR": ""}
+
 
 class ReplicaSet:
     def __init__(self, work_dir: Path, etcd: EtcdCluster, *extra: str, block_interval: float = 0.05) -> None:
@@ -43,12 +46,12 @@ class ReplicaSet:
 
     def start(self, count: int) -> ReplicaSet:
         for i in range(count):  # the first creates the devnet; the others take its genesis from etcd
-            self.nodes.append(NodeProcess(self.work_dir / f"n{i}", *self.args(i)).start())
+            self.nodes.append(NodeProcess(self.work_dir / f"n{i}", *self.args(i), env=ENV).start())
         return self
 
     def add(self, *args: str, data_dir: Path | None = None) -> NodeProcess:
         i = len(self.nodes)
-        node = NodeProcess(data_dir or self.work_dir / f"n{i}", *self.args(i), *args).start()
+        node = NodeProcess(data_dir or self.work_dir / f"n{i}", *self.args(i), *args, env=ENV).start()
         self.nodes.append(node)
         return node
 
@@ -66,7 +69,7 @@ class ReplicaSet:
 
     def restart(self, index: int) -> NodeProcess:
         old = self.nodes[index]
-        self.nodes[index] = NodeProcess(old.data_dir, *old.args).start()
+        self.nodes[index] = NodeProcess(old.data_dir, *old.args, env=old.env).start()
         return self.nodes[index]
 
     def stop(self) -> None:

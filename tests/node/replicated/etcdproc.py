@@ -27,8 +27,9 @@ def free_port() -> int:
 
 
 class EtcdMember:
-    def __init__(self, name: str, data_dir: Path) -> None:
+    def __init__(self, name: str, data_dir: Path, *, fsync: bool = False) -> None:
         self.name = name
+        self.fsync = fsync
         self.data_dir = data_dir
         self.client_port = free_port()
         self.peer_port = free_port()
@@ -50,10 +51,12 @@ class EtcdMember:
             "--listen-peer-urls", self.peer_url, "--initial-advertise-peer-urls", self.peer_url,
             "--initial-cluster", initial_cluster, "--initial-cluster-state", state,
             "--initial-cluster-token", "chain-test",
-            # fast elections for tests; unsafe-no-fsync keeps 2-core CI boxes responsive (data is throwaway)
-            "--heartbeat-interval", "50", "--election-timeout", "500", "--unsafe-no-fsync",
+            # fast elections for tests; without fsync 2-core CI boxes stay responsive (test data is throwaway)
+            "--heartbeat-interval", "50", "--election-timeout", "500",
             "--logger", "zap", "--log-level", "warn",
         ]  # fmt: skip
+        if not self.fsync:
+            cmd.append("--unsafe-no-fsync")
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=self.log.open("ab"))
 
     def healthy(self) -> bool:
@@ -71,10 +74,10 @@ class EtcdMember:
 
 
 class EtcdCluster:
-    def __init__(self, work_dir: Path, size: int = 1) -> None:
+    def __init__(self, work_dir: Path, size: int = 1, *, fsync: bool = False) -> None:
         self.work_dir = work_dir
         work_dir.mkdir(parents=True, exist_ok=True)
-        self.members = [EtcdMember(f"etcd{i}", work_dir / f"etcd{i}") for i in range(size)]
+        self.members = [EtcdMember(f"etcd{i}", work_dir / f"etcd{i}", fsync=fsync) for i in range(size)]
 
     @property
     def initial_cluster(self) -> str:

@@ -9,12 +9,12 @@ import grpc
 
 from chain.v1 import rpc_pb2
 from node.client.rpc import reason_of
-from tests.node.replicated.cluster import assert_same_chain, funded_actors, status, wait_height
+from tests.node.replicated.cluster import ENV, assert_same_chain, funded_actors, status, wait_height
 from tests.node.server.nodeproc import NodeProcess
 
 
 def test_follow_replica_from_snapshot(tmp_path: Path) -> None:
-    upstream = NodeProcess(tmp_path / "up", "--verify-workers", "0").start()
+    upstream = NodeProcess(tmp_path / "up", "--verify-workers", "0", env=ENV).start()
     replica: NodeProcess | None = None
     try:
         with upstream.client() as c:
@@ -26,6 +26,7 @@ def test_follow_replica_from_snapshot(tmp_path: Path) -> None:
         replica = NodeProcess(
             tmp_path / "replica",
             "--verify-workers", "0", "--restore", str(snapshot_dir), "--follow", upstream.grpc_target,
+            env=ENV,
         ).start()  # fmt: skip
         assert replica.ready["height"] == snap.block_number
         wait_height([replica], status(upstream).block_height)

@@ -1,0 +1,158 @@
+"""Replicated nodes on etcd next to `solo`, in the same run on the same machine.
+
+    python -m bench.bench_replicated [--messages N] [--trials T]
+
+- committed msgs/s: C clients submit batches of 100 follows as fast as they can (to the one solo node;
+  spread over the three replicated nodes), counted until the last message reaches a SubscribeMessages
+  stream;
+- commit latency: the same traffic paced below capacity, submit -> arrival on the stream, p50/p99;
+- failover: kill -9 the leader, time until a surviving node holds a block cut after the kill, T trials,
+  median and max (the killed node is restarted and caught up between trials).
+Solo is the baseline: the replicated figures are given as ratios to it. etcd runs three members with
+fsync; every node runs with --verify-workers 0 (three nodes share two cores).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import grpc
+
+from bench.bench_node import BATCH, percentile, submit_all, watch
+from chain.v1 import message_pb2 as pb
+from chain.v1 import rpc_pb2
+from tests.node.replicated.cluster import ENV, ReplicaSet, funded_actors, leader_index, status
+from tests.node.replicated.etcdproc import EtcdCluster
+from tests.node.server.nodeproc import NodeProcess
+
+COMMON = ("--web-addr", "", "--verify-workers", "0", "--block-interval", "0.2")
+
+
+def signed_load(node: NodeProcess, clients: int, total: int) -> list[list[list[pb.Message]]]:
+    with node.client() as c:
+        actors = funded_actors(c, node.authority(), clients)
+    per = total // clients
+    return [
+        [[a.b.follow(os.urandom(20)) for _ in range(min(BATCH, per - i))] for i in range(0, per, BATCH)] for a in actors
+    ]
+
+
+async def phase(
+    targets: list[str], watch_target: str, load: list[list[list[pb.Message]]], rate: float = 0.0
+) -> dict[str, float]:
+    total = sum(len(b) for batches in load for b in batches)
+    sent: dict[bytes, float] = {}
+    arrived: dict[bytes, float] = {}
+    ready = threading.Event()
+    watcher = threading.Thread(target=watch, args=(watch_target, total, arrived, ready), daemon=True)
+    watcher.start()
+    ready.wait()
+    await asyncio.sleep(0.3)
+    start = time.perf_counter()
+    per_client = rate / len(load)
+    await asyncio.gather(*(submit_all(targets[i % len(targets)], b, sent, per_client) for i, b in enumerate(load)))
+    watcher.join(180)
+    done = max(arrived.values()) if arrived else time.perf_counter()
+    latencies = [arrived[h] - sent[h] for h in arrived if h in sent] or [float("nan")]
+    return {
+        "committed": len(arrived),
+        "rate": len(arrived) / (done - start),
+        "p50_ms": percentile(latencies, 50) * 1000,
+        "p99_ms": percentile(latencies, 99) * 1000,
+    }
+
+
+def measure(targets: list[str], node: NodeProcess, messages: int, clients: int, paced: float) -> dict[str, float]:
+    saturated = asyncio.run(phase(targets, targets[0], signed_load(node, clients, messages)))
+    calm = asyncio.run(phase(targets, targets[0], signed_load(node, clients, int(paced * 5)), rate=paced))
+    return {"rate": saturated["rate"], "p50_ms": calm["p50_ms"], "p99_ms": calm["p99_ms"]}
+
+
+def failover_trials(nodes: ReplicaSet, trials: int) -> list[float]:
+    times: list[float] = []
+    for _ in range(trials):
+        old = leader_index(nodes)
+        survivors = [n for i, n in enumerate(nodes.nodes) if i != old]
+        killed_ms = time.time() * 1000
+        started = time.monotonic()
+        nodes.kill(old)
+        found = 0.0
+        while not found and time.monotonic() - started < 30:
+            for n in survivors:
+                try:
+                    s = status(n)
+                    with n.client(timeout=2) as c:
+                        head = c.stub.GetBlock(rpc_pb2.GetBlockRequest(block_number=s.block_height), timeout=2)
+                except grpc.RpcError:
+                    continue
+                if head.block.header.timestamp_ms > killed_ms:  # cut by the new leader, after the kill
+                    found = time.monotonic() - started
+                    break
+            time.sleep(0.01)
+        times.append(found or float("inf"))
+        nodes.restart(old)
+        height = max(status(n).block_height for n in survivors)
+        while status(nodes.nodes[old]).block_height < height:
+            time.sleep(0.1)
+    return times
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--messages", type=int, default=4000)
+    parser.add_argument("--clients", type=int, default=3)
+    parser.add_argument("--paced-rate", type=float, default=300.0, help="msgs/s of the latency phase")
+    parser.add_argument("--trials", type=int, default=10)
+    parser.add_argument("--lease-ttl", type=int, default=2)
+    ns = parser.parse_args()
+    with tempfile.TemporaryDirectory() as d:
+        work = Path(d)
+        print("solo...", file=sys.stderr, flush=True)
+        solo = NodeProcess(work / "solo", *COMMON, env=ENV).start()
+        try:
+            s = measure([solo.grpc_target], solo, ns.messages, ns.clients, ns.paced_rate)
+        finally:
+            solo.stop()
+        print("three replicated nodes...", file=sys.stderr, flush=True)
+        etcd = EtcdCluster(work / "etcd", 3, fsync=True).start()
+        ttl = ("--lease-ttl", str(ns.lease_ttl))
+        nodes = ReplicaSet(work / "replicated", etcd, *COMMON, *ttl, block_interval=0.2).start(3)
+        try:
+            targets = [n.grpc_target for n in nodes.nodes]
+            r = measure(targets, nodes.nodes[0], ns.messages, ns.clients, ns.paced_rate)
+        finally:
+            nodes.stop()
+        print("failover trials...", file=sys.stderr, flush=True)
+        quick = ReplicaSet(work / "failover", etcd, *COMMON, *ttl, "--empty-block-interval", "0.1").start(3)
+        try:
+            times = failover_trials(quick, ns.trials)
+        finally:
+            quick.stop()
+            etcd.stop()
+
+    print(f"\n### Replicated (3 nodes, 3 etcd members) next to solo, {ns.messages:,} messages, {ns.clients} clients\n")
+    print("| measure | solo (baseline) | etcd, 3 nodes | ratio |")
+    print("|---|---:|---:|---:|")
+    print(f"| committed msgs/s | {s['rate']:,.0f} | {r['rate']:,.0f} | {r['rate'] / s['rate']:.2f} |")
+    for key, label in (("p50_ms", "p50"), ("p99_ms", "p99")):
+        print(
+            f"| commit latency {label}, paced {ns.paced_rate:.0f} msgs/s (ms) | {s[key]:.0f} | {r[key]:.0f} | "
+            f"{r[key] / s[key]:.2f} |"
+        )
+    print(
+        f"\nfailover (kill -9 leader -> a block cut after the kill, lease TTL {ns.lease_ttl} s, "
+        f"{len(times)} trials): median {statistics.median(times):.2f} s, max {max(times):.2f} s, "
+        f"all: {', '.join(f'{t:.2f}' for t in times)}"
+    )
+
+
+if __name__ == "__main__":
+    main()
