@@ -1,0 +1,51 @@
+# syntax=docker/dockerfile:1
+# One image for every server process of the chain: chain-node (the default entry point), chain-gateway and
+# chain-operator (select one with the container's command, e.g. `command: ["chain-gateway"]`).
+#
+#   docker build -t chain-node:0.1.0 .
+#
+# Stage 1 resolves the locked runtime dependencies (uv.lock, no dev group) into /opt/venv and installs the
+# project as a wheel; stage 2 copies only that venv onto a slim Python base and runs as an unprivileged user.
+
+ARG PYTHON_IMAGE=python:3.11.14-slim-bookworm
+
+FROM ghcr.io/astral-sh/uv:0.9.8 AS uv
+
+FROM ${PYTHON_IMAGE} AS build
+COPY --from=uv /uv /usr/local/bin/uv
+ENV UV_COMPILE_BYTECODE=1 \
+    UV_LINK_MODE=copy \
+    UV_PYTHON_DOWNLOADS=never \
+    UV_PROJECT_ENVIRONMENT=/opt/venv
+WORKDIR /src
+# Dependencies first: this layer is reused until pyproject.toml or uv.lock changes.
+COPY pyproject.toml uv.lock README.md ./
+RUN uv sync --locked --no-dev --no-install-project
+COPY proto/ proto/
+COPY node/ node/
+COPY gateway/ gateway/
+COPY operator/ operator/
+RUN uv sync --locked --no-dev --no-editable
+
+FROM ${PYTHON_IMAGE} AS runtime
+LABEL org.opencontainers.image.title="chain-node" \
+      org.opencontainers.image.description="Version-control chain: node, REST/SSE gateway and Kubernetes operator" \
+      org.opencontainers.image.licenses="Apache-2.0"
+RUN groupadd --system --gid 10001 chain \
+    && useradd --system --uid 10001 --gid 10001 --home-dir /var/lib/chain --no-create-home \
+       --shell /usr/sbin/nologin chain \
+    && mkdir -p /var/lib/chain \
+    && chown 10001:10001 /var/lib/chain
+COPY --from=build /opt/venv /opt/venv
+ENV PATH=/opt/venv/bin:$PATH \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    CHAIN_NODE_DATA_DIR=/var/lib/chain/data \
+    CHAIN_NODE_GRPC_ADDR=0.0.0.0:50051 \
+    CHAIN_NODE_WEB_ADDR=0.0.0.0:50052 \
+    CHAIN_GATEWAY_HTTP_ADDR=0.0.0.0:8080
+WORKDIR /var/lib/chain
+USER 10001:10001
+# 50051 native gRPC, 50052 gRPC-web, 50053 AdminService, 8080 gateway REST/SSE, 9464/9465 metrics.
+EXPOSE 50051 50052 50053 8080 9464 9465
+ENTRYPOINT ["chain-node"]

@@ -1,0 +1,69 @@
+"""The operator's one frozen configuration: flags, each also read from `CHAIN_OPERATOR_<FLAG>`."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+ENV_PREFIX = "CHAIN_OPERATOR_"
+
+
+@dataclass(frozen=True)
+class OperatorConfig:
+    # Namespaces to watch; empty = the whole cluster (needs a ClusterRole).
+    namespaces: tuple[str, ...] = ()
+    # Bearer token of the nodes' AdminService (the chart passes the same Secret to both).
+    admin_token: str = ""
+    # How often each ChainNetwork is checked for a due snapshot.
+    snapshot_tick: float = 30.0
+    # Deadline of every gRPC call to a node.
+    rpc_timeout: float = 10.0
+    # How often a rolling upgrade re-checks the pod it is waiting for.
+    upgrade_poll: float = 5.0
+    # How long one pod may take to come back Ready, SERVING and caught up before the upgrade stops.
+    pod_timeout: float = 900.0
+    # kopf's liveness endpoint (e.g. http://0.0.0.0:8080/healthz); empty disables it.
+    liveness: str = ""
+    log_level: str = "info"
+
+
+LIST_FLAGS = {"namespaces"}
+
+
+def _parser() -> argparse.ArgumentParser:
+    d = OperatorConfig()
+    p = argparse.ArgumentParser(prog="chain-operator", description="Kubernetes operator for chain networks.")
+    p.add_argument("--namespace", action="append", dest="namespaces", default=None, help="namespace to watch")
+    p.add_argument("--admin-token", default=d.admin_token, help="bearer token of the nodes' AdminService")
+    p.add_argument("--snapshot-tick", type=float, default=d.snapshot_tick, help="seconds between schedule checks")
+    p.add_argument("--rpc-timeout", type=float, default=d.rpc_timeout, help="deadline of node gRPC calls (s)")
+    p.add_argument("--upgrade-poll", type=float, default=d.upgrade_poll, help="seconds between upgrade checks")
+    p.add_argument("--pod-timeout", type=float, default=d.pod_timeout, help="seconds a pod may take to catch up")
+    p.add_argument("--liveness", default=d.liveness, help="liveness endpoint URL, e.g. http://0.0.0.0:8080/healthz")
+    p.add_argument("--log-level", default=d.log_level)
+    return p
+
+
+def parse_config(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> OperatorConfig:
+    env = os.environ if env is None else env
+    parser = _parser()
+    defaults: dict[str, object] = {}
+    for action in parser._actions:
+        if not action.option_strings or action.dest == "help":
+            continue
+        name = ENV_PREFIX + action.option_strings[0].lstrip("-").replace("-", "_").upper()
+        if name not in env:
+            continue
+        raw = env[name]
+        if action.dest in LIST_FLAGS:
+            defaults[action.dest] = [v for v in raw.split(",") if v]
+        elif action.type is not None and callable(action.type):
+            defaults[action.dest] = action.type(raw)
+        else:
+            defaults[action.dest] = raw
+    parser.set_defaults(**defaults)
+    values = vars(parser.parse_args(argv))
+    values["namespaces"] = tuple(values["namespaces"] or ())
+    return OperatorConfig(**values)

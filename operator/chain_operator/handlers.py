@@ -1,0 +1,189 @@
+"""The kopf handlers, registered into a fresh registry built from one frozen OperatorConfig.
+
+Runtime objects (the config and the Kubernetes API client) live in `memo.runtime`, one `Runtime` shared
+by every per-object copy of the memo; progress lives in each ChainNetwork's status. Every handler turns
+our typed errors into kopf's retry-or-stop errors in one place (`errors.to_kopf`).
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import kopf
+
+from chain_operator import snapshots, upgrade
+from chain_operator.conditions import Condition, now_iso, set_condition
+from chain_operator.config import OperatorConfig
+from chain_operator.errors import OperatorError, SpecInvalid, Stop, UpgradeFailed, to_kopf
+from chain_operator.kube import GROUP, NETWORKS, VERSION, KubeApi, statefulset_path
+from chain_operator.snapshots import Network
+from chain_operator.spec import parse_spec
+from chain_operator.upgrade import ConditionUpdate
+
+log = logging.getLogger("chain.operator")
+
+
+class Runtime:
+    """What the handlers share: the config, and the API client the login handler (re)creates."""
+
+    def __init__(self, config: OperatorConfig) -> None:
+        self.config = config
+        self._kube: KubeApi | None = None
+
+    @property
+    def kube(self) -> KubeApi:
+        if self._kube is None:
+            raise kopf.TemporaryError("not logged in to the Kubernetes API yet", delay=1)
+        return self._kube
+
+    async def replace_kube(self, kube: KubeApi | None) -> None:
+        old, self._kube = self._kube, kube
+        if old is not None:
+            await old.close()
+
+
+def runtime_of(memo: Any) -> Runtime:
+    runtime = getattr(memo, "runtime", None)
+    if not isinstance(runtime, Runtime):
+        raise kopf.PermanentError("memo.runtime is not set up (build the operator with chain_operator.main)")
+    return runtime
+
+
+def network_of(body: Mapping[str, Any]) -> Network:
+    meta = body.get("metadata", {})
+    return Network(
+        namespace=str(meta.get("namespace", "")),
+        name=str(meta.get("name", "")),
+        uid=str(meta.get("uid", "")),
+        spec=parse_spec(body.get("spec") or {}),
+    )
+
+
+def apply_conditions(
+    status: Mapping[str, Any], updates: Sequence[ConditionUpdate], generation: int | None
+) -> list[Condition]:
+    conditions: list[Condition] = list(status.get("conditions") or [])
+    for u in updates:
+        conditions = set_condition(conditions, u.type, u.status, u.reason, u.message, generation)
+    return conditions
+
+
+def write_status(
+    patch: kopf.Patch, status: Mapping[str, Any], fields: Mapping[str, Any], updates: Any, gen: Any
+) -> None:
+    for key, value in fields.items():
+        patch.status[key] = value
+    if updates:
+        patch.status["conditions"] = apply_conditions(status, updates, gen)
+    patch.status["observedGeneration"] = gen
+
+
+async def handle_upgrade(
+    runtime: Runtime, body: Mapping[str, Any], status: Mapping[str, Any], patch: kopf.Patch
+) -> None:
+    gen = body.get("metadata", {}).get("generation")
+    try:
+        net = network_of(body)
+        result = await upgrade.step(runtime.kube, runtime.config, net, dict(status))
+    except UpgradeFailed as exc:
+        result = upgrade.failed(dict(status.get("upgrade") or {}), exc)
+        write_status(patch, status, result.status, result.conditions, gen)
+        raise to_kopf(exc) from exc
+    except Stop as exc:
+        bad = ConditionUpdate("Ready", False, exc.reason, str(exc))
+        write_status(patch, status, {}, (bad,), gen)
+        raise to_kopf(exc) from exc
+    except OperatorError as exc:
+        raise to_kopf(exc) from exc
+    write_status(patch, status, result.status, result.conditions, gen)
+    if not result.done:
+        raise kopf.TemporaryError("upgrade in progress", delay=result.wait)
+
+
+async def handle_snapshots(
+    runtime: Runtime, body: Mapping[str, Any], status: Mapping[str, Any], patch: kopf.Patch
+) -> None:
+    gen = body.get("metadata", {}).get("generation")
+    config = runtime.config
+    try:
+        net = network_of(body)
+        if not snapshots.is_due(net.spec, dict(status), datetime.datetime.now(tz=datetime.UTC)):
+            return
+        created = await snapshots.take(runtime.kube, config, net)
+        pruned = await snapshots.prune(runtime.kube, config, net)
+    except SpecInvalid as exc:
+        raise to_kopf(exc) from exc
+    except OperatorError as exc:
+        # Recorded, then retried on the next tick: the schedule is not advanced.
+        update = ConditionUpdate("SnapshotsReady", False, exc.reason, str(exc))
+        write_status(patch, status, {}, (update,), gen)
+        raise to_kopf(exc) from exc
+    spec = created["spec"]
+    fields = {
+        "snapshots": {
+            "lastTime": now_iso(),
+            "last": created["metadata"]["name"],
+            "lastBlock": spec["blockNumber"],
+            "lastStateRoot": spec["stateRoot"],
+            "pruned": len(pruned),
+        }
+    }
+    message = f"{created['metadata']['name']} at block {spec['blockNumber']} on {spec['pod']}"
+    write_status(patch, status, fields, (ConditionUpdate("SnapshotsReady", True, "SnapshotTaken", message),), gen)
+
+
+async def handle_scale(runtime: Runtime, body: Mapping[str, Any], status: Mapping[str, Any]) -> None:
+    try:
+        net = network_of(body)
+        if (status.get("upgrade") or {}).get("phase") == "Progressing":
+            raise kopf.TemporaryError("scaling waits for the upgrade in progress", delay=runtime.config.upgrade_poll)
+        path = statefulset_path(net.namespace, net.spec.statefulset)
+        await runtime.kube.merge_patch(path, {"spec": {"replicas": net.spec.replicas}})
+    except OperatorError as exc:
+        raise to_kopf(exc) from exc
+
+
+def build_registry(config: OperatorConfig) -> kopf.OperatorRegistry:
+    registry = kopf.OperatorRegistry()
+    res = (GROUP, VERSION, NETWORKS)
+
+    @kopf.on.startup(registry=registry)
+    async def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
+        settings.posting.level = logging.WARNING
+        # Fixed namespaces (or the whole cluster) and CRDs installed with the chart: no need to scan for
+        # namespaces and CRDs appearing later, so RBAC needs no list/watch on either.
+        settings.scanning.disabled = True
+        settings.persistence.finalizer = f"{GROUP}/operator"
+        settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
+        settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix=GROUP)
+
+    @kopf.on.login(registry=registry)
+    async def login(memo: Any, **kwargs: Any) -> kopf.ConnectionInfo:
+        info = kopf.login_with_service_account(**kwargs) or kopf.login_with_kubeconfig(**kwargs)
+        if info is None:
+            raise kopf.LoginError("no service account and no kubeconfig to log in with")
+        await runtime_of(memo).replace_kube(KubeApi(info))
+        return info
+
+    @kopf.on.cleanup(registry=registry)
+    async def close(memo: Any, **_: Any) -> None:
+        await runtime_of(memo).replace_kube(None)
+
+    @kopf.on.create(*res, id="upgrade", registry=registry)
+    @kopf.on.update(*res, id="upgrade", field="spec.version", registry=registry)
+    @kopf.on.resume(*res, id="upgrade", registry=registry)
+    async def upgrade_handler(body: kopf.Body, status: kopf.Status, patch: kopf.Patch, memo: Any, **_: Any) -> None:
+        await handle_upgrade(runtime_of(memo), body, status, patch)
+
+    @kopf.on.update(*res, id="scale", field="spec.replicas", registry=registry)
+    async def scale_handler(body: kopf.Body, status: kopf.Status, memo: Any, **_: Any) -> None:
+        await handle_scale(runtime_of(memo), body, status)
+
+    @kopf.timer(*res, id="snapshots", interval=config.snapshot_tick, registry=registry)
+    async def snapshot_timer(body: kopf.Body, status: kopf.Status, patch: kopf.Patch, memo: Any, **_: Any) -> None:
+        await handle_snapshots(runtime_of(memo), body, status, patch)
+
+    return registry

@@ -1,0 +1,35 @@
+"""`chain-operator`: run the kopf operator until SIGTERM."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+
+import kopf
+
+from chain_operator.config import OperatorConfig, parse_config
+from chain_operator.handlers import Runtime, build_registry
+
+
+async def run_operator(config: OperatorConfig, stop_flag: asyncio.Event | None = None) -> None:
+    """The operator with its handlers, watching `config.namespaces` (or the cluster when empty)."""
+    await kopf.operator(
+        registry=build_registry(config),
+        namespaces=config.namespaces,
+        clusterwide=not config.namespaces,
+        standalone=True,
+        liveness_endpoint=config.liveness or None,
+        memo=kopf.Memo(runtime=Runtime(config)),
+        stop_flag=stop_flag,
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    config = parse_config(argv)
+    logging.basicConfig(level=config.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    asyncio.run(run_operator(config))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,123 @@
+"""Talking to one node pod over gRPC: health, height, and the AdminService snapshot calls.
+
+A pod's addresses come from the pod itself: `status.podIP` and the container ports named `grpc` and
+`admin` of the node container. Nothing is guessed from DNS names, so the same code works in a cluster and
+against pods whose ports are whatever a test's nodes bound.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from chain.v1 import admin_service_pb2_grpc, node_info_pb2, rpc_pb2, service_pb2_grpc
+from chain_operator.errors import NodeUnreachable, Retry
+from chain_operator.kube import Obj
+
+HEALTH_SERVICE = "chain.v1.ChainService"
+
+
+@dataclass(frozen=True)
+class PodView:
+    """What the operator reads from a pod object."""
+
+    name: str
+    ip: str
+    ready: bool
+    image: str
+    grpc_port: int
+    admin_port: int
+
+    @property
+    def grpc_target(self) -> str:
+        return f"{self.ip}:{self.grpc_port}"
+
+    @property
+    def admin_target(self) -> str:
+        return f"{self.ip}:{self.admin_port}"
+
+
+def pod_view(pod: Obj, container: str) -> PodView:
+    meta, spec, status = pod.get("metadata", {}), pod.get("spec", {}), pod.get("status", {})
+    ports: dict[str, int] = {}
+    image = ""
+    for c in spec.get("containers", []):
+        if c.get("name") == container:
+            image = c.get("image", "")
+            ports = {p["name"]: int(p["containerPort"]) for p in c.get("ports", []) if "name" in p}
+    ready = any(cond.get("type") == "Ready" and cond.get("status") == "True" for cond in status.get("conditions", []))
+    return PodView(
+        name=meta.get("name", ""),
+        ip=status.get("podIP", ""),
+        ready=ready,
+        image=image,
+        grpc_port=ports.get("grpc", 50051),
+        admin_port=ports.get("admin", 50053),
+    )
+
+
+class NodeClient:
+    """gRPC calls to one pod; each call opens and closes its own channel (they are rare)."""
+
+    def __init__(self, pod: PodView, admin_token: str, timeout: float) -> None:
+        self.pod = pod
+        self.timeout = timeout
+        self.metadata: Sequence[tuple[str, str]] = (("authorization", f"Bearer {admin_token}"),) if admin_token else ()
+
+    def _unreachable(self, what: str, err: grpc.RpcError) -> NodeUnreachable:
+        code = err.code() if isinstance(err, grpc.aio.AioRpcError) else None
+        name = code.name if code is not None else "UNKNOWN"
+        return NodeUnreachable(f"{self.pod.name}: {what} failed: {name}", delay=5.0)
+
+    async def serving(self) -> bool:
+        if not self.pod.ip:
+            return False
+        async with grpc.aio.insecure_channel(self.pod.grpc_target) as channel:
+            stub = health_pb2_grpc.HealthStub(channel)
+            try:
+                answer = await stub.Check(health_pb2.HealthCheckRequest(service=HEALTH_SERVICE), timeout=self.timeout)
+            except grpc.RpcError:
+                return False
+        return bool(answer.status == health_pb2.HealthCheckResponse.SERVING)
+
+    async def height(self) -> int:
+        async with grpc.aio.insecure_channel(self.pod.grpc_target) as channel:
+            stub = service_pb2_grpc.ChainServiceStub(channel)
+            try:
+                answer = await stub.GetNodeStatus(rpc_pb2.GetNodeStatusRequest(), timeout=self.timeout)
+            except grpc.RpcError as err:
+                raise self._unreachable("GetNodeStatus", err) from err
+        return int(answer.status.block_height)
+
+    async def create_snapshot(self) -> node_info_pb2.SnapshotInfo:
+        async with grpc.aio.insecure_channel(self.pod.admin_target) as channel:
+            stub = admin_service_pb2_grpc.AdminServiceStub(channel)
+            try:
+                answer = await stub.CreateSnapshot(
+                    rpc_pb2.CreateSnapshotRequest(), timeout=self.timeout * 6, metadata=self.metadata
+                )
+            except grpc.RpcError as err:
+                raise self._unreachable("CreateSnapshot", err) from err
+        return answer.snapshot
+
+    async def delete_snapshot(self, name: str) -> bool:
+        """Remove a snapshot from the pod's volume; False when the node no longer has it."""
+        async with grpc.aio.insecure_channel(self.pod.admin_target) as channel:
+            stub = admin_service_pb2_grpc.AdminServiceStub(channel)
+            try:
+                await stub.DeleteSnapshot(
+                    rpc_pb2.DeleteSnapshotRequest(name=name), timeout=self.timeout, metadata=self.metadata
+                )
+            except grpc.RpcError as err:
+                if isinstance(err, grpc.aio.AioRpcError) and err.code() == grpc.StatusCode.NOT_FOUND:
+                    return False
+                raise self._unreachable("DeleteSnapshot", err) from err
+        return True
+
+
+def require_ready(pod: PodView) -> None:
+    if not pod.ready or not pod.ip:
+        raise Retry(f"pod {pod.name} is not ready", reason="PodNotReady")

@@ -1,0 +1,108 @@
+"""The ChainNetwork spec, parsed once into frozen dataclasses with typed errors for bad input.
+
+spec:
+  statefulSet: chain-node        # the node StatefulSet this network manages
+  container: node                # its node container
+  image: ghcr.io/example/chain-node
+  version: "0.2.0"               # desired image tag; changing it starts a rolling upgrade
+  replicas: 3
+  snapshots:
+    every: 6h                    # schedule: a duration (s, m, h, d); "" or absent = no snapshots
+    retention: 7                 # ChainSnapshot objects (and snapshot directories) kept
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from chain_operator.errors import SpecInvalid
+
+DURATION = re.compile(r"([0-9]+)(s|m|h|d)")
+UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+
+
+def parse_duration(text: str) -> float:
+    """ "90s", "15m", "6h", "1d", or concatenations like "1h30m"."""
+    text = text.strip()
+    if not text:
+        return 0.0
+    total, pos = 0, 0
+    for match in DURATION.finditer(text):
+        if match.start() != pos:
+            break
+        total += int(match.group(1)) * UNITS[match.group(2)]
+        pos = match.end()
+    if pos != len(text) or total <= 0:
+        raise SpecInvalid(f"snapshots.every: {text!r} is not a duration like 30m, 6h or 1d")
+    return float(total)
+
+
+@dataclass(frozen=True)
+class SnapshotPolicy:
+    every_seconds: float
+    retention: int
+
+    @property
+    def enabled(self) -> bool:
+        return self.every_seconds > 0
+
+
+@dataclass(frozen=True)
+class NetworkSpec:
+    statefulset: str
+    container: str
+    image: str
+    version: str
+    replicas: int
+    snapshots: SnapshotPolicy
+
+    @property
+    def desired_image(self) -> str:
+        return f"{self.image}:{self.version}"
+
+    def pod_name(self, ordinal: int) -> str:
+        return f"{self.statefulset}-{ordinal}"
+
+
+def _str(doc: Mapping[str, Any], key: str, default: str | None = None) -> str:
+    value = doc.get(key, default)
+    if not isinstance(value, str) or (default is None and not value):
+        raise SpecInvalid(f"spec.{key} must be a non-empty string")
+    return value
+
+
+def _int(doc: Mapping[str, Any], key: str, default: int, low: int, high: int) -> int:
+    value = doc.get(key, default)
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+        raise SpecInvalid(f"spec.{key} must be an integer in [{low}, {high}], got {value!r}")
+    return value
+
+
+def parse_spec(spec: Mapping[str, Any]) -> NetworkSpec:
+    statefulset = _str(spec, "statefulSet")
+    if not NAME.fullmatch(statefulset):
+        raise SpecInvalid(f"spec.statefulSet {statefulset!r} is not a Kubernetes name")
+    version = _str(spec, "version")
+    if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}", version):
+        raise SpecInvalid(f"spec.version {version!r} is not an image tag")
+    snaps = spec.get("snapshots") or {}
+    if not isinstance(snaps, Mapping):
+        raise SpecInvalid("spec.snapshots must be an object")
+    every = snaps.get("every", "")
+    if not isinstance(every, str):
+        raise SpecInvalid("spec.snapshots.every must be a string such as 6h")
+    return NetworkSpec(
+        statefulset=statefulset,
+        container=_str(spec, "container", "node"),
+        image=_str(spec, "image"),
+        version=version,
+        replicas=_int(spec, "replicas", 1, 1, 99),
+        snapshots=SnapshotPolicy(
+            every_seconds=parse_duration(every),
+            retention=_int(snaps, "retention", 7, 1, 1000),
+        ),
+    )

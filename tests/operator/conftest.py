@@ -1,0 +1,90 @@
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from dataclasses import replace
+from typing import Any
+
+import kmock
+import pytest
+
+from chain_operator.config import OperatorConfig
+from chain_operator.main import run_operator
+from tests.operator.cluster import NETWORKS, declare_resources, kubeconfig
+
+NAMESPACE = "chain"
+
+
+@pytest.fixture
+def cluster(kmock: kmock.KubernetesEmulator, tmp_path, monkeypatch) -> kmock.KubernetesEmulator:
+    """kmock with the operator's resources declared, and a kubeconfig pointing at it (KUBECONFIG)."""
+    declare_resources(kmock)
+    path = tmp_path / "kubeconfig"
+    path.write_text(kubeconfig(str(kmock.url).rstrip("/"), NAMESPACE))
+    monkeypatch.setenv("KUBECONFIG", str(path))
+    return kmock
+
+
+OperatorFactory = Callable[..., Any]
+
+
+@pytest.fixture
+async def start_operator(cluster) -> AsyncIterator[OperatorFactory]:
+    """Start the real operator (kopf, in this event loop) with a config; stopped at teardown."""
+    running: list[tuple[asyncio.Event, asyncio.Task[None]]] = []
+
+    async def start(**overrides: Any) -> None:
+        base = OperatorConfig(namespaces=(NAMESPACE,), snapshot_tick=0.3, upgrade_poll=0.2, rpc_timeout=5.0)
+        stop = asyncio.Event()
+        task = asyncio.create_task(run_operator(replace(base, **overrides), stop_flag=stop))
+        running.append((stop, task))
+
+    yield start
+    for stop, task in running:
+        stop.set()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.wait_for(task, 30)
+
+
+def network(name: str, version: str, replicas: int, every: str = "", retention: int = 3) -> dict[str, Any]:
+    return {
+        "apiVersion": "chain.dev/v1",
+        "kind": "ChainNetwork",
+        "metadata": {"name": name, "namespace": NAMESPACE, "uid": f"uid-{name}", "generation": 1},
+        "spec": {
+            "statefulSet": "chain-node",
+            "container": "node",
+            "image": "registry.test/chain-node",
+            "version": version,
+            "replicas": replicas,
+            "snapshots": {"every": every, "retention": retention},
+        },
+    }
+
+
+async def create_network(k: kmock.KubernetesEmulator, body: dict[str, Any]) -> None:
+    """Create through the API (so watchers see it), as kubectl would."""
+    url = f"/apis/chain.dev/v1/namespaces/{NAMESPACE}/chainnetworks"
+    resp = await k.post(url, json=body)
+    assert resp.status == 201 or resp.status == 200, await resp.text()
+
+
+async def patch_network(k: kmock.KubernetesEmulator, name: str, body: dict[str, Any]) -> None:
+    url = f"/apis/chain.dev/v1/namespaces/{NAMESPACE}/chainnetworks/{name}"
+    resp = await k.patch(url, json=body, headers={"content-type": "application/merge-patch+json"})
+    assert resp.status == 200, await resp.text()
+
+
+def network_status(k: kmock.KubernetesEmulator, name: str) -> dict[str, Any]:
+    status: dict[str, Any] = k.objects[NETWORKS, NAMESPACE, name].raw.get("status", {})
+    return status
+
+
+async def eventually(check: Callable[[], Any], timeout: float = 60.0, what: str = "") -> Any:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"timed out waiting for {what or check}")
+        await asyncio.sleep(0.1)
