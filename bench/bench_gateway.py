@@ -97,7 +97,7 @@ async def grpc_rps(target: str, owner: bytes, seconds: float, concurrency: int) 
 async def start_gateway(node: NodeProcess, *extra: str) -> tuple[asyncio.subprocess.Process, int]:
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "gateway.main", "--http-addr", "127.0.0.1:0", "--node-addr", node.grpc_target,
-        "--node-web-url", node.web_url, *extra,
+        "--node-web-url", node.web_url, "--metrics-addr", "127.0.0.1:0", *extra,
         cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)),
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
     )  # fmt: skip

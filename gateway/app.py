@@ -9,11 +9,15 @@ Redis (when configured) or from the gateway's own relay of a node stream.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 
 from gateway.config import GatewayConfig
 from gateway.nodes import NodePool
+
+if TYPE_CHECKING:
+    from gateway.telemetry import GatewayMetrics
 
 CONFIG: web.AppKey[GatewayConfig] = web.AppKey("config", GatewayConfig)
 NODES: web.AppKey[NodePool] = web.AppKey("nodes", NodePool)
@@ -26,7 +30,8 @@ async def _nodes(app: web.Application) -> AsyncIterator[None]:
     await app[NODES].close()
 
 
-def build_app(config: GatewayConfig) -> web.Application:
+def build_app(config: GatewayConfig, metrics: GatewayMetrics | None = None) -> web.Application:
+    """`metrics`: the process's gateway instruments (served by its MetricsEndpoint), or None for none."""
     from gateway.events import setup_events
     from gateway.rest import setup_rest
 
@@ -35,4 +40,8 @@ def build_app(config: GatewayConfig) -> web.Application:
     app.cleanup_ctx.append(_nodes)
     setup_rest(app)
     setup_events(app)
+    if metrics is not None:
+        from gateway.telemetry import setup_metrics
+
+        setup_metrics(app, metrics)
     return app

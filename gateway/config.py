@@ -7,6 +7,8 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from node.telemetry.metrics import split_addr
+
 ENV_PREFIX = "CHAIN_GATEWAY_"
 
 
@@ -25,6 +27,8 @@ class GatewayConfig:
     sse_heartbeat: float = 15.0
     sse_max_per_ip: int = 32
     log_level: str = "info"
+    log_format: str = "text"  # or "json" (docs/observability.md)
+    metrics_addr: str = "localhost:9465"  # Prometheus endpoint; '' disables
 
     @property
     def host_port(self) -> tuple[str, int]:
@@ -50,6 +54,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--sse-heartbeat", type=float, default=d.sse_heartbeat, help="seconds between heartbeats")
     p.add_argument("--sse-max-per-ip", type=int, default=d.sse_max_per_ip, help="open streams per client IP")
     p.add_argument("--log-level", default=d.log_level)
+    p.add_argument("--log-format", default=d.log_format, choices=["text", "json"], help="json: one object per line")
+    p.add_argument("--metrics-addr", default=d.metrics_addr, help="Prometheus metrics listen address; '' disables")
     return p
 
 
@@ -77,4 +83,9 @@ def parse_config(argv: Sequence[str] | None = None, env: Mapping[str, str] | Non
     values = vars(parser.parse_args(argv))
     values["node_addrs"] = tuple(values["node_addrs"] or GatewayConfig.node_addrs)
     values["cors_origins"] = tuple(values["cors_origins"] or ())
+    if values["metrics_addr"]:
+        try:
+            split_addr(values["metrics_addr"])
+        except ValueError as err:
+            parser.error(f"--metrics-addr: {err}")
     return GatewayConfig(**values)

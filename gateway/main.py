@@ -4,20 +4,35 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 import signal
 from collections.abc import Sequence
 
 from aiohttp import web
 
 from gateway.app import build_app
-from gateway.config import parse_config
+from gateway.config import GatewayConfig, parse_config
+from gateway.telemetry import GatewayMetrics
+from node.telemetry.logs import configure_logging
+from node.telemetry.metrics import MetricsEndpoint
+from node.telemetry.tracing import Tracing
 
 
 async def run(argv: Sequence[str] | None = None) -> None:
     config = parse_config(argv)
-    logging.basicConfig(level=config.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    app = build_app(config)
+    configure_logging(config.log_level, config.log_format)
+    tracing = Tracing.from_env("chain-gateway")  # on when OTEL_EXPORTER_OTLP_ENDPOINT is set
+    endpoint = MetricsEndpoint("chain-gateway", config.metrics_addr)
+    tracing.start()  # before the app, its channels and its Redis client exist
+    try:
+        metrics_port = endpoint.start()
+        await _serve(config, GatewayMetrics(endpoint.meter) if endpoint.enabled else None, metrics_port)
+    finally:
+        endpoint.stop()
+        tracing.stop()
+
+
+async def _serve(config: GatewayConfig, metrics: GatewayMetrics | None, metrics_port: int) -> None:
+    app = build_app(config, metrics)
     runner = web.AppRunner(app, handler_cancellation=True)
     await runner.setup()
     host, port = config.host_port
@@ -27,7 +42,7 @@ async def run(argv: Sequence[str] | None = None) -> None:
     for address in runner.addresses:  # the bound port when asked for port 0
         bound = int(address[1])
         break
-    print(json.dumps({"event": "ready", "http_port": bound}), flush=True)
+    print(json.dumps({"event": "ready", "http_port": bound, "metrics_port": metrics_port}), flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import grpc
@@ -36,6 +37,7 @@ class Relay:
         self.skipped = 0
         self.backoff = Backoff()
         self.stopping = False
+        self.on_append: Callable[[list[Event], int], None] | None = None  # metrics (gateway/telemetry.py)
 
     async def run(self) -> None:
         while not self.stopping:
@@ -96,6 +98,8 @@ class Relay:
                 item = queue.get_nowait()
             if batch:
                 written = await self.streams.append(batch)
+                if self.on_append is not None:
+                    self.on_append(batch, written)
                 self.written += written
                 self.duplicates += len(batch) - written
                 self.backoff.reset()

@@ -20,6 +20,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_health.v1._async import HealthServicer as AsyncHealthServicer
 from grpc_reflection.v1alpha import reflection
+from opentelemetry.trace import TracerProvider
 
 from chain.v1 import (
     admin_service_pb2,
@@ -52,6 +53,10 @@ from node.server.snapshots import SnapshotManager, restore
 from node.server.status import to_status
 from node.server.verify import Verifier
 from node.state.params import ChainParams
+from node.telemetry.metrics import MetricsEndpoint
+from node.telemetry.node_metrics import NodeMetrics
+from node.telemetry.rpc import RpcMetricsInterceptor
+from node.telemetry.spans import NodeTelemetry
 
 log = logging.getLogger("chain.node")
 CHAIN_SERVICE = service_pb2.DESCRIPTOR.services_by_name["ChainService"].full_name
@@ -65,12 +70,18 @@ class Ports:
     grpc: int
     web: int
     admin: int
+    metrics: int = 0
 
 
 class NodeApp:
-    def __init__(self, config: NodeConfig) -> None:
+    def __init__(self, config: NodeConfig, tracer_provider: TracerProvider | None = None) -> None:
+        """`tracer_provider`: the process's (node.telemetry.tracing.Tracing, started before this app), or
+        None for no spans. Metrics are served on `config.metrics_addr` while the node runs."""
         self.config = config
         self.ports = Ports(0, 0, 0)
+        self.metrics_endpoint = MetricsEndpoint("chain-node", config.metrics_addr)
+        self.metrics = NodeMetrics(self.metrics_endpoint.meter) if self.metrics_endpoint.enabled else None
+        self.telemetry = NodeTelemetry(tracer_provider, self.metrics)
         self.state: NodeState | None = None
         self._server: grpc.aio.Server | None = None
         self._admin: grpc.aio.Server | None = None
@@ -175,11 +186,16 @@ class NodeApp:
 
     async def start(self) -> None:
         cfg = self.config
+        self.ports.metrics = self.metrics_endpoint.start()  # first: a taken port fails before the store opens
+        if self.metrics is not None:
+            self.metrics.observe(lambda: self.state)
         chain, bootstrap = await self._open_replicated() if cfg.orderer == "etcd" else self._open_chain()
+        if self.metrics is not None:
+            self.metrics.height = chain.height
         mempool = Mempool(cfg.mempool_capacity)
         self._verifier = Verifier(cfg.verify_workers, cfg.max_message_bytes)
         await self._verifier.warm_up()
-        pipeline = Pipeline(chain, mempool, self._verifier)
+        pipeline = Pipeline(chain, mempool, self._verifier, telemetry=self.telemetry)
         hub = EventHub(cfg.subscriber_queue)
         snapshots = SnapshotManager(chain, cfg.snapshots)
         orderer = self._orderer(chain, mempool, pipeline, hub, snapshots)
@@ -197,7 +213,10 @@ class NodeApp:
             ("grpc.max_receive_message_length", cfg.max_message_bytes * (cfg.max_batch + 1)),
             ("grpc.max_send_message_length", 64 * 1024 * 1024),
         ]
-        self._server = grpc.aio.server(interceptors=[ErrorInterceptor()], options=options)
+        interceptors: list[Interceptor] = [ErrorInterceptor()]
+        if self.metrics is not None:  # outside the error mapping: it reads the final status and reason code
+            interceptors.insert(0, RpcMetricsInterceptor(self.metrics))
+        self._server = grpc.aio.server(interceptors=interceptors, options=options)
         service_pb2_grpc.add_ChainServiceServicer_to_server(chain_servicer, self._server)
         keychain_service_pb2_grpc.add_KeychainServiceServicer_to_server(KeychainServicer(self.state), self._server)
         health_pb2_grpc.add_HealthServicer_to_server(self._health, self._server)
@@ -267,6 +286,7 @@ class NodeApp:
                 "grpc_port": self.ports.grpc,
                 "web_port": self.ports.web,
                 "admin_port": self.ports.admin,
+                "metrics_port": self.ports.metrics,
                 "height": self.state.chain.height,
                 "network": self.config.network,
                 "devnet_authority": self.devnet_authority,
@@ -289,6 +309,7 @@ class NodeApp:
         for server in (self._server, self._admin):
             if server is not None:
                 await server.stop(grace=1.0)
+        self.metrics_endpoint.stop()  # before the store closes: scrapes read the node's objects
         if self.state is not None:
             self.state.pipeline.close()
             self.state.chain.close()

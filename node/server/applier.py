@@ -17,6 +17,7 @@ from node.server.events import EventHub
 from node.server.mempool import Mempool
 from node.server.pipeline import Pipeline
 from node.state.transition import BlockOutput
+from node.telemetry.spans import BlockRecorder
 
 
 class BlockApplier:
@@ -28,15 +29,19 @@ class BlockApplier:
 
     async def apply(self, block: block_pb2.Block) -> BlockOutput:
         # Signatures were checked by the member that admitted each message; the root check covers execution.
+        record = self.pipeline.telemetry.block("log")
         out = await asyncio.to_thread(self.chain.apply, block, verify=False)
-        await self.commit(out)
+        record.built()
+        await self.commit(out, record)
         return out
 
-    async def commit(self, out: BlockOutput) -> None:
+    async def commit(self, out: BlockOutput, record: BlockRecorder | None = None) -> None:
+        record = record or self.pipeline.telemetry.block("local")
         await asyncio.to_thread(self.chain.commit, out)
-        self.publish(out)
+        self.publish(out, record)
 
-    def publish(self, out: BlockOutput) -> None:
+    def publish(self, out: BlockOutput, record: BlockRecorder | None = None) -> None:
+        (record or self.pipeline.telemetry.block("local")).committed(out, self.mempool.admissions)
         committed = [bytes(r.message.hash) for r in out.applied]
         self.mempool.remove(committed + [d.hash for d in out.dropped])
         self.pipeline.after_block(committed, out.dropped, out.block.header.number)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from node import constants as C
+from node.telemetry.metrics import split_addr
 
 ENV_PREFIX = "CHAIN_NODE_"
 
@@ -40,6 +41,8 @@ class NodeConfig:
     subscriber_queue: int = 20_000
     drain_seconds: float = 1.0
     log_level: str = "info"
+    log_format: str = "text"  # or "json" (docs/observability.md)
+    metrics_addr: str = "localhost:9464"  # Prometheus endpoint; '' disables
     # ordering: "solo" (this node alone) or "etcd" (replicated, docs/replication.md)
     orderer: str = "solo"
     etcd_endpoints: tuple[str, ...] = ()
@@ -81,6 +84,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--subscriber-queue", type=int, default=d.subscriber_queue)
     p.add_argument("--drain-seconds", type=float, default=d.drain_seconds)
     p.add_argument("--log-level", default=d.log_level)
+    p.add_argument("--log-format", default=d.log_format, choices=["text", "json"], help="json: one object per line")
+    p.add_argument("--metrics-addr", default=d.metrics_addr, help="Prometheus metrics listen address; '' disables")
     p.add_argument("--orderer", default=d.orderer, choices=["solo", "etcd"], help="block ordering")
     p.add_argument("--etcd-endpoints", default="", help="etcd client URLs, comma-separated (--orderer etcd)")
     p.add_argument("--etcd-prefix", default=d.etcd_prefix, help="key prefix of this network in etcd")
@@ -120,6 +125,11 @@ def parse_config(argv: Sequence[str] | None = None, env: Mapping[str, str] | Non
         parser.error(f"--orderer must be solo or etcd, not {values['orderer']!r}")
     if values["orderer"] == "etcd" and not values["etcd_endpoints"]:
         parser.error("--orderer etcd needs --etcd-endpoints (or CHAIN_NODE_ETCD_ENDPOINTS)")
+    if values["metrics_addr"]:
+        try:
+            split_addr(values["metrics_addr"])
+        except ValueError as err:
+            parser.error(f"--metrics-addr: {err}")
     if values["orderer"] == "etcd" and values["follow"]:
         parser.error("--follow makes a read replica; it cannot also be an etcd member")
     return NodeConfig(**values)

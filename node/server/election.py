@@ -53,6 +53,7 @@ class Election:
         self.clock = clock
         self.lease = 0
         self.leader: Leader | None = None
+        self.changes = 0  # leaders seen elected (metric chain.etcd.leader_changes)
         self._lease_valid_until = 0.0
         self._last_keepalive = 0.0
         self._last_seen = 0.0  # when the leader key was last read (or written)
@@ -141,6 +142,7 @@ class Election:
                 self.leader = None
                 return
         if leader != self.leader:
+            self.changes += 1
             log.info(
                 "leader is %s at %s%s", leader.id, leader.addr, " (this node)" if leader.lease == self.lease else ""
             )

@@ -11,13 +11,24 @@ from pathlib import Path
 
 from node.client.authority import Authority
 from node.server.app import NodeApp
-from node.server.config import parse_config
+from node.server.config import NodeConfig, parse_config
+from node.telemetry.logs import configure_logging
+from node.telemetry.tracing import Tracing
 
 
 async def run(argv: Sequence[str] | None = None) -> None:
     config = parse_config(argv)
-    logging.basicConfig(level=config.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    node = NodeApp(config)
+    configure_logging(config.log_level, config.log_format)
+    tracing = Tracing.from_env("chain-node")  # on when OTEL_EXPORTER_OTLP_ENDPOINT is set
+    tracing.start()
+    try:
+        await _serve(config, tracing)
+    finally:
+        tracing.stop()
+
+
+async def _serve(config: NodeConfig, tracing: Tracing) -> None:
+    node = NodeApp(config, tracer_provider=tracing.provider)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):  # before the ready line: a SIGTERM right after it drains cleanly

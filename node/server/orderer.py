@@ -126,11 +126,13 @@ class SoloOrderer:
     async def produce(self) -> BlockOutput:
         candidates = self.mempool.take()
         self._building = 1
+        record = self.pipeline.telemetry.block("local")
         started = time.perf_counter()
         try:
             now_ms = int(self.clock() * 1000)
             out = await asyncio.to_thread(self.chain.build, now_ms, candidates)
             built = time.perf_counter()
+            record.built()
             await asyncio.to_thread(self.chain.commit, out)
         finally:
             self._building = 0
@@ -144,6 +146,7 @@ class SoloOrderer:
             len(self.mempool),
         )
         self._last_block = self.clock()
+        record.committed(out, self.mempool.admissions)  # span and metrics, before the mempool forgets them
         committed = [bytes(r.message.hash) for r in out.applied]
         self.mempool.remove(committed + [d.hash for d in out.dropped])
         self.pipeline.after_block(committed, out.dropped, out.block.header.number)

@@ -23,6 +23,7 @@ from node.server.verify import Verifier
 from node.state.transition import Dropped, apply_message
 from node.storage.kv import Overlay
 from node.storage.lmdb_store import ReadSnapshot
+from node.telemetry.spans import NodeTelemetry
 
 DROPPED_MEMORY = 100_000
 
@@ -38,9 +39,15 @@ class Outcome:
 
 class Pipeline:
     def __init__(
-        self, chain: Chain, mempool: Mempool, verifier: Verifier, clock: Callable[[], float] = time.time
+        self,
+        chain: Chain,
+        mempool: Mempool,
+        verifier: Verifier,
+        clock: Callable[[], float] = time.time,
+        telemetry: NodeTelemetry | None = None,
     ) -> None:
         self.chain = chain
+        self.telemetry = telemetry or NodeTelemetry()  # spans and block metrics (docs/observability.md)
         self.mempool = mempool
         self.verifier = verifier
         self.clock = clock
@@ -108,25 +115,42 @@ class Pipeline:
 
     # ---- submissions ----
     async def submit(self, msgs: Sequence[pb.Message]) -> list[Outcome]:
-        verdicts = await self.verifier.verify(msgs)
-        assert self._pending is not None
-        now = int(self.clock())
-        out: list[Outcome] = []
-        for i, (msg, verdict) in enumerate(zip(msgs, verdicts, strict=True)):
-            if verdict.reason:
-                out.append(Outcome(i, verdict.hash, False, verdict.reason, verdict.detail))
-                continue
-            try:
-                if verdict.hash in self.mempool:
-                    raise MessageRejected(Reason.DUPLICATE_MESSAGE, "message is already pending")
-                self.mempool.check_room()
-                self._apply(self._pending, msg, now)
-                self.mempool.add(msg)
-                self._validated.append(verdict.hash)
-            except MessageRejected as exc:
-                out.append(Outcome(i, verdict.hash, False, exc.reason.value, exc.detail))
-                continue
-            out.append(Outcome(i, verdict.hash, True))
+        t = self.telemetry
+        with t.stage("chain.submit", **{"chain.messages": len(msgs)}) as span:
+            admission = t.admission()
+            with t.stage("chain.verify"):
+                verdicts = await self.verifier.verify(msgs)
+            assert self._pending is not None
+            now = int(self.clock())
+            out: list[Outcome] = []
+            admitted: dict[bytes, pb.Message] = {}  # in order; added to the mempool after validation
+            with t.stage("chain.validate"):
+                for i, (msg, verdict) in enumerate(zip(msgs, verdicts, strict=True)):
+                    if verdict.reason:
+                        out.append(Outcome(i, verdict.hash, False, verdict.reason, verdict.detail))
+                        continue
+                    try:
+                        if verdict.hash in self.mempool or verdict.hash in admitted:
+                            raise MessageRejected(Reason.DUPLICATE_MESSAGE, "message is already pending")
+                        self.mempool.check_room(len(admitted))
+                        self._apply(self._pending, msg, now)
+                    except MessageRejected as exc:
+                        out.append(Outcome(i, verdict.hash, False, exc.reason.value, exc.detail))
+                        continue
+                    admitted[verdict.hash] = msg
+                    out.append(Outcome(i, verdict.hash, True))
+            with t.stage("chain.mempool", **{"chain.messages": len(admitted)}):
+                for message_hash, msg in admitted.items():  # no await since validation: nothing came between
+                    self.mempool.add(msg, admission)
+                    self._validated.append(message_hash)
+            t.submitted(msgs, out)
+            if span is not None:
+                span.set_attribute("chain.accepted", len(admitted))
+                span.set_attribute("chain.rejected", len(msgs) - len(admitted))
+                if len(msgs) == 1:
+                    span.set_attribute("chain.message.hash", out[0].hash.hex())
+                    if out[0].reason:
+                        span.set_attribute("chain.reason_code", out[0].reason)
         return out
 
     async def dry_run(self, msg: pb.Message) -> Outcome:

@@ -53,7 +53,15 @@ class GatewayProcess:
         self.stderr_lines: list[str] = []
 
     def command(self) -> list[str]:
-        cmd = [*gateway_command(), "--http-addr", "127.0.0.1:0", "--log-level", "warning"]
+        cmd = [
+            *gateway_command(),
+            "--http-addr",
+            "127.0.0.1:0",
+            "--log-level",
+            "warning",
+            "--metrics-addr",
+            "127.0.0.1:0",
+        ]
         for addr in self.node_addrs:
             cmd += ["--node-addr", addr]
         if self.node_web_url:

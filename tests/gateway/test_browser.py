@@ -70,6 +70,7 @@ async def start_gateway(node: NodeProcess, origin: str) -> tuple[subprocess.Pope
     cmd = [
         sys.executable, "-m", "gateway.main", "--http-addr", "127.0.0.1:0",
         "--node-addr", node.grpc_target, "--node-web-url", node.web_url, "--cors-origin", origin,
+        "--metrics-addr", "127.0.0.1:0",
     ]  # fmt: skip
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)

@@ -45,6 +45,8 @@ class NodeProcess:
             "0.05",
             "--drain-seconds",
             "0.5",
+            "--metrics-addr",  # never the fixed default port: tests run several nodes at once
+            "127.0.0.1:0",
             *self.args,
         ]
         env = dict(os.environ, PYTHONPATH=str(ROOT), **self.env)

@@ -1,0 +1,157 @@
+"""The gateway's metrics: HTTP requests, SSE clients, the Redis relay (names in docs/observability.md).
+
+    metrics = GatewayMetrics(MetricsEndpoint("chain-gateway", addr).meter)
+    app = build_app(config, metrics=metrics)        # installs the middleware and the event observers
+
+- `http.server.request.duration` (s): every request, by `http.request.method`, `http.route` (the route's
+  template, `unmatched` for 404s), `http.response.status_code` and `chain.reason_code` (the `code` of the
+  JSON error body; "" on success). Recorded by the outermost middleware, so every error the error
+  middleware maps is counted with its final status. SSE streams are recorded when they end.
+- `chain.sse.clients` (by `chain.stream.kind`): open SSE streams; `chain.sse.clients.dropped`: streams
+  ended because the client fell behind.
+- `chain.relay.lag` (s): for each block the relay writes to Redis, the time from the block's timestamp
+  (set by the node that built it) to the XADD; `chain.relay.events` (by `chain.relay.result`: written /
+  duplicate): what the relays appended, and what another relay had written first.
+
+Traces need nothing here: the aiohttp-server, grpc client and redis instrumentations (node.telemetry.
+tracing) make the spans when tracing is on.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TYPE_CHECKING
+
+from aiohttp import web
+from opentelemetry.metrics import CallbackOptions, Meter, Observation
+
+from chain.v1 import block_pb2
+from gateway.events.model import Event, Kind
+from node.telemetry.node_metrics import SECONDS_BUCKETS
+
+if TYPE_CHECKING:
+    from gateway.events.service import EventService
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def reason_of(response: web.StreamResponse) -> str:
+    """The `code` of a JSON error body ("" for anything else)."""
+    if response.status < 400 or not isinstance(response, web.Response) or response.content_type != "application/json":
+        return ""
+    body = response.body
+    if not isinstance(body, bytes | bytearray):
+        return ""
+    try:
+        code = json.loads(body)["error"]["code"]
+    except (ValueError, KeyError, TypeError):
+        return ""
+    return code if isinstance(code, str) else ""
+
+
+def route_of(request: web.Request) -> str:
+    resource = request.match_info.route.resource
+    return resource.canonical if resource is not None else "unmatched"
+
+
+class GatewayMetrics:
+    def __init__(self, meter: Meter) -> None:
+        self.meter = meter
+        self.http_duration = meter.create_histogram(
+            "http.server.request.duration",
+            unit="s",
+            description="Duration of HTTP requests, by route, status and reason code",
+            explicit_bucket_boundaries_advisory=SECONDS_BUCKETS,
+        )
+        self.relay_lag = meter.create_histogram(
+            "chain.relay.lag",
+            unit="s",
+            description="From a block's timestamp to its append to the Redis Stream by this gateway's relay",
+            explicit_bucket_boundaries_advisory=SECONDS_BUCKETS,
+        )
+        self.relay_events = meter.create_counter(
+            "chain.relay.events",
+            unit="{event}",
+            description="Events the relays appended to Redis (written) or found written already (duplicate)",
+        )
+        self._service: EventService | None = None
+        meter.create_observable_up_down_counter(
+            "chain.sse.clients", [self._clients], unit="{client}", description="Open SSE streams, by kind"
+        )
+        meter.create_observable_counter(
+            "chain.sse.clients.dropped",
+            [self._dropped],
+            unit="{client}",
+            description="SSE streams ended because the client fell behind (SLOW_SUBSCRIBER)",
+        )
+
+    # ---- HTTP ----
+    @web.middleware
+    async def middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        started = time.perf_counter()
+        status, reason = 500, "INTERNAL"
+        try:
+            response = await handler(request)
+            status, reason = response.status, reason_of(response)
+            return response
+        except web.HTTPException as exc:
+            status, reason = exc.status, ""
+            raise
+        finally:
+            self.http_duration.record(
+                time.perf_counter() - started,
+                {
+                    "http.request.method": request.method,
+                    "http.route": route_of(request),
+                    "http.response.status_code": status,
+                    "chain.reason_code": reason,
+                },
+            )
+
+    # ---- events ----
+    def watch(self, service: EventService) -> None:
+        """Observe this events service: its hubs (SSE clients) and its relays (Redis appends)."""
+        self._service = service
+        for relay in service.relays:
+            relay.on_append = self.appended
+
+    def appended(self, events: list[Event], written: int) -> None:
+        self.relay_events.add(written, {"chain.relay.result": "written"})
+        if len(events) > written:
+            self.relay_events.add(len(events) - written, {"chain.relay.result": "duplicate"})
+        now_ms = time.time() * 1000
+        for event in events:
+            if event.kind is Kind.BLOCKS:
+                header = block_pb2.Block.FromString(event.payload).header
+                if header.timestamp_ms:
+                    self.relay_lag.record(max(0.0, (now_ms - header.timestamp_ms) / 1000))
+
+    def _clients(self, _options: CallbackOptions) -> list[Observation]:
+        if self._service is None:
+            return []
+        return [Observation(len(hub), {"chain.stream.kind": kind.value}) for kind, hub in self._service.hubs.items()]
+
+    def _dropped(self, _options: CallbackOptions) -> list[Observation]:
+        if self._service is None:
+            return []
+        return [Observation(hub.dropped, {"chain.stream.kind": kind.value}) for kind, hub in self._service.hubs.items()]
+
+
+METRICS: web.AppKey[GatewayMetrics] = web.AppKey("metrics", GatewayMetrics)
+
+
+def setup_metrics(app: web.Application, metrics: GatewayMetrics) -> None:
+    """The request middleware (outermost) and, once the events service exists, its observers."""
+    from gateway.events import EVENTS
+
+    app[METRICS] = metrics
+    app.middlewares.insert(0, metrics.middleware)
+
+    async def observe(app: web.Application) -> AsyncIterator[None]:
+        if EVENTS in app:
+            metrics.watch(app[EVENTS])
+        yield
+
+    app.cleanup_ctx.append(observe)

@@ -1,0 +1,76 @@
+"""A Prometheus endpoint over OpenTelemetry metrics, owned by one object.
+
+    endpoint = MetricsEndpoint("chain-node", "localhost:9464")   # '' : metrics off (a no-op meter)
+    port = endpoint.start()                                       # the bound port (address port 0 works)
+    meter = endpoint.meter                                        # instruments are created from this
+    endpoint.stop()
+
+The meter provider is not the global one and the Prometheus reader has its own registry, so a node and
+a gateway in one process (the tests) each serve only their own metrics. The exposition is served by
+prometheus_client's small threaded HTTP server on `addr` (GET any path), out of the event loop.
+Names follow the OpenTelemetry conventions; the exporter turns `rpc.server.duration` with unit `ms` into
+`rpc_server_duration_milliseconds` and adds `_total` to counters.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from opentelemetry.exporter.prometheus import PrometheusMetricReader
+from opentelemetry.metrics import Meter, NoOpMeterProvider
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+from prometheus_client import CollectorRegistry, start_http_server
+
+
+def split_addr(addr: str) -> tuple[str, int]:
+    """`host:port` (host may be empty: localhost; IPv6 in brackets); ValueError when malformed."""
+    host, sep, port = addr.rpartition(":")
+    if not sep or not port.isdigit():
+        raise ValueError(f"not a host:port address: {addr!r}")
+    return host.strip("[]") or "localhost", int(port)
+
+
+class MetricsEndpoint:
+    def __init__(self, service_name: str, addr: str) -> None:
+        self.service_name = service_name
+        self.addr = addr
+        self.port = 0
+        self.registry = CollectorRegistry(auto_describe=True)
+        self._provider: MeterProvider | None = None
+        self._reader: PrometheusMetricReader | None = None
+        self._server: Any = None
+        self._thread: threading.Thread | None = None
+        if addr:
+            split_addr(addr)  # a malformed address fails now, not after the node has opened its store
+            self._reader = PrometheusMetricReader(registry=self.registry)
+            resource = Resource.create({SERVICE_NAME: service_name})
+            self._provider = MeterProvider(resource=resource, metric_readers=[self._reader])
+            self.meter: Meter = self._provider.get_meter("chain")
+        else:
+            self.meter = NoOpMeterProvider().get_meter("chain")
+
+    @property
+    def enabled(self) -> bool:
+        return self._provider is not None
+
+    def start(self) -> int:
+        if self._provider is None or self._server is not None:
+            return self.port
+        host, port = split_addr(self.addr)
+        self._server, self._thread = start_http_server(port, addr=host, registry=self.registry)
+        self.port = int(self._server.server_port)
+        return self.port
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+        if self._thread is not None:
+            self._thread.join(5)
+            self._thread = None
+        if self._provider is not None:
+            self._provider.shutdown()  # also unregisters the reader's collector
+            self._provider = None

@@ -1,0 +1,111 @@
+"""RPC metrics: a server interceptor recording `rpc.server.duration` for every call.
+
+Placed before the error interceptor, so it sees the final status of every call, including requests that
+did not decode: the error interceptor sets the `reason-code` trailer and aborts, and this one reads the
+status code and that trailer from the context. Attributes (OpenTelemetry RPC conventions plus ours):
+`rpc.system` = grpc, `rpc.service`, `rpc.method`, `rpc.grpc.status_code` (the number, as the
+conventions say) and `chain.reason_code` ("" on success). Streams are recorded when they end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+import grpc
+
+from node.telemetry.node_metrics import NodeMetrics
+
+if TYPE_CHECKING:
+    Handler = grpc.RpcMethodHandler[Any, Any]
+    Interceptor = grpc.aio.ServerInterceptor[Any, Any]
+else:
+    Handler = grpc.RpcMethodHandler
+    Interceptor = grpc.aio.ServerInterceptor
+
+Continuation = Callable[[grpc.HandlerCallDetails], Awaitable[Handler | None]]
+
+
+def _outcome(context: Any, exc: BaseException | None) -> tuple[grpc.StatusCode, str]:
+    if exc is None:
+        return grpc.StatusCode.OK, ""
+    if isinstance(exc, asyncio.CancelledError | GeneratorExit):  # the client went away
+        return grpc.StatusCode.CANCELLED, ""
+    code = grpc.StatusCode.UNKNOWN
+    reason = ""
+    try:
+        code = context.code() or grpc.StatusCode.UNKNOWN
+        for key, value in context.trailing_metadata() or ():
+            if key == "reason-code":
+                reason = str(value)
+    except Exception:  # a context without them (should not happen): the call still counts
+        pass
+    if isinstance(code, int):
+        code = next((c for c in grpc.StatusCode if c.value[0] == code), grpc.StatusCode.UNKNOWN)
+    return code, reason
+
+
+class RpcMetricsInterceptor(Interceptor):
+    def __init__(self, metrics: NodeMetrics) -> None:
+        self.metrics = metrics
+
+    def _record(self, service: str, method: str, started: float, context: Any, exc: BaseException | None) -> None:
+        code, reason = _outcome(context, exc)
+        self.metrics.rpc_duration.record(
+            (time.perf_counter() - started) * 1000,
+            {
+                "rpc.system": "grpc",
+                "rpc.service": service,
+                "rpc.method": method,
+                "rpc.grpc.status_code": code.value[0],
+                "chain.reason_code": reason,
+            },
+        )
+
+    async def intercept_service(  # type: ignore[override]
+        self, continuation: Continuation, handler_call_details: grpc.HandlerCallDetails
+    ) -> Handler | None:
+        handler = await continuation(handler_call_details)
+        if handler is None:
+            return None
+        service, _, method = handler_call_details.method.lstrip("/").rpartition("/")
+        record = self._record
+        if handler.unary_unary is not None:
+            inner = handler.unary_unary
+
+            async def unary(request: Any, context: Any) -> Any:
+                started = time.perf_counter()
+                try:
+                    response = await inner(request, context)
+                except BaseException as exc:
+                    record(service, method, started, context, exc)
+                    raise
+                record(service, method, started, context, None)
+                return response
+
+            return grpc.unary_unary_rpc_method_handler(
+                unary,
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        if handler.unary_stream is not None:
+            inner_stream: Any = handler.unary_stream
+
+            async def stream(request: Any, context: Any) -> AsyncIterator[Any]:
+                started = time.perf_counter()
+                try:
+                    async for item in inner_stream(request, context):
+                        yield item
+                except BaseException as exc:
+                    record(service, method, started, context, exc)
+                    raise
+                record(service, method, started, context, None)
+
+            return grpc.unary_stream_rpc_method_handler(
+                stream,
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        return handler

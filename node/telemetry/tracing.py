@@ -1,0 +1,135 @@
+"""The process's tracing: an OpenTelemetry tracer provider, its exporter and the instrumentations.
+
+    tracing = Tracing.from_env("chain-node")   # on only when OTEL_EXPORTER_OTLP_ENDPOINT is set
+    tracing.start()                           # before the servers, channels and apps are created
+    NodeApp(config, tracer_provider=tracing.provider)
+    ...
+    tracing.stop()                            # flushes the exporter, removes the instrumentation
+
+Off (the default) means nothing at all: no provider, no instrumentation installed (grpc.aio.server,
+grpc.aio.insecure_channel, aiohttp's Application and redis stay the library's own), no exporter thread;
+the node's own spans are skipped behind one `is None` check.
+
+On, the maintained instrumentations are installed with this provider (never the global one, so two
+Tracing objects in one test process do not interfere; only one may be started at a time since the
+instrumentors patch the libraries):
+- grpc.aio server and client (health checks and reflection excluded), so a gateway call and the node's
+  handling of it are one trace (W3C traceparent in the gRPC metadata);
+- aiohttp server: a SERVER span per HTTP request (REST, SSE, the node's gRPC-web listener);
+- redis: a CLIENT span per command.
+Background loops with no request behind them (event feeds, relays, XREAD polling) would each start a
+trace of their own every few milliseconds; the sampler drops such client-side roots (see `RequestRoots`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from opentelemetry.context import Context
+from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExporter
+from opentelemetry.sdk.trace.sampling import ALWAYS_ON, Decision, ParentBased, Sampler, SamplingResult
+from opentelemetry.trace import Link, SpanKind
+from opentelemetry.util.types import Attributes
+
+log = logging.getLogger("chain.telemetry")
+
+ENDPOINT_VARS = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
+
+
+class RequestRoots(Sampler):
+    """Root spans: kept when they start from an incoming request or an internal job (a block), dropped for
+    CLIENT/PRODUCER spans with no parent, i.e. calls made by background loops; children follow the parent."""
+
+    def __init__(self, root: Sampler = ALWAYS_ON) -> None:
+        self._root = root
+
+    def should_sample(
+        self,
+        parent_context: Context | None,
+        trace_id: int,
+        name: str,
+        kind: SpanKind | None = None,
+        attributes: Attributes = None,
+        links: Sequence[Link] | None = None,
+        trace_state: Any = None,
+    ) -> SamplingResult:
+        if kind in (SpanKind.CLIENT, SpanKind.PRODUCER):
+            return SamplingResult(Decision.DROP)
+        return self._root.should_sample(parent_context, trace_id, name, kind, attributes, links, trace_state)
+
+    def get_description(self) -> str:
+        return f"RequestRoots{{{self._root.get_description()}}}"
+
+
+class Tracing:
+    def __init__(
+        self,
+        service_name: str,
+        *,
+        exporter: SpanExporter | None = None,
+        batch: bool = True,
+        enabled: bool | None = None,
+    ) -> None:
+        """`exporter`: where spans go (default: OTLP over gRPC, configured by the OTEL_EXPORTER_OTLP_*
+        variables). `batch`: a BatchSpanProcessor (a background thread); False exports each span as it
+        ends (tests). `enabled`: default on when an exporter is given."""
+        self.service_name = service_name
+        self.exporter = exporter
+        self.batch = batch
+        self.enabled = exporter is not None if enabled is None else enabled
+        self.provider: TracerProvider | None = None
+        self._instrumentors: list[Any] = []
+
+    @classmethod
+    def from_env(cls, service_name: str, env: Mapping[str, str] | None = None) -> Tracing:
+        """On when OTEL_EXPORTER_OTLP_ENDPOINT (or ..._TRACES_ENDPOINT) is set and OTEL_SDK_DISABLED is not true."""
+        env = os.environ if env is None else env
+        wanted = any(env.get(name, "").strip() for name in ENDPOINT_VARS)
+        disabled = env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true"
+        return cls(service_name, enabled=wanted and not disabled)
+
+    def start(self) -> None:
+        if not self.enabled or self.provider is not None:
+            return
+        exporter = self.exporter
+        if exporter is None:
+            from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+
+            exporter = OTLPSpanExporter()
+        attributes = {} if os.environ.get("OTEL_SERVICE_NAME") else {SERVICE_NAME: self.service_name}
+        provider = TracerProvider(resource=Resource.create(attributes), sampler=ParentBased(RequestRoots()))
+        processor: SpanProcessor = BatchSpanProcessor(exporter) if self.batch else SimpleSpanProcessor(exporter)
+        provider.add_span_processor(processor)
+        self.provider = provider
+        self._instrument(provider)
+        log.info("tracing on: %s spans of %s", type(exporter).__name__, self.service_name)
+
+    def _instrument(self, provider: TracerProvider) -> None:
+        from opentelemetry.instrumentation.aiohttp_server import AioHttpServerInstrumentor
+        from opentelemetry.instrumentation.grpc import GrpcAioInstrumentorClient, GrpcAioInstrumentorServer, filters
+        from opentelemetry.instrumentation.redis import RedisInstrumentor
+
+        wanted = filters.negate(filters.any_of(filters.health_check(), filters.service_prefix("grpc.reflection")))
+        self._instrumentors = [
+            GrpcAioInstrumentorServer(filter_=wanted),  # type: ignore[no-untyped-call]
+            GrpcAioInstrumentorClient(filter_=wanted),  # type: ignore[no-untyped-call]
+            AioHttpServerInstrumentor(),
+            RedisInstrumentor(),
+        ]
+        for instrumentor in self._instrumentors:
+            if instrumentor.is_instrumented_by_opentelemetry:
+                raise RuntimeError(f"{type(instrumentor).__name__} is installed already: one Tracing per process")
+            instrumentor.instrument(tracer_provider=provider)
+
+    def stop(self) -> None:
+        for instrumentor in reversed(self._instrumentors):
+            instrumentor.uninstrument()
+        self._instrumentors = []
+        if self.provider is not None:
+            self.provider.shutdown()  # flushes what the processor still holds
+            self.provider = None
