@@ -44,7 +44,7 @@ class MetricsEndpoint:
         self._thread: threading.Thread | None = None
         if addr:
             split_addr(addr)  # a malformed address fails now, not after the node has opened its store
-            self._reader = PrometheusMetricReader(registry=self.registry)
+            self._reader = PrometheusMetricReader(registry=self.registry, scope_info_enabled=False)
             resource = Resource.create({SERVICE_NAME: service_name})
             self._provider = MeterProvider(resource=resource, metric_readers=[self._reader])
             self.meter: Meter = self._provider.get_meter("chain")
