@@ -20,7 +20,10 @@ from node.telemetry.tracing import Tracing
 async def run(argv: Sequence[str] | None = None) -> None:
     config = parse_config(argv)
     configure_logging(config.log_level, config.log_format)
-    tracing = Tracing.from_env("chain-gateway")  # on when OTEL_EXPORTER_OTLP_ENDPOINT is set
+    try:
+        tracing = Tracing.from_env("chain-gateway")  # on when OTEL_EXPORTER_OTLP_ENDPOINT is set
+    except ValueError as err:
+        raise SystemExit(f"chain-gateway: {err}") from None
     endpoint = MetricsEndpoint("chain-gateway", config.metrics_addr)
     tracing.start()  # before the app, its channels and its Redis client exist
     try:

@@ -19,7 +19,10 @@ from node.telemetry.tracing import Tracing
 async def run(argv: Sequence[str] | None = None) -> None:
     config = parse_config(argv)
     configure_logging(config.log_level, config.log_format)
-    tracing = Tracing.from_env("chain-node")  # on when OTEL_EXPORTER_OTLP_ENDPOINT is set
+    try:
+        tracing = Tracing.from_env("chain-node")  # on when OTEL_EXPORTER_OTLP_ENDPOINT is set
+    except ValueError as err:
+        raise SystemExit(f"chain-node: {err}") from None
     tracing.start()
     try:
         await _serve(config, tracing)

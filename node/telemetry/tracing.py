@@ -19,6 +19,7 @@ instrumentors patch the libraries):
 - redis: a CLIENT span per command.
 Background loops with no request behind them (event feeds, relays, XREAD polling) would each start a
 trace of their own every few milliseconds; the sampler drops such client-side roots (see `RequestRoots`).
+`OTEL_TRACES_SAMPLER_ARG` (a ratio in [0, 1], default 1) samples that share of the root traces kept.
 """
 
 from __future__ import annotations
@@ -32,7 +33,14 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExporter
-from opentelemetry.sdk.trace.sampling import ALWAYS_ON, Decision, ParentBased, Sampler, SamplingResult
+from opentelemetry.sdk.trace.sampling import (
+    ALWAYS_ON,
+    Decision,
+    ParentBased,
+    Sampler,
+    SamplingResult,
+    TraceIdRatioBased,
+)
 from opentelemetry.trace import Link, SpanKind
 from opentelemetry.util.types import Attributes
 
@@ -74,6 +82,7 @@ class Tracing:
         exporter: SpanExporter | None = None,
         batch: bool = True,
         enabled: bool | None = None,
+        ratio: float = 1.0,
     ) -> None:
         """`exporter`: where spans go (default: OTLP over gRPC, configured by the OTEL_EXPORTER_OTLP_*
         variables). `batch`: a BatchSpanProcessor (a background thread); False exports each span as it
@@ -82,6 +91,9 @@ class Tracing:
         self.exporter = exporter
         self.batch = batch
         self.enabled = exporter is not None if enabled is None else enabled
+        if not 0.0 <= ratio <= 1.0:
+            raise ValueError(f"the sampling ratio is in [0, 1], not {ratio}")
+        self.ratio = ratio
         self.provider: TracerProvider | None = None
         self._instrumentors: list[Any] = []
 
@@ -91,7 +103,12 @@ class Tracing:
         env = os.environ if env is None else env
         wanted = any(env.get(name, "").strip() for name in ENDPOINT_VARS)
         disabled = env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true"
-        return cls(service_name, enabled=wanted and not disabled)
+        raw = env.get("OTEL_TRACES_SAMPLER_ARG", "").strip() or "1"
+        try:
+            ratio = float(raw)
+        except ValueError:
+            raise ValueError(f"OTEL_TRACES_SAMPLER_ARG is a ratio in [0, 1], not {raw!r}") from None
+        return cls(service_name, enabled=wanted and not disabled, ratio=ratio)
 
     def start(self) -> None:
         if not self.enabled or self.provider is not None:
@@ -102,7 +119,8 @@ class Tracing:
 
             exporter = OTLPSpanExporter()
         attributes = {} if os.environ.get("OTEL_SERVICE_NAME") else {SERVICE_NAME: self.service_name}
-        provider = TracerProvider(resource=Resource.create(attributes), sampler=ParentBased(RequestRoots()))
+        root = RequestRoots(ALWAYS_ON if self.ratio >= 1.0 else TraceIdRatioBased(self.ratio))
+        provider = TracerProvider(resource=Resource.create(attributes), sampler=ParentBased(root))
         processor: SpanProcessor = BatchSpanProcessor(exporter) if self.batch else SimpleSpanProcessor(exporter)
         provider.add_span_processor(processor)
         self.provider = provider

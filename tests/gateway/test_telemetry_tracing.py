@@ -203,3 +203,25 @@ def test_from_env_turns_on_with_an_endpoint():
     off = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4317", "OTEL_SDK_DISABLED": "true"}
     assert not Tracing.from_env("x", env=off).enabled
     assert not Tracing.from_env("x", env={"OTEL_EXPORTER_OTLP_ENDPOINT": " "}).enabled
+    assert Tracing.from_env("x", env={"OTEL_TRACES_SAMPLER_ARG": "0.25"}).ratio == 0.25
+    for bad in ("lots", "1.5", "-0.1"):
+        with pytest.raises(ValueError, match="in \\[0, 1\\]"):
+            Tracing.from_env("x", env={"OTEL_TRACES_SAMPLER_ARG": bad})
+
+
+async def test_sampling_ratio_keeps_a_share_of_request_traces(exporter: InMemorySpanExporter):
+    tracing = Tracing("chain-test", exporter=exporter, batch=False, ratio=0.5)
+    tracing.start()
+    try:
+        assert tracing.provider is not None
+        tracer = tracing.provider.get_tracer("test")
+        for _ in range(400):
+            with tracer.start_as_current_span("request", kind=SpanKind.SERVER), tracer.start_as_current_span("child"):
+                pass
+            with tracer.start_as_current_span("background call", kind=SpanKind.CLIENT):
+                pass
+    finally:
+        tracing.stop()
+    names = [s.name for s in exporter.get_finished_spans()]
+    assert "background call" not in names  # client roots: never
+    assert 100 < names.count("request") < 300 and names.count("child") == names.count("request")
