@@ -24,6 +24,7 @@ class GatewayConfig:
     request_timeout: float = 10.0
     read_retries: int = 2
     sse_queue: int = 1_000
+    sse_max_buffer: int = 1024 * 1024
     sse_heartbeat: float = 15.0
     sse_max_per_ip: int = 32
     log_level: str = "info"
@@ -51,6 +52,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--request-timeout", type=float, default=d.request_timeout)
     p.add_argument("--read-retries", type=int, default=d.read_retries, help="retries of reads on UNAVAILABLE")
     p.add_argument("--sse-queue", type=int, default=d.sse_queue, help="events an SSE client may lag")
+    p.add_argument(
+        "--sse-max-buffer-bytes",
+        dest="sse_max_buffer",
+        type=int,
+        default=d.sse_max_buffer,
+        help="bytes a caught-up SSE client may have unsent before it is cut off",
+    )
     p.add_argument("--sse-heartbeat", type=float, default=d.sse_heartbeat, help="seconds between heartbeats")
     p.add_argument("--sse-max-per-ip", type=int, default=d.sse_max_per_ip, help="open streams per client IP")
     p.add_argument("--log-level", default=d.log_level)

@@ -6,6 +6,13 @@ its Last-Event-ID) and detached, so one slow or failing client never delays the 
 Every subscription records the hub's position when it was made (`boundary`): its queue receives every
 matching event after that key, so a client that resumes from an older id reads history up to `boundary`
 and then its queue, with no gap and no duplicate at the seam.
+
+A subscription that has caught up (history sent, queue drained) may hand the hub a `sink`: from then on
+its events skip the queue and the client's task. The hub collects what each sink is owed while it
+publishes and hands it over once per loop iteration (`_flush`, scheduled with `call_soon`), so a burst of
+events costs one call, and one socket write, per client. A sink answers False when its client is too far
+behind (more than the queue size of events, or too many bytes, waiting in its connection's buffer), and the
+hub ends that subscription as SLOW.
 """
 
 from __future__ import annotations
@@ -38,6 +45,9 @@ class Filter:
         return not self.project or event.project == self.project
 
 
+Sink = Callable[[list[Event]], bool]
+
+
 @dataclass(eq=False)
 class Subscription:
     wants: Filter
@@ -46,6 +56,9 @@ class Subscription:
     ended: EndReason | None = None
     # Called when the subscription ends while its handler may be blocked writing to a stalled client.
     on_end: Callable[[EndReason], None] | None = field(default=None, repr=False)
+    # Set by a caught-up client: its events go here instead of the queue (see the module doc).
+    sink: Sink | None = field(default=None, repr=False)
+    owed: list[Event] = field(default_factory=list, repr=False)
 
     def end(self, reason: EndReason) -> None:
         if self.ended is not None:
@@ -68,6 +81,7 @@ class Hub:
         self.closed = False
         self.dropped = 0
         self._subs: set[Subscription] = set()
+        self._owed: list[Subscription] = []  # subscriptions with a sink and events owed, in publish order
 
     def __len__(self) -> int:
         return len(self._subs)
@@ -88,6 +102,7 @@ class Hub:
 
     def unsubscribe(self, sub: Subscription) -> None:
         self._subs.discard(sub)
+        sub.sink = None  # its connection may be gone: nothing more is written to it
 
     def publish(self, event: Event) -> None:
         if event.key <= self.position:
@@ -96,11 +111,33 @@ class Hub:
         for sub in list(self._subs):
             if not sub.wants(event):
                 continue
+            if sub.sink is not None:
+                if not sub.owed:
+                    if not self._owed:
+                        asyncio.get_running_loop().call_soon(self._flush)
+                    self._owed.append(sub)
+                sub.owed.append(event)
+                continue
             if sub.queue.qsize() >= self.queue_size:
                 self._end(sub, EndReason.SLOW)
                 self.dropped += 1
                 continue
             sub.queue.put_nowait(event)
+
+    def _flush(self) -> None:
+        owed, self._owed = self._owed, []
+        for sub in owed:
+            events, sub.owed = sub.owed, []
+            if sub.ended is not None or sub.sink is None:
+                continue
+            try:
+                keeps_up = sub.sink(events)
+            except Exception:
+                log.exception("an SSE sink failed; ending its stream")
+                keeps_up = False
+            if not keeps_up:
+                self._end(sub, EndReason.SLOW)
+                self.dropped += 1
 
     def reset(self, position: EventKey) -> None:
         """The feed skipped events: end every subscription (clients resume through history) and move on."""

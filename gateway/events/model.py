@@ -100,8 +100,18 @@ class Event:
         data = json.dumps(to_json(self.decode()), separators=(",", ":"), ensure_ascii=False)
         return f"id: {self.key}\nevent: {self.kind.sse_event}\ndata: {data}\n\n".encode()
 
+    @cached_property
+    def chunk(self) -> bytes:
+        """The frame as one HTTP/1.1 chunk, for writing straight to a chunked response's transport."""
+        return http_chunk(self.frame)
+
 
 PING: Final = b": ping\n\n"
+
+
+def http_chunk(data: bytes) -> bytes:
+    """`data` framed as one chunk of HTTP/1.1 chunked transfer coding."""
+    return b"%x\r\n%b\r\n" % (len(data), data)
 
 
 def error_frame(code: str, message: str, **details: str) -> bytes:

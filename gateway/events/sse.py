@@ -14,7 +14,7 @@ from contextlib import suppress
 from dataclasses import dataclass
 
 import grpc
-from aiohttp import web
+from aiohttp import HttpVersion11, web
 from redis.exceptions import RedisError
 
 from chain.v1 import message_pb2 as pb
@@ -139,8 +139,13 @@ class _Stream:
         self.response = web.StreamResponse(
             headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
         )
+        self.chunked = request.version >= HttpVersion11
+        if self.chunked:
+            self.response.enable_chunked_encoding()  # explicit: the sink writes whole chunks itself
         self.writing = False
         self.aborted = False
+        self.last_sent = 0.0  # loop time of the last write (events or ping)
+        self.unsent = 0  # events the sink wrote that may still wait in the connection's buffer
         self.final_sent = False
         self.position = params.after or EventKey(0, 0)  # the last key handled (delivered or filtered out)
         self.delivered: EventKey | None = None  # the last key sent to the client
@@ -159,7 +164,11 @@ class _Stream:
             if ended is not None and ended is not EndReason.SHUTDOWN:
                 await self._final(self._end_frame(ended))
             if not self.aborted:
-                await self.response.write_eof()
+                try:
+                    async with asyncio.timeout(FINAL_WRITE):
+                        await self.response.write_eof()
+                except TimeoutError:
+                    self._abort()
         except ConnectionError:
             pass  # the client went away, or was cut off
         return self.response
@@ -193,14 +202,21 @@ class _Stream:
     async def _live(self) -> None:
         queue = self.sub.queue
         heartbeat = self.service.config.sse_heartbeat
+        loop = asyncio.get_running_loop()
         while True:
             item: Event | None
+            if queue.empty() and self.sub.sink is None and self.sub.ended is None and not self.aborted:
+                # Caught up: from here the hub hands events straight to `_sink`; the queue only ever
+                # receives the end marker. (No await between the check and this line: nothing slips in.)
+                self.sub.sink = self._sink
             if queue.empty():
+                idle = loop.time() - self.last_sent  # the sink writes without waking this task
                 try:
-                    async with asyncio.timeout(heartbeat):
+                    async with asyncio.timeout(max(0.0, heartbeat - idle)):
                         item = await queue.get()
                 except TimeoutError:
-                    await self._write(PING)
+                    if loop.time() - self.last_sent >= heartbeat:
+                        await self._write(PING)
                     continue
             else:
                 item = queue.get_nowait()
@@ -222,8 +238,33 @@ class _Stream:
         self.writing = True
         try:
             await self.response.write(data)
+            self.last_sent = asyncio.get_running_loop().time()
         finally:
             self.writing = False
+
+    def _sink(self, events: list[Event]) -> bool:
+        """Events from the hub, written to the connection without waiting (whole chunks of the chunked
+        response, so they interleave safely with aiohttp's own writes); False when the client is more
+        than --sse-max-buffer-bytes behind, or gone."""
+        transport = self.request.transport
+        if transport is None or transport.is_closing():
+            return False
+        fresh = [e for e in events if e.key > self.position]
+        if not fresh:
+            return True
+        self.position = self.delivered = fresh[-1].key
+        if transport.get_write_buffer_size() == 0:
+            self.unsent = 0  # everything written so far has reached the kernel
+        if self.chunked:
+            transport.write(fresh[0].chunk if len(fresh) == 1 else b"".join(e.chunk for e in fresh))
+        else:
+            transport.write(b"".join(e.frame for e in fresh))
+        self.last_sent = asyncio.get_running_loop().time()
+        buffered = transport.get_write_buffer_size()
+        if buffered:
+            self.unsent += len(fresh)  # at most this many events wait in the connection's buffer
+        config = self.service.config
+        return self.unsent <= config.sse_queue and buffered <= config.sse_max_buffer
 
     async def _final(self, frame: bytes) -> None:
         """The last frame to a client (once); one that does not take it in time is cut off."""
@@ -252,7 +293,11 @@ class _Stream:
         return {"last_event_id": str(self.delivered)} if self.delivered is not None else {}
 
     def _on_end(self, reason: EndReason) -> None:
-        if self.writing:  # blocked on a client that does not read: cut it off now
+        # Blocked on a client that does not read (a write in progress, or, once the hub writes for us,
+        # data still waiting in the connection's buffer): cut it off now.
+        transport = self.request.transport
+        backed_up = self.sub.sink is not None and transport is not None and transport.get_write_buffer_size() > 0
+        if self.writing or backed_up:
             self._abort()
 
     def _abort(self) -> None:
