@@ -165,7 +165,7 @@ class StatefulSetDouble:
         args = list(self.node_args)
         if image.rsplit(":", 1)[-1] in self.crashing_tags:
             args += ["--network", "not-a-network"]  # the process exits during start, like a bad release
-        proc = NodeProcess(self.workdir / self.pod_name(ordinal), "--web-addr", "", *args)
+        proc = NodeProcess(self.workdir / self.pod_name(ordinal), "--web-addr", "", "--verify-workers", "0", *args)
         try:
             return proc.start()
         except RuntimeError:

@@ -49,7 +49,14 @@ def network(name: str, version: str, replicas: int, every: str = "", retention: 
     return {
         "apiVersion": "chain.dev/v1",
         "kind": "ChainNetwork",
-        "metadata": {"name": name, "namespace": NAMESPACE, "uid": f"uid-{name}", "generation": 1},
+        # kmock keeps no resourceVersion of its own; kopf's JSON patches test the one they saw.
+        "metadata": {
+            "name": name,
+            "namespace": NAMESPACE,
+            "uid": f"uid-{name}",
+            "generation": 1,
+            "resourceVersion": "1",
+        },
         "spec": {
             "statefulSet": "chain-node",
             "container": "node",
