@@ -9,6 +9,10 @@ every span (no sampling) over OTLP/gRPC through the SDK's BatchSpanProcessor to 
 process (a TraceService that decodes and counts the spans, standing in for a collector), and tracing on
 with 10% of the request traces sampled (OTEL_TRACES_SAMPLER_ARG=0.1). Metrics are on in all three (the
 default). The best of the rounds is kept for each mode, and the order of the modes rotates.
+
+Besides rates and latencies, which swing with whatever else runs on the machine, it reports the CPU time
+the node's processes (the node and its verification workers, from /proc) spend per committed message in
+the saturated phase and per GetAccount call: the cost of tracing itself, and much steadier on a shared host.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import multiprocessing
+import os
 import sys
 import tempfile
 import threading
@@ -58,20 +63,42 @@ def sink_main(conn: Connection) -> None:
     server.stop(0)
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process and its live children (Linux /proc)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rpartition(")")[2].split()
+        except OSError:
+            continue  # gone meanwhile
+        if int(entry.name) == pid or int(fields[1]) == pid:  # fields[1] is the parent's pid
+            total += (int(fields[11]) + int(fields[12])) / tick
+    return total
+
+
 def run_once(clients: int, messages: int, paced_rate: float, env: dict[str, str]) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as d:
         node = NodeProcess(Path(d) / "data", "--web-addr", "", "--block-interval", "0.2", env=env).start()
         try:
+            assert node.proc is not None
+            pid = node.proc.pid
             per_client = workload(node, clients, messages)
+            cpu = cpu_seconds(pid)
             w = asyncio.run(write_phase(node, per_client))
+            cpu_per_message = (cpu_seconds(pid) - cpu) / max(1.0, w["committed"])
             paced = asyncio.run(write_phase(node, workload(node, clients, int(paced_rate * 5)), rate=paced_rate))
             some = per_client[0][0][0]
             account = rpc_pb2.GetAccountRequest(owner_address=some.data.owner_address)
+            cpu = cpu_seconds(pid)
             qps = asyncio.run(
                 unary_qps(
                     node.grpc_target, "/chain.v1.ChainService/GetAccount", account, rpc_pb2.GetAccountResponse, 3, 8
                 )
             )
+            cpu_per_read = (cpu_seconds(pid) - cpu) / max(1.0, qps * 3)
         finally:
             node.stop()
     return {
@@ -80,6 +107,8 @@ def run_once(clients: int, messages: int, paced_rate: float, env: dict[str, str]
         "p50": paced["p50_ms"],
         "p99": paced["p99_ms"],
         "qps": qps,
+        "cpu_msg": cpu_per_message * 1e6,
+        "cpu_read": cpu_per_read * 1e6,
     }
 
 
@@ -101,7 +130,7 @@ def main() -> None:
         "sampled": export | {"OTEL_TRACES_SAMPLER_ARG": "0.1"},
     }
     best: dict[str, dict[str, float]] = {mode: {} for mode in modes}
-    higher = {"submit", "commit", "qps"}
+    higher = {"submit", "commit", "qps"}  # the others: lower is better
     try:
         for r in range(ns.rounds):
             order = list(modes)
@@ -132,6 +161,8 @@ def main() -> None:
         ("GetAccount QPS (8 concurrent)", "qps", "{:,.0f}"),
         (f"paced {ns.paced_rate:,.0f} msgs/s: submit -> committed p50 (ms)", "p50", "{:,.0f}"),
         (f"paced {ns.paced_rate:,.0f} msgs/s: submit -> committed p99 (ms)", "p99", "{:,.0f}"),
+        ("node CPU per committed message (µs, saturated phase)", "cpu_msg", "{:,.0f}"),
+        ("node CPU per GetAccount call (µs)", "cpu_read", "{:,.0f}"),
     ]
     for label, key, fmt in rows:
         cells = [fmt.format(off[key]), fmt.format(on[key]), f"{on[key] / off[key]:.2f}"]

@@ -217,13 +217,15 @@ class ReplicatedOrderer:
         lease = self.election.lease
         candidates = self.mempool.take()
         self._building = 1
+        record = self.applier.pipeline.telemetry.block("local")  # span and metrics (node/telemetry/spans.py)
         try:
             out = await asyncio.to_thread(self.chain.build, int(self.clock() * 1000), candidates)
+            record.built()
             number = int(out.block.header.number)
             if not await self.log.append(out.block, lease):
                 log.info("append of block %d refused (leadership lost or the log moved on)", number)
                 return
-            await self.applier.commit(out)
+            await self.applier.commit(out, record)
         finally:
             self._building = 0
         self._height = number

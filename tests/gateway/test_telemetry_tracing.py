@@ -123,9 +123,20 @@ async def test_rest_submit_is_one_trace_and_its_block_links_to_it(tmp_path: Path
             actor = RemoteActor()
             msg = actor.b.signer_add(actor.wallet, 0)
             committed = await submit_and_wait(stack, msg)
+            forged = RemoteActor().b.follow(bytes(20))
+            forged.signature = bytes(64)
+            async with stack.http.post(stack.url + "/v1/messages", json=json_format.MessageToDict(forged)) as resp:
+                refused = (resp.status, (await resp.json())["error"]["code"])
     finally:
         tracing.stop()
     spans = list(exporter.get_finished_spans())
+
+    # the reason code still travels in the trailers with the instrumentation's context wrapper in between
+    assert refused == (400, "INVALID_SIGNATURE")
+    bad = one(spans, "chain.submit", **{"chain.reason_code": "INVALID_SIGNATURE"})
+    bad_server = next(s for s in spans if s.context.span_id == parent_of(bad))
+    assert attrs(bad_server)["rpc.grpc.status_code"] == grpc.StatusCode.INVALID_ARGUMENT.value[0]
+    spans = [s for s in spans if s.context.trace_id != bad.context.trace_id]
 
     rest = one(spans, "POST /v1/messages")
     assert rest.kind is SpanKind.SERVER
