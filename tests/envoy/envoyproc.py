@@ -58,8 +58,8 @@ def render(
 ) -> dict[str, Any]:
     config = copy.deepcopy(load(template))
     config["admin"]["address"]["socket_address"] = {"address": "127.0.0.1", "port_value": 0}
-    listener = config["static_resources"]["listeners"][0]
-    listener["address"]["socket_address"] = {"address": "127.0.0.1", "port_value": 0}
+    for listener in config["static_resources"]["listeners"]:
+        listener["address"]["socket_address"] = {"address": "127.0.0.1", "port_value": 0}
     cluster = node_cluster(config)
     cluster["load_assignment"]["endpoints"] = [
         {
@@ -87,6 +87,7 @@ class EnvoyProcess:
         self.proc: subprocess.Popen[str] | None = None
         self.admin = ""
         self.port = 0
+        self.health_port = 0
         self.log_lines: list[str] = []
 
     def start(self, healthy_hosts: int, timeout: float = 60.0) -> EnvoyProcess:
@@ -116,7 +117,8 @@ class EnvoyProcess:
             time.sleep(0.05)
         self.admin = "http://" + admin_path.read_text().strip()
         listeners = self.admin_json("/listeners?format=json")["listener_statuses"]
-        self.port = int(listeners[0]["local_address"]["socket_address"]["port_value"])
+        ports = {x["name"]: int(x["local_address"]["socket_address"]["port_value"]) for x in listeners}
+        self.port, self.health_port = ports["grpc"], ports["health"]
         self.wait_healthy(healthy_hosts, deadline - time.monotonic())
         return self
 

@@ -33,7 +33,7 @@ def nodes(tmp_path_factory) -> Iterator[list[NodeProcess]]:
     started: list[NodeProcess] = []
     try:
         for name in ("a", "b"):
-            started.append(NodeProcess(base / name, "--web-addr", "").start())
+            started.append(NodeProcess(base / name, "--web-addr", "", "--verify-workers", "0").start())
         yield started
     finally:
         for n in started:
@@ -183,8 +183,17 @@ async def test_cors_preflight_is_answered_by_envoy(envoy):
         assert len(messages) == 1
 
 
+async def test_health_listener_answers_for_probes(envoy):
+    async with aiohttp.ClientSession() as session:
+        async with session.get(f"http://127.0.0.1:{envoy.health_port}/healthz") as resp:
+            assert resp.status == 200
+        async with session.get(f"http://127.0.0.1:{envoy.health_port}/other") as resp:
+            assert resp.status == 404
+
+
 def test_a_draining_node_leaves_the_rotation(tmp_path):
-    extra = [NodeProcess(tmp_path / name, "--web-addr", "", "--drain-seconds", "5").start() for name in ("x", "y")]
+    args = ("--web-addr", "", "--verify-workers", "0", "--drain-seconds", "5")
+    extra = [NodeProcess(tmp_path / name, *args).start() for name in ("x", "y")]
     config = render([("127.0.0.1", n.ready["grpc_port"]) for n in extra], health_interval="0.2s")
     proxy = EnvoyProcess(config, tmp_path / "envoy").start(healthy_hosts=2)
     try:
