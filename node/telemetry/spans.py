@@ -22,7 +22,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from opentelemetry import trace
 from opentelemetry.trace import Span, SpanContext, Tracer, TracerProvider
@@ -34,6 +34,16 @@ if TYPE_CHECKING:
     from node.state.transition import BlockOutput
 
 _OFF: contextlib.nullcontext[None] = contextlib.nullcontext()
+
+
+class Verdict(Protocol):
+    """What a submission answered for one message (node.server.pipeline.Outcome)."""
+
+    @property
+    def accepted(self) -> bool: ...
+
+    @property
+    def reason(self) -> str: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,13 +84,16 @@ class NodeTelemetry:
             span = context if context.is_valid and context.trace_flags.sampled else None
         return Admission(self.clock(), span)
 
-    def submitted(self, msgs: Sequence[pb.Message], outcomes: Sequence[Any]) -> None:
+    def submitted(self, msgs: Sequence[pb.Message], outcomes: Sequence[Verdict]) -> None:
         """Count each message's outcome (accepted, or rejected with its reason code) by message type."""
         if self.metrics is None:
             return
         counts: Counter[tuple[str, str, str]] = Counter()
         for msg, o in zip(msgs, outcomes, strict=True):
-            kind = pb.MessageType.Name(msg.data.type) if msg.data.type in pb.MessageType.values() else "UNKNOWN"
+            try:
+                kind = pb.MessageType.Name(msg.data.type)
+            except ValueError:  # a retired or unknown type number (rejected, but still counted)
+                kind = "UNKNOWN"
             counts["accepted" if o.accepted else "rejected", o.reason, kind.removeprefix("MESSAGE_TYPE_")] += 1
         for (outcome, reason, kind), n in counts.items():
             self.metrics.messages_submitted.add(
