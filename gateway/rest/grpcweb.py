@@ -1,4 +1,5 @@
-"""gRPC-web passthrough: `POST /v1/grpc-web/{service}/{method}` → `{--node-web-url}/{service}/{method}`.
+"""gRPC-web passthrough: `POST /v1/grpc-web/{service}/{method}` → `{--node-web-url}/{service}/{method}`,
+or, without `--node-web-url`, onto the nodes' native gRPC (`gateway.rest.grpcweb_bridge`).
 
 The request body (gRPC-web frames, binary or text mode) goes to the node unchanged and the node's answer
 comes back unchanged: status, content type, `grpc-*` headers and the body, chunk by chunk as the node
@@ -16,6 +17,7 @@ from aiohttp import web
 
 from gateway.app import CONFIG
 from gateway.errors import ApiError
+from gateway.rest.grpcweb_bridge import bridge
 
 # How often an idle stream checks that its client is still there. chain-gateway runs aiohttp with handler
 # cancellation, which ends a stream at once when its client leaves; this covers other runners.
@@ -54,7 +56,7 @@ async def _session(app: web.Application) -> AsyncIterator[None]:
 async def passthrough(request: web.Request) -> web.StreamResponse:
     base = request.app[CONFIG].node_web_url.rstrip("/")
     if not base:
-        raise ApiError(503, "UNAVAILABLE", "the gRPC-web passthrough is not configured (--node-web-url)")
+        return await bridge(request)
     service, method = request.match_info["service"], request.match_info["method"]
     headers = {k: v for k, v in request.headers.items() if k.lower() not in DROP_REQUEST and not k.startswith(":")}
     body = await request.read()

@@ -1,11 +1,16 @@
-"""The gRPC-web passthrough (`/v1/grpc-web/{service}/{method}`) and CORS, against a real node."""
+"""The gRPC-web passthrough (`/v1/grpc-web/{service}/{method}`) and CORS, against a real node.
+
+The passthrough tests run twice: forwarded to the node's gRPC-web listener (`--node-web-url`), and bridged
+onto the node's native gRPC (no `--node-web-url`); both must answer alike."""
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import os
 from typing import Any
 
+import pytest
 import requests
 from aiohttp.test_utils import TestClient
 
@@ -36,6 +41,14 @@ def frames(body: bytes) -> list[tuple[int, bytes]]:
     return out
 
 
+@pytest.fixture(params=["node-web", "native"])
+async def passthrough(request: pytest.FixtureRequest, make_gateway_client: MakeClient) -> Client:
+    """A gateway whose passthrough forwards to the node's gRPC-web listener, or bridges to native gRPC."""
+    if request.param == "native":
+        return await make_gateway_client(node_web_url="")
+    return await make_gateway_client()
+
+
 def unary(body: bytes) -> tuple[bytes, str]:
     """(the response message bytes, the trailers text) of a unary gRPC-web answer."""
     got = frames(body)
@@ -45,8 +58,8 @@ def unary(body: bytes) -> tuple[bytes, str]:
     return data[0], trailers[0].decode()
 
 
-async def test_unary_call_through_the_passthrough(gateway_client: Client) -> None:
-    resp = await gateway_client.post(f"{SERVICE}/GetNodeStatus", data=frame(b""), headers=GRPC_WEB)
+async def test_unary_call_through_the_passthrough(passthrough: Client) -> None:
+    resp = await passthrough.post(f"{SERVICE}/GetNodeStatus", data=frame(b""), headers=GRPC_WEB)
     assert resp.status == 200
     assert resp.headers["Content-Type"] == "application/grpc-web+proto"
     message, trailers = unary(await resp.read())
@@ -55,10 +68,10 @@ async def test_unary_call_through_the_passthrough(gateway_client: Client) -> Non
     assert status.network == "devnet" and status.role == "solo"
 
 
-async def test_text_mode_is_passed_through_unchanged(gateway_client: Client) -> None:
+async def test_text_mode_is_passed_through_unchanged(passthrough: Client) -> None:
     body = base64.b64encode(frame(rpc_pb2.GetChainStatsRequest().SerializeToString()))
     headers = {"Content-Type": "application/grpc-web-text", "X-Grpc-Web": "1"}
-    resp = await gateway_client.post(f"{SERVICE}/GetChainStats", data=body, headers=headers)
+    resp = await passthrough.post(f"{SERVICE}/GetChainStats", data=body, headers=headers)
     assert resp.status == 200 and resp.headers["Content-Type"] == "application/grpc-web-text"
     raw = await resp.read()
     decoded = b"".join(base64.b64decode(chunk + b"=" * (-len(chunk) % 4)) for chunk in raw.split(b"=") if chunk)
@@ -67,26 +80,32 @@ async def test_text_mode_is_passed_through_unchanged(gateway_client: Client) -> 
     assert rpc_pb2.GetChainStatsResponse.FromString(message).HasField("stats")
 
 
-async def test_errors_arrive_as_grpc_trailers_with_cors(gateway_client: Client) -> None:
+async def test_errors_arrive_as_grpc_trailers_with_cors(passthrough: Client) -> None:
     req = rpc_pb2.GetProjectRequest(project_id=bytes(32)).SerializeToString()
-    resp = await gateway_client.post(f"{SERVICE}/GetProject", data=frame(req), headers={**GRPC_WEB, "Origin": ORIGIN})
+    resp = await passthrough.post(f"{SERVICE}/GetProject", data=frame(req), headers={**GRPC_WEB, "Origin": ORIGIN})
     assert resp.status == 200  # gRPC-web: the status is in grpc-status
     assert resp.headers["grpc-status"] == "5" and resp.headers["reason-code"] == "NOT_FOUND"
     assert resp.headers["Access-Control-Allow-Origin"] == ORIGIN
     exposed = resp.headers["Access-Control-Expose-Headers"]
     assert "grpc-status" in exposed and "reason-code" in exposed
-    unknown = await gateway_client.post(f"{SERVICE}/NoSuchMethod", data=frame(b""), headers=GRPC_WEB)
+    unknown = await passthrough.post(f"{SERVICE}/NoSuchMethod", data=frame(b""), headers=GRPC_WEB)
     assert unknown.status == 200 and unknown.headers["grpc-status"] == "12"
+    admin = await passthrough.post(
+        "/v1/grpc-web/chain.v1.AdminService/CreateSnapshot", data=frame(b""), headers=GRPC_WEB
+    )
+    assert admin.status == 200 and admin.headers["grpc-status"] == "12"  # never reachable from the public side
+    two = await passthrough.post(f"{SERVICE}/GetNodeStatus", data=frame(b"") + frame(b""), headers=GRPC_WEB)
+    assert two.status == 200 and two.headers["grpc-status"] == "13"  # one request message per call
 
 
-async def test_server_streaming_is_relayed_chunk_by_chunk(gateway_client: Client, node: NodeProcess) -> None:
+async def test_server_streaming_is_relayed_chunk_by_chunk(passthrough: Client, node: NodeProcess) -> None:
     authority = authority_builder(node.authority())
 
-    async def commit_a_block(seed: int) -> None:
-        grant = authority.storage_grant(bytes([seed]) * 20, 1)
-        submitted = await gateway_client.post("/v1/messages", data=grant.SerializeToString(), headers=PROTOBUF)
+    async def commit_a_block() -> None:
+        grant = authority.storage_grant(os.urandom(20), 1)  # a new account each time (the node is shared)
+        submitted = await passthrough.post("/v1/messages", data=grant.SerializeToString(), headers=PROTOBUF)
         assert submitted.status == 202
-        while (await gateway_client.get(f"/v1/messages/0x{grant.hash.hex()}")).status != 200:
+        while (await passthrough.get(f"/v1/messages/0x{grant.hash.hex()}")).status != 200:
             await asyncio.sleep(0.02)
 
     async def next_block() -> int:
@@ -96,23 +115,31 @@ async def test_server_streaming_is_relayed_chunk_by_chunk(gateway_client: Client
         return rpc_pb2.SubscribeBlocksResponse.FromString(payload).block.header.number
 
     async with asyncio.timeout(20):
-        await commit_a_block(1)
-        height = int((await (await gateway_client.get("/v1/node/status")).json())["block_height"])
+        await commit_a_block()
+        height = int((await (await passthrough.get("/v1/node/status")).json())["block_height"])
         req = rpc_pb2.SubscribeBlocksRequest(from_block=height).SerializeToString()
-        resp = await gateway_client.post(f"{SERVICE}/SubscribeBlocks", data=frame(req), headers=GRPC_WEB)
+        resp = await passthrough.post(f"{SERVICE}/SubscribeBlocks", data=frame(req), headers=GRPC_WEB)
         assert resp.status == 200
         assert await next_block() == height  # from the node's history
-        await commit_a_block(2)
+        await commit_a_block()
         assert await next_block() > height  # live: relayed as soon as the node wrote it
     resp.close()
 
 
-async def test_passthrough_without_node_web_url_is_503(make_gateway_client: MakeClient) -> None:
-    for url in ("", "http://127.0.0.1:1"):
-        client = await make_gateway_client(node_web_url=url)
-        resp = await client.post(f"{SERVICE}/GetNodeStatus", data=frame(b""), headers=GRPC_WEB)
-        assert resp.status == 503
-        assert (await resp.json())["error"]["code"] == "UNAVAILABLE"
+async def test_passthrough_to_an_unreachable_node_web_url_is_503(make_gateway_client: MakeClient) -> None:
+    client = await make_gateway_client(node_web_url="http://127.0.0.1:1")
+    resp = await client.post(f"{SERVICE}/GetNodeStatus", data=frame(b""), headers=GRPC_WEB)
+    assert resp.status == 503
+    assert (await resp.json())["error"]["code"] == "UNAVAILABLE"
+
+
+async def test_the_native_bridge_refuses_what_is_not_grpc_web(make_gateway_client: MakeClient) -> None:
+    client = await make_gateway_client(node_web_url="")
+    resp = await client.post(f"{SERVICE}/GetNodeStatus", data=frame(b""), headers={"Content-Type": "text/plain"})
+    assert resp.status == 415 and (await resp.json())["error"]["code"] == "UNSUPPORTED_MEDIA_TYPE"
+    bad_timeout = {**GRPC_WEB, "grpc-timeout": "soon"}
+    resp = await client.post(f"{SERVICE}/GetNodeStatus", data=frame(b""), headers=bad_timeout)
+    assert resp.status == 200 and resp.headers["grpc-status"] == "3"
 
 
 def test_unary_call_through_the_real_gateway_process(gateway: GatewayProcess) -> None:
