@@ -89,7 +89,8 @@ def parse_spec(spec: Mapping[str, Any]) -> NetworkSpec:
     version = _str(spec, "version")
     if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}", version):
         raise SpecInvalid(f"spec.version {version!r} is not an image tag")
-    snaps = spec.get("snapshots") or {}
+    snaps = spec.get("snapshots")
+    snaps = {} if snaps is None else snaps
     if not isinstance(snaps, Mapping):
         raise SpecInvalid("spec.snapshots must be an object")
     every = snaps.get("every", "")
