@@ -7,6 +7,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from node.envflags import env_defaults
 from node.telemetry.metrics import split_addr
 
 ENV_PREFIX = "CHAIN_GATEWAY_"
@@ -73,21 +74,7 @@ LIST_FLAGS = {"node_addrs", "cors_origins"}
 def parse_config(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> GatewayConfig:
     env = os.environ if env is None else env
     parser = _parser()
-    defaults: dict[str, object] = {}
-    for action in parser._actions:
-        if not action.option_strings or action.dest == "help":
-            continue
-        name = ENV_PREFIX + action.option_strings[0].lstrip("-").replace("-", "_").upper()
-        if name not in env:
-            continue
-        raw = env[name]
-        if action.dest in LIST_FLAGS:
-            defaults[action.dest] = [v for v in raw.split(",") if v]
-        elif action.type is not None and callable(action.type):
-            defaults[action.dest] = action.type(raw)
-        else:
-            defaults[action.dest] = raw
-    parser.set_defaults(**defaults)
+    env_defaults(parser, ENV_PREFIX, env, lists=LIST_FLAGS)
     values = vars(parser.parse_args(argv))
     values["node_addrs"] = tuple(values["node_addrs"] or GatewayConfig.node_addrs)
     values["cors_origins"] = tuple(values["cors_origins"] or ())

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from node import constants as C
+from node.envflags import env_defaults
 from node.telemetry.metrics import split_addr
 
 ENV_PREFIX = "CHAIN_NODE_"
@@ -102,21 +103,7 @@ def _parser() -> argparse.ArgumentParser:
 def parse_config(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> NodeConfig:
     env = os.environ if env is None else env
     parser = _parser()
-    defaults: dict[str, object] = {}
-    for action in parser._actions:
-        if not action.option_strings or action.dest == "help":
-            continue
-        name = ENV_PREFIX + action.option_strings[0].lstrip("-").replace("-", "_").upper()
-        if name not in env:
-            continue
-        raw = env[name]
-        if action.dest == "cors_origins":
-            defaults[action.dest] = [o for o in raw.split(",") if o]
-        elif action.type is not None and callable(action.type):
-            defaults[action.dest] = action.type(raw)
-        else:
-            defaults[action.dest] = raw
-    parser.set_defaults(**defaults)
+    env_defaults(parser, ENV_PREFIX, env, lists={"cors_origins"})
     ns = parser.parse_args(argv)
     values = vars(ns)
     values["cors_origins"] = tuple(values["cors_origins"] or ())
