@@ -176,8 +176,9 @@ class StatefulSetDouble:
 
     async def start(self) -> None:
         image = self.statefulset()["spec"]["template"]["spec"]["containers"][0]["image"]
-        for ordinal in range(self.replicas):
-            proc = await asyncio.to_thread(self._run_node, ordinal, image, True)
+        ordinals = range(self.replicas)
+        procs = await asyncio.gather(*(asyncio.to_thread(self._run_node, i, image, True) for i in ordinals))
+        for ordinal, proc in zip(ordinals, procs, strict=True):
             assert proc is not None
             self.procs[ordinal] = proc
             self._put_pod(ordinal, image, proc)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from chain.v1 import rpc_pb2
 from tests.operator.cluster import StatefulSetDouble
 from tests.operator.conftest import NAMESPACE, create_network, eventually, network, network_status, patch_network
@@ -15,13 +17,14 @@ def condition(k, name: str, type_: str) -> dict[str, Any] | None:
     return next((c for c in network_status(k, name).get("conditions", []) if c["type"] == type_), None)
 
 
-async def test_upgrade_replaces_one_pod_at_a_time_highest_ordinal_first(cluster, start_operator, tmp_path):
+@pytest.mark.parametrize("replicas", [2, pytest.param(3, marks=pytest.mark.soak)])
+async def test_upgrade_replaces_one_pod_at_a_time_highest_ordinal_first(cluster, start_operator, tmp_path, replicas):
     fast = ["--empty-block-interval", "0.1"]
-    sts = StatefulSetDouble(cluster, NAMESPACE, "chain-node", OLD, 3, tmp_path, node_args=fast)
+    sts = StatefulSetDouble(cluster, NAMESPACE, "chain-node", OLD, replicas, tmp_path, node_args=fast)
     await sts.start()
     try:
         await start_operator()
-        await create_network(cluster, network("main", "1.0", 3))
+        await create_network(cluster, network("main", "1.0", replicas))
         await eventually(lambda: network_status(cluster, "main").get("currentVersion") == "1.0", 30, "1.0 recorded")
         assert sts.replaced == []
 
@@ -31,14 +34,14 @@ async def test_upgrade_replaces_one_pod_at_a_time_highest_ordinal_first(cluster,
 
         def finished() -> bool:
             nonlocal most_down
-            down = sum(1 for i in range(3) if sts.procs.get(i) is None)
+            down = sum(1 for i in range(replicas) if sts.procs.get(i) is None)
             most_down = max(most_down, down)
             return network_status(cluster, "main").get("currentVersion") == "1.1"
 
         await eventually(finished, 120, "the upgrade to 1.1")
         assert most_down <= 1
-        assert sts.replaced == [("chain-node-2", NEW), ("chain-node-1", NEW), ("chain-node-0", NEW)]
-        assert [sts.pod_image(i) for i in range(3)] == [NEW] * 3
+        assert sts.replaced == [(f"chain-node-{i}", NEW) for i in reversed(range(replicas))]
+        assert [sts.pod_image(i) for i in range(replicas)] == [NEW] * replicas
         assert sts.statefulset()["spec"]["updateStrategy"]["rollingUpdate"]["partition"] == 0
 
         status = network_status(cluster, "main")
@@ -48,7 +51,7 @@ async def test_upgrade_replaces_one_pod_at_a_time_highest_ordinal_first(cluster,
         assert upgrading is not None and upgrading["status"] == "False" and upgrading["reason"] == "Completed"
         assert ready is not None and ready["status"] == "True"
         # The last pod was held until it reached the height the network had when it was released.
-        for i in range(3):
+        for i in range(replicas):
             proc = sts.procs[i]
             assert proc is not None
             with proc.client() as c:
@@ -109,5 +112,18 @@ async def test_an_invalid_spec_is_refused_with_a_condition(cluster, start_operat
         assert ready is not None and ready["status"] == "False" and ready["reason"] == "InvalidSpec"
         assert "snapshots.every" in ready["message"]
         assert sts.replaced == []
+    finally:
+        await sts.stop()
+
+
+async def test_changing_replicas_scales_the_statefulset(cluster, start_operator, tmp_path):
+    sts = StatefulSetDouble(cluster, NAMESPACE, "chain-node", OLD, 1, tmp_path)
+    await sts.start()
+    try:
+        await start_operator()
+        await create_network(cluster, network("main", "1.0", 1))
+        await eventually(lambda: network_status(cluster, "main").get("currentVersion") == "1.0", 30, "1.0 recorded")
+        await patch_network(cluster, "main", {"spec": {"replicas": 3}})
+        await eventually(lambda: sts.statefulset()["spec"]["replicas"] == 3, 30, "the StatefulSet scaled to 3")
     finally:
         await sts.stop()
