@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import re
+import shutil
 import subprocess
 from typing import Any
 
@@ -369,3 +371,24 @@ def test_envoy_image_is_the_version_the_tests_run(default):
     assert match is not None, version
     assert c["image"].endswith(f":v{match.group(1)}")
     assert c["readinessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
+
+
+def test_dashboards_and_service_monitors(tmp_path):
+    chart = tmp_path / "chain"
+    shutil.copytree(CHART, chart)
+    (chart / "dashboards").mkdir(exist_ok=True)
+    (chart / "dashboards" / "test.json").write_text('{"title": "test"}\n')
+    out = helm(
+        "template", RELEASE, str(chart), "--namespace", NAMESPACE, "--set", "metrics.serviceMonitor.enabled=true"
+    ).stdout
+    m = Manifests([d for d in yaml.safe_load_all(out) if d])
+    dashboards = m.get("ConfigMap", f"{FULL}-dashboards")
+    assert dashboards["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert json.loads(dashboards["data"]["test.json"]) == {"title": "test"}
+    monitors = {s["metadata"]["name"]: s for s in m.kind("ServiceMonitor")}
+    assert set(monitors) == {NODE, f"{FULL}-gateway"}
+    assert all(s["spec"]["endpoints"][0]["port"] == "metrics" for s in monitors.values())
+    off = Manifests(template("--set", "metrics.enabled=false"))
+    assert not off.kind("ServiceMonitor")
+    assert env_of(node_container(off))["CHAIN_NODE_METRICS_ADDR"] == ""
+    assert "metrics" not in {p["name"] for p in node_container(off)["ports"]}
