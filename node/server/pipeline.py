@@ -124,25 +124,27 @@ class Pipeline:
             now = int(self.clock())
             out: list[Outcome] = []
             admitted: dict[bytes, pb.Message] = {}  # in order; added to the mempool after validation
-            with t.stage("chain.validate"):
-                for i, (msg, verdict) in enumerate(zip(msgs, verdicts, strict=True)):
-                    if verdict.reason:
-                        out.append(Outcome(i, verdict.hash, False, verdict.reason, verdict.detail))
-                        continue
-                    try:
-                        if verdict.hash in self.mempool or verdict.hash in admitted:
-                            raise MessageRejected(Reason.DUPLICATE_MESSAGE, "message is already pending")
-                        self.mempool.check_room(len(admitted))
-                        self._apply(self._pending, msg, now)
-                    except MessageRejected as exc:
-                        out.append(Outcome(i, verdict.hash, False, exc.reason.value, exc.detail))
-                        continue
-                    admitted[verdict.hash] = msg
-                    out.append(Outcome(i, verdict.hash, True))
-            with t.stage("chain.mempool", **{"chain.messages": len(admitted)}):
-                for message_hash, msg in admitted.items():  # no await since validation: nothing came between
-                    self.mempool.add(msg, admission)
-                    self._validated.append(message_hash)
+            try:
+                with t.stage("chain.validate"):
+                    for i, (msg, verdict) in enumerate(zip(msgs, verdicts, strict=True)):
+                        if verdict.reason:
+                            out.append(Outcome(i, verdict.hash, False, verdict.reason, verdict.detail))
+                            continue
+                        try:
+                            if verdict.hash in self.mempool or verdict.hash in admitted:
+                                raise MessageRejected(Reason.DUPLICATE_MESSAGE, "message is already pending")
+                            self.mempool.check_room(len(admitted))
+                            self._apply(self._pending, msg, now)
+                        except MessageRejected as exc:
+                            out.append(Outcome(i, verdict.hash, False, exc.reason.value, exc.detail))
+                            continue
+                        admitted[verdict.hash] = msg
+                        out.append(Outcome(i, verdict.hash, True))
+            finally:  # even after an unexpected error: what the pending state holds is what the mempool holds
+                with t.stage("chain.mempool", **{"chain.messages": len(admitted)}):
+                    for message_hash, msg in admitted.items():  # no await since validation: nothing came between
+                        self.mempool.add(msg, admission)
+                        self._validated.append(message_hash)
             t.submitted(msgs, out)
             if span is not None:
                 span.set_attribute("chain.accepted", len(admitted))
