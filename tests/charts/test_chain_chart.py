@@ -392,3 +392,18 @@ def test_dashboards_and_service_monitors(tmp_path):
     assert not off.kind("ServiceMonitor")
     assert env_of(node_container(off))["CHAIN_NODE_METRICS_ADDR"] == ""
     assert "metrics" not in {p["name"] for p in node_container(off)["ports"]}
+
+
+def test_external_etcd_endpoints():
+    m = Manifests(
+        template(
+            "--set",
+            "node.replicaCount=3,node.orderer=etcd",
+            "--set",
+            "etcd.externalEndpoints={http://etcd-a:2379,http://etcd-b:2379}",
+        )
+    )
+    env = env_of(node_container(m))
+    assert env["CHAIN_NODE_ETCD_ENDPOINTS"] == "http://etcd-a:2379,http://etcd-b:2379"
+    assert not [s for s in m.kind("StatefulSet") if s["metadata"]["name"].endswith("-etcd")]
+    assert not [p for p in m.kind("NetworkPolicy") if p["metadata"]["name"].endswith("-etcd")]
