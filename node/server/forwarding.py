@@ -5,7 +5,11 @@ each message locally first (fast rejection, and dependent messages see the
 pending effects of earlier ones), keeps the accepted ones in its mempool and
 forwards them with BatchSubmitMessages to the leader (or upstream). The
 upstream's verdict wins: a message it rejects (other than as a duplicate it
-already holds) is removed here again. If the upstream cannot be reached the
+already holds) is removed here again. Local rejections are final only when
+they do not depend on state (envelope, structure, size, a message already
+pending here); a state-dependent one (unknown signer, nonce, quota...) may
+come from this member being a block or two behind, so such messages are
+sent upstream too and its verdict is the answer. If the upstream cannot be reached the
 messages are removed and the client gets UNAVAILABLE (`NOT_LEADER`) with a
 retry hint. Messages still pending after `reforward_age` seconds are sent
 again (a leader that crashed lost its mempool; a new one may not have them).
@@ -31,6 +35,16 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("chain.forwarding")
 RETRY_AFTER_MS = 1000
+R = Reason
+# local verdicts that hold whatever the state: the upstream would say the same
+FINAL_HERE = frozenset(
+    r.value
+    for r in (
+        R.MALFORMED_MESSAGE, R.MESSAGE_TOO_LARGE, R.DATA_BYTES_MISMATCH, R.HASH_MISMATCH, R.INVALID_SIGNATURE,
+        R.WRONG_NETWORK, R.UNKNOWN_MESSAGE_TYPE, R.DISABLED_MESSAGE_TYPE, R.BODY_MISMATCH, R.INVALID_FIELD,
+        R.FUTURE_TIMESTAMP, R.DUPLICATE_MESSAGE, R.MEMPOOL_FULL,
+    )
+)  # fmt: skip
 
 
 def no_leader(detail: str) -> MessageRejected:
@@ -71,20 +85,28 @@ class Forwarder:
 
     async def submit(self, msgs: Sequence[pb.Message], target: str) -> list[Outcome]:
         outcomes = await self.pipeline.submit(msgs)
-        accepted = [o for o in outcomes if o.accepted]
-        if not accepted:
+        upstream = [o for o in outcomes if o.accepted or o.reason not in FINAL_HERE]
+        if not upstream:
             return outcomes
+        accepted = [o.hash for o in upstream if o.accepted]
         now = self.clock()
-        for o in accepted:
-            self._since.setdefault(o.hash, now)
+        for h in accepted:
+            self._since.setdefault(h, now)
         try:
-            results = await self._send(target, [msgs[o.index] for o in accepted])
+            results = await self._send(target, [msgs[o.index] for o in upstream])
         except grpc.aio.AioRpcError as err:
-            self._withdraw([o.hash for o in accepted])
+            if not accepted:  # nothing was admitted here: the local verdicts stand
+                return outcomes
+            self._withdraw(accepted)
             raise no_leader(f"the leader at {target} did not answer ({err.code().name})") from None
-        verdicts = self._settle([o.hash for o in accepted], results)
+        verdicts = self._settle(accepted, [r for o, r in zip(upstream, results, strict=True) if o.accepted])
+        answers = {o.index: r for o, r in zip(upstream, results, strict=True) if not o.accepted}
         out: list[Outcome] = []
         for o in outcomes:
+            if o.index in answers:  # rejected here on state: the upstream's verdict is the answer
+                r = answers[o.index]
+                out.append(Outcome(o.index, o.hash, r.accepted, r.reason_code, r.detail))
+                continue
             v = verdicts.get(o.hash) if o.accepted else None
             out.append(o if v is None else Outcome(o.index, o.hash, False, v.reason, v.detail))
         return out

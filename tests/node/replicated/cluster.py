@@ -106,9 +106,9 @@ def wait_height(nodes: Sequence[NodeProcess], height: int, timeout: float = 60.0
     raise TimeoutError(f"nodes did not reach block {height}: {heights}")
 
 
-def blocks(node: NodeProcess, upto: int) -> list[block_pb2.Block]:
+def blocks(node: NodeProcess, upto: int, first: int = 1) -> list[block_pb2.Block]:
     with node.client() as c:
-        return [c.stub.GetBlock(rpc_pb2.GetBlockRequest(block_number=n)).block for n in range(1, upto + 1)]
+        return [c.stub.GetBlock(rpc_pb2.GetBlockRequest(block_number=n)).block for n in range(first, upto + 1)]
 
 
 def assert_same_chain(nodes: Sequence[NodeProcess], upto: int) -> list[block_pb2.Block]:
@@ -130,12 +130,13 @@ def committed_counts(chain: Sequence[block_pb2.Block]) -> dict[bytes, int]:
     return counts
 
 
-def funded_actors(client: ChainClient, authority: Authority, count: int) -> list[RemoteActor]:
+def funded_actors(client: ChainClient, authority: Authority, count: int, units: int = 1) -> list[RemoteActor]:
+    """`count` accounts with a delegated key and `units` of storage (5,000 follows per unit)."""
     actors = [RemoteActor() for _ in range(count)]
     grants = authority_builder(authority)
     msgs: list[pb.Message] = []
     for a in actors:
-        msgs += [a.b.signer_add(a.wallet, 0), grants.storage_grant(a.address, 1)]
+        msgs += [a.b.signer_add(a.wallet, 0), grants.storage_grant(a.address, units)]
     for i in range(0, len(msgs), 100):
         client.commit(*msgs[i : i + 100])
     return actors
@@ -198,26 +199,22 @@ class Load:
             self.submit([actor.b.follow(os.urandom(20)) for _ in range(self.batch)], rng.randrange(100))
             time.sleep(self.pause)
 
-    def settle(self, timeout: float = 60.0) -> None:
+    def settle(self, timeout: float = 120.0) -> None:
         """Resubmit whatever acknowledged message is not committed yet (a crashed leader lost it) until all are."""
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        committed: set[bytes] = set()
+        scanned = 0
+        while True:
             node = self.nodes.alive()[0]
-            with node.client() as c:
-                missing = [m for h, m in self.sent.items() if not _committed(c, h)]
+            height = status(node).block_height
+            if height > scanned:
+                committed |= set(committed_counts(blocks(node, height, first=scanned + 1)))
+                scanned = height
+            missing = [m for h, m in self.sent.items() if h not in committed]
             if not missing:
                 return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{len(missing)} acknowledged messages never committed")
             for i in range(0, len(missing), 100):
                 self.submit(missing[i : i + 100])
             time.sleep(1.0)
-        raise TimeoutError(f"{len(missing)} acknowledged messages never committed")
-
-
-def _committed(c: ChainClient, h: bytes) -> bool:
-    try:
-        c.stub.GetMessage(rpc_pb2.GetMessageRequest(hash=h), timeout=5)
-        return True
-    except grpc.RpcError as err:
-        if isinstance(err, grpc.Call) and err.code() == grpc.StatusCode.NOT_FOUND:
-            return False
-        raise

@@ -47,7 +47,7 @@ def test_leader_kill_under_load(tmp_path: Path, etcd3: EtcdCluster) -> None:
     nodes = ReplicaSet(tmp_path, etcd3).start(3)
     try:
         with nodes.nodes[0].client() as c:
-            actors = funded_actors(c, nodes.authority(), 4)
+            actors = funded_actors(c, nodes.authority(), 4, units=10)
         load = Load(nodes, actors).start()
         time.sleep(2)
         old = leader_index(nodes)
@@ -79,7 +79,7 @@ def test_leader_kill_under_load(tmp_path: Path, etcd3: EtcdCluster) -> None:
 def crash_rounds(nodes: ReplicaSet, rounds: int, seed: int) -> None:
     rng = random.Random(seed)
     with nodes.nodes[0].client() as c:
-        actors = funded_actors(c, nodes.authority(), 3)
+        actors = funded_actors(c, nodes.authority(), 3, units=10)  # resubmissions must never hit the quota
     load = Load(nodes, actors).start()
     try:
         for _ in range(rounds):
