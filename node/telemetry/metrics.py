@@ -32,6 +32,10 @@ def split_addr(addr: str) -> tuple[str, int]:
     return host.strip("[]") or "localhost", int(port)
 
 
+class MetricsAddressError(OSError):
+    """The metrics listener cannot bind its address (taken, not local, ...)."""
+
+
 class MetricsEndpoint:
     def __init__(self, service_name: str, addr: str) -> None:
         self.service_name = service_name
@@ -59,7 +63,10 @@ class MetricsEndpoint:
         if self._provider is None or self._server is not None:
             return self.port
         host, port = split_addr(self.addr)
-        self._server, self._thread = start_http_server(port, addr=host, registry=self.registry)
+        try:
+            self._server, self._thread = start_http_server(port, addr=host, registry=self.registry)
+        except OSError as err:
+            raise MetricsAddressError(f"metrics address {self.addr}: {err.strerror or err}") from err
         self.port = int(self._server.server_port)
         return self.port
 

@@ -3,6 +3,7 @@ is served, with the values the workload implies (counted here from what the test
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 import urllib.request
@@ -150,6 +151,19 @@ def test_metrics_port_flag_and_off(tmp_path: Path):
         assert off.ready["metrics_port"] == 0
     finally:
         off.stop()
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        addr = f"127.0.0.1:{taken.getsockname()[1]}"
+        clash = NodeProcess(tmp_path / "clash", "--metrics-addr", addr, "--web-addr", "")
+        with pytest.raises(RuntimeError, match=f"metrics address {addr}: Address already in use"):
+            clash.start()
+        clash.stop()
+        assert not (tmp_path / "clash" / "data.mdb").exists()  # refused before the store was created
+    bad = NodeProcess(tmp_path / "bad", "--metrics-addr", "nowhere", "--web-addr", "")
+    with pytest.raises(RuntimeError, match="--metrics-addr: not a host:port address"):
+        bad.start()
+    bad.stop()
 
 
 def test_leader_changes_are_counted_on_etcd(tmp_path: Path):
