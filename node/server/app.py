@@ -14,6 +14,7 @@ import asyncio
 import json
 import logging
 import secrets
+import socket
 from dataclasses import dataclass
 
 import grpc
@@ -63,6 +64,14 @@ CHAIN_SERVICE = service_pb2.DESCRIPTOR.services_by_name["ChainService"].full_nam
 KEYCHAIN_SERVICE = keychain_service_pb2.DESCRIPTOR.services_by_name["KeychainService"].full_name
 ADMIN_SERVICE = admin_service_pb2.DESCRIPTOR.services_by_name["AdminService"].full_name
 NETWORKS = {"mainnet": message_pb2.NETWORK_MAINNET, "testnet": message_pb2.NETWORK_TESTNET}
+
+
+def _reachable_host(listen_addr: str) -> str:
+    """The host other members reach this node at: the listen host, or this host's address for a wildcard."""
+    host = listen_addr.rpartition(":")[0].strip("[]")
+    if host in ("", "0.0.0.0", "::"):
+        return socket.gethostbyname(socket.gethostname())  # in Kubernetes: the pod's IP (/etc/hosts)
+    return host
 
 
 @dataclass
@@ -239,8 +248,7 @@ class NodeApp:
             await self._start_web(chain_servicer)
 
         if isinstance(orderer, ReplicatedOrderer):
-            host = cfg.grpc_addr.rpartition(":")[0] or "localhost"
-            orderer.addr = cfg.advertise_addr or f"{host}:{self.ports.grpc}"
+            orderer.addr = cfg.advertise_addr or f"{_reachable_host(cfg.grpc_addr)}:{self.ports.grpc}"
         await orderer.start()
         self.state.ready = True
         await self._set_health(orderer.serving)
