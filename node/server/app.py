@@ -56,7 +56,7 @@ from node.server.verify import Verifier
 from node.state.params import ChainParams
 from node.telemetry.metrics import MetricsEndpoint
 from node.telemetry.node_metrics import NodeMetrics
-from node.telemetry.rpc import RpcMetricsInterceptor
+from node.telemetry.rpc import RpcMetricsInterceptor, grpc_web_metrics
 from node.telemetry.spans import NodeTelemetry
 
 log = logging.getLogger("chain.node")
@@ -283,6 +283,8 @@ class NodeApp:
             cors_origins=self.config.cors_origins,
             error_mapper=to_status,
         )
+        if self.metrics is not None:
+            app.middlewares.append(grpc_web_metrics(self.metrics))
         host, _, port = self.config.web_addr.rpartition(":")
         self._web_runner, self.ports.web = await serve_grpc_web(app, host or "localhost", int(port))
 

@@ -87,6 +87,10 @@ class RpcStatus:
     trailing_metadata: Metadata = ()
 
 
+# The status a call ended with, kept on its request for middlewares (the node's RPC metrics).
+STATUS_KEY: web.RequestKey[RpcStatus] = web.RequestKey("grpc_web_status", RpcStatus)
+
+
 # --- method handlers, collected as native gRPC collects them --------------------------------------------------
 
 
@@ -227,6 +231,7 @@ class _Responder:
 
     def trailers_only(self, status: RpcStatus) -> web.Response:
         self._finished = True
+        self._request[STATUS_KEY] = status
         lines = self._metadata_lines(status.trailing_metadata)
         headers = self._headers(lines, status_lines(status.code, status.message))
         return web.Response(status=200, headers=headers, body=b"")
@@ -234,6 +239,7 @@ class _Responder:
     def unary(self, payload: bytes, status: RpcStatus) -> web.Response:
         """A complete unary answer in one body (with a Content-Length), when nothing was sent yet."""
         self._finished = True
+        self._request[STATUS_KEY] = status
         trailer = self._trailer_frame(status)
         return web.Response(status=200, headers=self._headers(()), body=self._data_frame(payload) + trailer)
 
@@ -241,6 +247,7 @@ class _Responder:
         if self._stream is None:
             return self.trailers_only(status)
         self._finished = True
+        self._request[STATUS_KEY] = status
         try:
             await self._stream.write(self._trailer_frame(status))
             await self._stream.write_eof()

@@ -1,10 +1,12 @@
-"""RPC metrics: a server interceptor recording `rpc.server.duration` for every call.
+"""RPC metrics: `rpc.server.duration` for every call, native gRPC (a server interceptor) and gRPC-web on the
+node's own listener (an aiohttp middleware reading the status the gRPC-web handler ended the call with).
 
 Placed before the error interceptor, so it sees the final status of every call, including requests that
 did not decode: the error interceptor sets the `reason-code` trailer and aborts, and this one reads the
 status code and that trailer from the context. Attributes (OpenTelemetry RPC conventions plus ours):
 `rpc.system` = grpc, `rpc.service`, `rpc.method`, `rpc.grpc.status_code` (the number, as the
-conventions say) and `chain.reason_code` ("" on success). Streams are recorded when they end.
+conventions say), `chain.reason_code` ("" on success) and `chain.transport` (grpc / grpc-web). Streams are
+recorded when they end; gRPC-web calls whose client left before the end are not recorded.
 """
 
 from __future__ import annotations
@@ -15,7 +17,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import grpc
+from aiohttp import web
+from aiohttp.typedefs import Middleware
 
+from node.server.grpcweb import STATUS_KEY
 from node.telemetry.node_metrics import NodeMetrics
 
 if TYPE_CHECKING:
@@ -61,6 +66,7 @@ class RpcMetricsInterceptor(Interceptor):
                 "rpc.method": method,
                 "rpc.grpc.status_code": code.value[0],
                 "chain.reason_code": reason,
+                "chain.transport": "grpc",
             },
         )
 
@@ -109,3 +115,33 @@ class RpcMetricsInterceptor(Interceptor):
                 response_serializer=handler.response_serializer,
             )
         return handler
+
+
+WebHandler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def grpc_web_metrics(metrics: NodeMetrics) -> Middleware:
+    """A middleware for the node's gRPC-web app: the same `rpc.server.duration`, `chain.transport` grpc-web."""
+
+    @web.middleware
+    async def record(request: web.Request, handler: WebHandler) -> web.StreamResponse:
+        started = time.perf_counter()
+        try:
+            return await handler(request)
+        finally:
+            status = request.get(STATUS_KEY)
+            if status is not None:
+                reason = next((str(v) for k, v in status.trailing_metadata if k == "reason-code"), "")
+                metrics.rpc_duration.record(
+                    (time.perf_counter() - started) * 1000,
+                    {
+                        "rpc.system": "grpc",
+                        "rpc.service": request.match_info.get("service", ""),
+                        "rpc.method": request.match_info.get("method", ""),
+                        "rpc.grpc.status_code": status.code.value[0],
+                        "chain.reason_code": reason,
+                        "chain.transport": "grpc-web",
+                    },
+                )
+
+    return record

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import grpc
 import pytest
+import requests
+from google.protobuf.message import Message
 from prometheus_client.parser import text_string_to_metric_families
 
 from chain.v1 import rpc_pb2, service_pb2_grpc
@@ -43,11 +45,27 @@ def value(samples: dict[str, list[tuple[dict[str, str], float]]], name: str, **l
     return sum(v for got, v in samples[name] if all(got.get(k) == x for k, x in want.items()))
 
 
+def grpc_web(node: NodeProcess, method: str, request: Message) -> str:
+    """One unary gRPC-web call (binary mode); its grpc-status."""
+    body = request.SerializeToString()
+    resp = requests.post(
+        f"{node.web_url}/chain.v1.ChainService/{method}",
+        data=b"\x00" + len(body).to_bytes(4, "big") + body,
+        headers={"Content-Type": "application/grpc-web+proto"},
+        timeout=10,
+    )
+    assert resp.status_code == 200
+    if "grpc-status" in resp.headers:  # trailers-only
+        return resp.headers["grpc-status"]
+    trailer = resp.content[resp.content.rindex(b"\x80") + 5 :].decode()
+    return dict(line.split(":", 1) for line in trailer.strip().split("\r\n"))["grpc-status"].strip()
+
+
 @pytest.fixture
 def node(tmp_path: Path) -> Iterator[NodeProcess]:
     proc = NodeProcess(
         tmp_path / "node",
-        "--block-interval", "0.5", "--empty-block-interval", "3600", "--subscriber-queue", "1", "--web-addr", "",
+        "--block-interval", "0.5", "--empty-block-interval", "3600", "--subscriber-queue", "1",
     ).start()  # fmt: skip
     try:
         yield proc
@@ -98,6 +116,10 @@ def test_metrics_after_a_workload(node: NodeProcess):
     for msg in follows:
         c.wait_committed(msg.hash)
 
+    # gRPC-web on the node's own listener: one answered call, one NOT_FOUND
+    assert grpc_web(node, "GetChainStats", rpc_pb2.GetChainStatsRequest()) == "0"
+    assert grpc_web(node, "GetMessage", rpc_pb2.GetMessageRequest(hash=bytes(32))) == "5"
+
     stats = stub.GetChainStats(rpc_pb2.GetChainStatsRequest()).stats
     height = stub.GetNodeStatus(rpc_pb2.GetNodeStatusRequest()).status.block_height
     deadline = time.monotonic() + 10
@@ -137,7 +159,12 @@ def test_metrics_after_a_workload(node: NodeProcess):
     assert value(m, rpc, rpc_method=SUBMIT, chain_reason_code="INVALID_SIGNATURE") == 1
     assert value(m, rpc, rpc_method=SUBMIT, chain_reason_code="MALFORMED_MESSAGE") == 1
     assert value(m, rpc, rpc_method="BatchSubmitMessages", rpc_grpc_status_code=OK) == 1
-    assert value(m, rpc, rpc_method="GetChainStats", rpc_service="chain.v1.ChainService", rpc_system="grpc") == 1
+    native = {"rpc_service": "chain.v1.ChainService", "rpc_system": "grpc", "chain_transport": "grpc"}
+    assert value(m, rpc, rpc_method="GetChainStats", **native) == 1
+    web = {"rpc_service": "chain.v1.ChainService", "rpc_system": "grpc", "chain_transport": "grpc-web"}
+    assert value(m, rpc, rpc_method="GetChainStats", rpc_grpc_status_code=OK, **web) == 1
+    assert value(m, rpc, rpc_method="GetMessage", rpc_grpc_status_code=5, chain_reason_code="NOT_FOUND", **web) == 1
+    assert value(m, rpc, chain_transport="grpc-web") == 2
     assert value(m, rpc, rpc_method="SubscribeMessages", rpc_grpc_status_code=8) == 1  # RESOURCE_EXHAUSTED
 
     assert value(m, "chain_stream_subscribers") == 1  # the blocks stream, still open
