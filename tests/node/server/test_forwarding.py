@@ -1,0 +1,68 @@
+"""Forwarding writes upstream, with a real upstream node and a local chain that is behind it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from chain.v1 import rpc_pb2
+from node.chain import Chain
+from node.errors import MessageRejected, Reason
+from node.server.forwarding import Forwarder
+from node.server.mempool import Mempool
+from node.server.pipeline import Pipeline
+from node.server.snapshots import restore
+from node.server.verify import Verifier
+from tests.node.replicated.cluster import ENV, funded_actors
+from tests.node.server.actors import authority_builder
+from tests.node.server.nodeproc import NodeProcess
+
+
+async def test_state_rejections_defer_to_upstream_and_envelope_ones_do_not(tmp_path: Path) -> None:
+    upstream = NodeProcess(tmp_path / "up", "--verify-workers", "0", env=ENV).start()
+    chain: Chain | None = None
+    try:
+        with upstream.client() as c:
+            c.wait_committed(upstream.authority().bootstrap_message().hash)
+            snap = c.admin.CreateSnapshot(rpc_pb2.CreateSnapshotRequest()).snapshot  # type: ignore[union-attr]
+            actor = funded_actors(c, upstream.authority(), 1)[0]  # after the snapshot: unknown to the local copy
+        restore(tmp_path / "up" / "snapshots" / snap.name, tmp_path / "local")
+        chain = Chain.open(tmp_path / "local")
+        mempool = Mempool(100)
+        verifier = Verifier(0, 262144)
+        pipeline = Pipeline(chain, mempool, verifier)
+        fwd = Forwarder(pipeline, mempool, max_batch=100)
+        try:
+            behind = actor.b.project_create("made-while-behind")
+            assert not (await pipeline.dry_run(behind)).accepted  # UNKNOWN_SIGNER here...
+            (outcome,) = await fwd.submit([behind], upstream.grpc_target)
+            assert outcome.accepted  # ...but upstream, which knows the signer, accepts it
+            assert len(mempool) == 0
+
+            forged = actor.b.project_create("forged")
+            forged.signature = bytes(64)
+            (outcome,) = await fwd.submit([forged], upstream.grpc_target)
+            assert not outcome.accepted and outcome.reason == Reason.INVALID_SIGNATURE.value
+
+            grant = authority_builder(upstream.authority()).storage_grant(bytes(20), 1)
+            (outcome,) = await fwd.submit([grant], upstream.grpc_target)
+            assert outcome.accepted and grant.hash in mempool  # valid here: kept (re-forwarded if need be)
+
+            with upstream.client() as c:
+                c.wait_committed(bytes(behind.hash))
+                c.wait_committed(bytes(grant.hash))
+            assert upstream.stop() == 0
+            late = authority_builder(upstream.authority()).storage_grant(bytes(19) + b"\x01", 1)
+            with pytest.raises(MessageRejected) as info:
+                await fwd.submit([late], upstream.grpc_target)
+            assert info.value.reason == Reason.NOT_LEADER and info.value.values["retry_after_ms"] > 0
+            assert late.hash not in mempool  # withdrawn: the client was told to retry
+        finally:
+            await fwd.close()
+            pipeline.close()
+            verifier.close()
+    finally:
+        if chain is not None:
+            chain.close()
+        upstream.stop()
