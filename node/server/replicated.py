@@ -173,7 +173,7 @@ class ReplicatedOrderer:
                     log.warning("etcd unavailable; retrying: %s", exc)
                     warned = time.monotonic()
             except InvalidBlock as exc:
-                self._halt(f"block {exc.number} from the log does not match this node's state: {exc}")
+                self._halt(f"STATE DIVERGED: block {exc.number} from the log does not match this node's state: {exc}")
             except Exception:  # a long-running loop never dies on one bad round
                 log.exception("replication round failed; retrying")
                 wait = max(wait, 0.5)
@@ -182,7 +182,7 @@ class ReplicatedOrderer:
 
     def _halt(self, why: str) -> None:
         if not self.halted:
-            log.critical("STATE DIVERGED, this node stops taking writes: %s", why)
+            log.critical("this node stops taking writes: %s", why)
         self.halted = why
 
     async def _catch_up(self) -> bool:
