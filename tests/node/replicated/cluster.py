@@ -36,6 +36,7 @@ class ReplicaSet:
         self.extra = extra
         self.block_interval = block_interval
         self.nodes: list[NodeProcess] = []
+        self._started: list[NodeProcess] = []  # every process ever started, so stop() leaves none behind
 
     def args(self, index: int) -> list[str]:
         return [
@@ -44,14 +45,18 @@ class ReplicaSet:
             "--empty-block-interval", "1", *self.extra,
         ]  # fmt: skip
 
+    def _launch(self, node: NodeProcess) -> NodeProcess:
+        self._started.append(node)
+        return node.start()
+
     def start(self, count: int) -> ReplicaSet:
         for i in range(count):  # the first creates the devnet; the others take its genesis from etcd
-            self.nodes.append(NodeProcess(self.work_dir / f"n{i}", *self.args(i), env=ENV).start())
+            self.nodes.append(self._launch(NodeProcess(self.work_dir / f"n{i}", *self.args(i), env=ENV)))
         return self
 
     def add(self, *args: str, data_dir: Path | None = None) -> NodeProcess:
         i = len(self.nodes)
-        node = NodeProcess(data_dir or self.work_dir / f"n{i}", *self.args(i), *args, env=ENV).start()
+        node = self._launch(NodeProcess(data_dir or self.work_dir / f"n{i}", *self.args(i), *args, env=ENV))
         self.nodes.append(node)
         return node
 
@@ -69,12 +74,16 @@ class ReplicaSet:
 
     def restart(self, index: int) -> NodeProcess:
         old = self.nodes[index]
-        self.nodes[index] = NodeProcess(old.data_dir, *old.args, env=old.env).start()
+        self.nodes[index] = self._launch(NodeProcess(old.data_dir, *old.args, env=old.env))
         return self.nodes[index]
 
     def stop(self) -> None:
-        for node in self.nodes:
-            node.stop()
+        for node in self._started:
+            try:
+                node.stop()
+            except Exception:  # never leave the others running
+                if node.proc is not None:
+                    node.proc.kill()
 
 
 def status(node: NodeProcess) -> node_info_pb2.NodeStatus:
