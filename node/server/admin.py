@@ -11,9 +11,9 @@ from chain.v1 import admin_service_pb2_grpc, node_info_pb2, rpc_pb2
 from node.errors import InvalidArgument, NotFound
 from node.server.snapshots import INFO, SnapshotManager, read_info
 
-# Names SnapshotManager.create gives: snap-<12-digit block>-<unix seconds>. Anything else (a path, "..")
-# is refused before it touches the file system.
-SNAPSHOT_NAME = re.compile(r"snap-[0-9]{12}-[0-9]{1,20}")
+# Names SnapshotManager.create gives: snap-<12-digit block>-<unix seconds>[-<n>] (n: the second snapshot of a
+# block in the same second). Anything else (a path, "..") is refused before it touches the file system.
+SNAPSHOT_NAME = re.compile(r"snap-[0-9]{12}-[0-9]{1,20}(-[0-9]{1,3})?")
 
 
 def delete_snapshot(snapshots: SnapshotManager, name: str) -> node_info_pb2.SnapshotInfo:

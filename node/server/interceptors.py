@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 
-from node.errors import ChainError, MessageRejected, Reason
+from node.errors import MessageRejected, Reason
 from node.server.status import to_status
 
 log = logging.getLogger("chain.rpc")
@@ -66,7 +66,9 @@ def _wrap(handler: Handler, method: str) -> Handler:
             try:
                 _check(request)
                 return await inner(request, context)
-            except (ChainError, ValueError, KeyError, TypeError) as exc:
+            except grpc.aio.AbortError:
+                raise  # the handler chose its status itself
+            except Exception as exc:  # typed errors to their status; anything else INTERNAL, logged
                 await _abort(context, exc, method)
 
         return grpc.unary_unary_rpc_method_handler(
@@ -80,7 +82,9 @@ def _wrap(handler: Handler, method: str) -> Handler:
                 _check(request)
                 async for item in inner_stream(request, context):
                     yield item
-            except (ChainError, ValueError, KeyError, TypeError) as exc:
+            except grpc.aio.AbortError:
+                raise
+            except Exception as exc:
                 await _abort(context, exc, method)
 
         return grpc.unary_stream_rpc_method_handler(

@@ -57,9 +57,23 @@ class SnapshotManager:
         }
         (tmp / INFO).write_text(json.dumps(doc, indent=2) + "\n")
         (tmp / "lock.mdb").unlink(missing_ok=True)
-        final = self.directory / name
-        tmp.rename(final)
-        return read_info(final)
+        return read_info(self._publish(tmp, name))
+
+    def _publish(self, tmp: Path, name: str) -> Path:
+        """Move the finished copy to its name; a second snapshot of the same block in the same second
+        gets the next free suffix (`-2`, `-3`, ...) instead of failing."""
+        for attempt in range(1, 1000):
+            final = self.directory / (name if attempt == 1 else f"{name}-{attempt}")
+            if final.exists():
+                continue
+            try:
+                tmp.rename(final)
+            except OSError:
+                if final.exists():
+                    continue  # taken meanwhile by a concurrent snapshot
+                raise
+            return final
+        raise InvariantBroken(f"no free snapshot name for {name} in {self.directory}")
 
     def list(self) -> list[node_info_pb2.SnapshotInfo]:
         if not self.directory.exists():
