@@ -10,17 +10,16 @@ and keeps the last lines of stderr for failure messages.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
-import threading
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+from tests.readyproc import start_ready
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -72,27 +71,10 @@ class GatewayProcess:
 
     def start(self, timeout: float = 30.0) -> GatewayProcess:
         env = dict(os.environ, PYTHONPATH=str(ROOT), **self.env)
-        self.proc = subprocess.Popen(
-            self.command(), cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        self.proc, self.ready = start_ready(
+            self.command(), what="chain-gateway", cwd=ROOT, env=env, stderr_lines=self.stderr_lines, timeout=timeout
         )
-        threading.Thread(target=self._drain_stderr, daemon=True).start()
-        assert self.proc.stdout is not None
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            line = self.proc.stdout.readline()
-            if not line:
-                raise RuntimeError("chain-gateway exited:\n" + "".join(self.stderr_lines[-40:]))
-            if line.startswith("{"):
-                doc = json.loads(line)
-                if doc.get("event") == "ready":
-                    self.ready = doc
-                    return self
-        raise TimeoutError("chain-gateway did not become ready")
-
-    def _drain_stderr(self) -> None:
-        assert self.proc is not None and self.proc.stderr is not None
-        for line in self.proc.stderr:
-            self.stderr_lines.append(line)
+        return self
 
     @property
     def port(self) -> int:

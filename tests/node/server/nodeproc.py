@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
 from typing import Any
 
 from node.client.authority import Authority
 from node.client.rpc import ChainClient
+from tests.readyproc import start_ready
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -50,25 +48,10 @@ class NodeProcess:
             *self.args,
         ]
         env = dict(os.environ, PYTHONPATH=str(ROOT), **self.env)
-        self.proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        threading.Thread(target=self._drain_stderr, daemon=True).start()
-        deadline = time.monotonic() + timeout
-        assert self.proc.stdout is not None
-        while time.monotonic() < deadline:
-            line = self.proc.stdout.readline()
-            if not line:
-                raise RuntimeError("chain-node exited:\n" + "".join(self.stderr_lines[-40:]))
-            if line.startswith("{"):
-                doc = json.loads(line)
-                if doc.get("event") == "ready":
-                    self.ready = doc
-                    return self
-        raise TimeoutError("chain-node did not become ready")
-
-    def _drain_stderr(self) -> None:
-        assert self.proc is not None and self.proc.stderr is not None
-        for line in self.proc.stderr:
-            self.stderr_lines.append(line)
+        self.proc, self.ready = start_ready(
+            cmd, what="chain-node", cwd=ROOT, env=env, stderr_lines=self.stderr_lines, timeout=timeout
+        )
+        return self
 
     @property
     def grpc_target(self) -> str:
