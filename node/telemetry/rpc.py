@@ -14,23 +14,15 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import grpc
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 
 from node.server.grpcweb import STATUS_KEY
+from node.server.interceptors import Continuation, Handler, Interceptor
 from node.telemetry.node_metrics import NodeMetrics
-
-if TYPE_CHECKING:
-    Handler = grpc.RpcMethodHandler[Any, Any]
-    Interceptor = grpc.aio.ServerInterceptor[Any, Any]
-else:
-    Handler = grpc.RpcMethodHandler
-    Interceptor = grpc.aio.ServerInterceptor
-
-Continuation = Callable[[grpc.HandlerCallDetails], Awaitable[Handler | None]]
 
 
 def _outcome(context: Any, exc: BaseException | None) -> tuple[grpc.StatusCode, str]:
