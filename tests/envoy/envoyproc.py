@@ -22,6 +22,8 @@ from typing import Any
 
 import yaml
 
+from tests.procs import stop_process
+
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = ROOT / "envoy" / "envoy.yaml"
 CORS_FILTER = "envoy.filters.http.cors"
@@ -168,11 +170,4 @@ class EnvoyProcess:
         return f"127.0.0.1:{self.port}"
 
     def stop(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.terminate()
-        try:
-            self.proc.wait(15)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        stop_process(self.proc, 15)

@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from tests.readyproc import start_ready
+from tests.procs import start_ready, stop_process
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -86,13 +85,4 @@ class GatewayProcess:
 
     def stop(self, timeout: float = 15.0) -> int:
         """SIGTERM, then SIGKILL after `timeout`; returns the exit code."""
-        if self.proc is None:
-            return 0
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        return int(self.proc.returncode)
+        return stop_process(self.proc, timeout)

@@ -11,7 +11,6 @@ import os
 import socket
 import time
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from dataclasses import replace
 
 import aiohttp
@@ -24,7 +23,7 @@ from gateway.app import build_app
 from gateway.config import GatewayConfig
 from gateway.events import EVENTS
 from gateway.events.model import Event, EventKey, Kind
-from tests.gateway.test_events_helpers import bio_messages, commit_in_batches, event_ids, sse
+from tests.gateway.test_events_helpers import bio_messages, commit_in_batches, event_ids, gateway, sse
 from tests.node.server.actors import RemoteActor, new_account
 from tests.node.server.nodeproc import NodeProcess
 
@@ -37,16 +36,6 @@ def actor(node: NodeProcess) -> RemoteActor:
 
 def config_for(node: NodeProcess, **kw: object) -> GatewayConfig:
     return replace(GatewayConfig(node_addrs=(node.grpc_target,), sse_heartbeat=5.0), **kw)  # type: ignore[arg-type]
-
-
-@asynccontextmanager
-async def gateway(config: GatewayConfig) -> AsyncIterator[TestServer]:
-    server = TestServer(build_app(config), host="127.0.0.1")
-    await server.start_server()
-    try:
-        yield server
-    finally:
-        await server.close()
 
 
 async def commit(node: NodeProcess, messages: list[pb.Message], batch: int = 10) -> list[str]:

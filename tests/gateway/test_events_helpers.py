@@ -1,5 +1,5 @@
-"""Helpers shared by the events tests (no tests here): an SSE reader over aiohttp's client, an
-EventSource-like follower that reconnects with Last-Event-ID, message generators."""
+"""Helpers shared by the events tests (no tests here): a gateway app served in-process, an SSE reader over
+aiohttp's client, an EventSource-like follower that reconnects with Last-Event-ID, message generators."""
 
 from __future__ import annotations
 
@@ -11,10 +11,23 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
+from aiohttp.test_utils import TestServer
 
 from chain.v1 import message_pb2 as pb
+from gateway.app import build_app
+from gateway.config import GatewayConfig
 from node.client.rpc import ChainClient
 from tests.node.server.actors import RemoteActor
+
+
+@asynccontextmanager
+async def gateway(config: GatewayConfig) -> AsyncIterator[TestServer]:
+    server = TestServer(build_app(config), host="127.0.0.1")
+    await server.start_server()
+    try:
+        yield server
+    finally:
+        await server.close()
 
 
 @dataclass

@@ -6,16 +6,14 @@ import asyncio
 import os
 import time
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, suppress
+from contextlib import suppress
 from pathlib import Path
 
 import aiohttp
 import pytest
-from aiohttp.test_utils import TestServer
 from redis.asyncio import Redis
 
 from chain.v1 import message_pb2 as pb
-from gateway.app import build_app
 from gateway.config import GatewayConfig
 from gateway.events import EVENTS
 from gateway.events.history import RedisHistory
@@ -24,17 +22,19 @@ from gateway.events.redis_streams import RedisStreams, origin_key, stream_name
 from gateway.events.relay import Relay
 from gateway.nodes import NodePool
 from tests.gateway.gwproc import GatewayProcess
-from tests.gateway.redisproc import RedisProcess, free_port
+from tests.gateway.redisproc import RedisProcess
 from tests.gateway.test_events_helpers import (
     SseStream,
     bio_messages,
     commit_in_batches,
     event_ids,
     follow,
+    gateway,
     sse,
 )
 from tests.node.server.actors import RemoteActor, new_account
 from tests.node.server.nodeproc import NodeProcess
+from tests.procs import free_port
 
 
 @pytest.fixture(scope="module")
@@ -201,16 +201,6 @@ async def test_racing_relays_write_each_event_once(node: NodeProcess, redis: Red
     assert sum(results) == 50
     tail = await redis.xrange(stream_name(Kind.BLOCKS), f"{10**9}-0", "+")
     assert len(tail or []) == 50
-
-
-@asynccontextmanager
-async def gateway(config: GatewayConfig) -> AsyncIterator[TestServer]:
-    server = TestServer(build_app(config), host="127.0.0.1")
-    await server.start_server()
-    try:
-        yield server
-    finally:
-        await server.close()
 
 
 async def test_resume_older_than_redis_falls_back_to_the_node(

@@ -4,7 +4,6 @@ the relay into a real redis-server; every metric served with the values the work
 from __future__ import annotations
 
 import asyncio
-import urllib.request
 from collections import Counter
 from collections.abc import Iterator
 
@@ -12,7 +11,6 @@ import aiohttp
 import pytest
 from aiohttp.test_utils import TestServer
 from google.protobuf import json_format
-from prometheus_client.parser import text_string_to_metric_families
 from redis.asyncio import Redis
 
 from gateway.app import build_app
@@ -25,8 +23,7 @@ from tests.gateway.redisproc import RedisProcess
 from tests.gateway.test_events_helpers import sse
 from tests.node.server.actors import RemoteActor
 from tests.node.server.nodeproc import NodeProcess
-
-Samples = dict[str, list[tuple[dict[str, str], float]]]
+from tests.scrape import scrape, value
 
 
 @pytest.fixture(scope="module")
@@ -34,21 +31,6 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisProc
     proc = RedisProcess(tmp_path_factory.mktemp("redis")).start()
     yield proc
     proc.stop()
-
-
-def scrape(port: int) -> Samples:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as resp:
-        text = resp.read().decode()
-    out: Samples = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            out.setdefault(sample.name, []).append((dict(sample.labels), float(sample.value)))
-    return out
-
-
-def value(samples: Samples, name: str, **labels: object) -> float:
-    want = {k: str(v) for k, v in labels.items()}
-    return sum(v for got, v in samples[name] if all(got.get(k) == x for k, x in want.items()))
 
 
 async def test_gateway_metrics_after_a_workload(node: NodeProcess, redis_server: RedisProcess):

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -15,12 +14,7 @@ import aiohttp
 
 from tests.operator.cluster import SNAPSHOTS, StatefulSetDouble, live
 from tests.operator.conftest import NAMESPACE, create_network, eventually, network
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from tests.procs import free_port
 
 
 async def test_console_script_runs_the_operator(cluster, tmp_path):

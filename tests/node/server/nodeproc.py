@@ -11,7 +11,7 @@ from typing import Any
 
 from node.client.authority import Authority
 from node.client.rpc import ChainClient
-from tests.readyproc import start_ready
+from tests.procs import start_ready, stop_process
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -77,14 +77,4 @@ class NodeProcess:
         self.signalled = True
 
     def stop(self, timeout: float = 30.0) -> int:
-        if self.proc is None:
-            return 0
-        if self.proc.poll() is None:
-            if not self.signalled:  # a second SIGTERM during shutdown is not a clean stop
-                self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        return int(self.proc.returncode)
+        return stop_process(self.proc, timeout, signalled=self.signalled)

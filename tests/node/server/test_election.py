@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 
 import pytest
 
@@ -17,13 +16,6 @@ from tests.node.replicated.etcdproc import EtcdCluster
 KEYS = Keys(b"/election/")
 
 
-@pytest.fixture
-def etcd(tmp_path: Path) -> Iterator[EtcdCluster]:
-    cluster = EtcdCluster(tmp_path / "etcd", 1).start()
-    yield cluster
-    cluster.stop()
-
-
 async def until(predicate: Callable[[], bool], timeout: float) -> float:
     start = time.monotonic()
     while not predicate():
@@ -32,8 +24,8 @@ async def until(predicate: Callable[[], bool], timeout: float) -> float:
     return time.monotonic() - start
 
 
-async def test_one_leader_then_handover(etcd: EtcdCluster) -> None:
-    clients = [EtcdClient(etcd.endpoints) for _ in range(3)]
+async def test_one_leader_then_handover(etcd1: EtcdCluster) -> None:
+    clients = [EtcdClient(etcd1.endpoints) for _ in range(3)]
     members = [Election(c, KEYS, f"m{i}", f"127.0.0.1:{9000 + i}", ttl=2, poll=0.05) for i, c in enumerate(clients)]
     try:
         for m in members:
@@ -65,8 +57,8 @@ async def test_one_leader_then_handover(etcd: EtcdCluster) -> None:
             await c.close()
 
 
-async def test_restarted_member_clears_its_stale_key(etcd: EtcdCluster) -> None:
-    client = EtcdClient(etcd.endpoints)
+async def test_restarted_member_clears_its_stale_key(etcd1: EtcdCluster) -> None:
+    client = EtcdClient(etcd1.endpoints)
     old = Election(client, KEYS, "same", "127.0.0.1:1", ttl=10, poll=0.05)
     new = Election(client, KEYS, "same", "127.0.0.1:2", ttl=10, poll=0.05)
     try:

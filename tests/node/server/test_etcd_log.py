@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
+from collections.abc import AsyncIterator
 
 import pytest
 
@@ -11,21 +10,15 @@ from chain.v1 import block_pb2
 from node.errors import InvariantBroken
 from node.server.etcd_client import EtcdClient, EtcdUnavailable, cmp_absent, op_put, prefix_end
 from node.server.etcd_log import MANIFEST, BlockLog, Keys
-from tests.node.replicated.etcdproc import EtcdCluster, free_port
+from tests.node.replicated.etcdproc import EtcdCluster
+from tests.procs import free_port
 
 KEYS = Keys(b"/test/")
 
 
 @pytest.fixture
-def etcd(tmp_path: Path) -> Iterator[EtcdCluster]:
-    cluster = EtcdCluster(tmp_path / "etcd", 1).start()
-    yield cluster
-    cluster.stop()
-
-
-@pytest.fixture
-async def client(etcd: EtcdCluster) -> AsyncIterator[EtcdClient]:
-    c = EtcdClient(etcd.endpoints)
+async def client(etcd1: EtcdCluster) -> AsyncIterator[EtcdClient]:
+    c = EtcdClient(etcd1.endpoints)
     yield c
     await c.close()
 
@@ -94,9 +87,9 @@ async def test_compaction_removes_entries_and_parts_below_the_floor(client: Etcd
     assert {int(kv.key.split(b"/")[3]) for kv in parts} == {3, 4}
 
 
-async def test_client_fails_over_and_reports_unavailable(etcd: EtcdCluster) -> None:
+async def test_client_fails_over_and_reports_unavailable(etcd1: EtcdCluster) -> None:
     dead = f"http://127.0.0.1:{free_port()}"
-    c = EtcdClient([dead, *etcd.endpoints], timeout=1)
+    c = EtcdClient([dead, *etcd1.endpoints], timeout=1)
     try:
         result = await c.txn([cmp_absent(b"/k")], [op_put(b"/k", b"v")])
         assert result.succeeded

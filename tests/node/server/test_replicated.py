@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from node.chain import Chain
 from node.server.applier import BlockApplier
@@ -27,13 +24,6 @@ KEYS = Keys(b"/orderer-test/")
 PARAMS = ChainParams(genesis_time_ms=1_800_000_000_000)
 
 
-@pytest.fixture
-def etcd(tmp_path: Path) -> Iterator[EtcdCluster]:
-    cluster = EtcdCluster(tmp_path / "etcd", 1).start()
-    yield cluster
-    cluster.stop()
-
-
 async def write_log(client: EtcdClient, path: Path, blocks: int) -> int:
     """Blocks 1..`blocks` built on another chain and appended under a lease this test holds."""
     lease = await client.grant(60)
@@ -51,8 +41,8 @@ async def write_log(client: EtcdClient, path: Path, blocks: int) -> int:
     return lease
 
 
-async def test_not_serving_while_more_than_max_lag_behind(tmp_path: Path, etcd: EtcdCluster) -> None:
-    client = EtcdClient(etcd.endpoints)
+async def test_not_serving_while_more_than_max_lag_behind(tmp_path: Path, etcd1: EtcdCluster) -> None:
+    client = EtcdClient(etcd1.endpoints)
     lease = await write_log(client, tmp_path / "writer", 30)
     chain = Chain.open(tmp_path / "reader", PARAMS)
     verifier = Verifier(0, 262144)

@@ -5,10 +5,7 @@ clock: the harness's controllable time, the same way tests/harness.py drives the
 
 from __future__ import annotations
 
-import urllib.request
 from pathlib import Path
-
-from prometheus_client.parser import text_string_to_metric_families
 
 from node import constants as C
 from node.server.events import EventHub
@@ -20,16 +17,7 @@ from node.telemetry.metrics import MetricsEndpoint
 from node.telemetry.node_metrics import NodeMetrics
 from node.telemetry.spans import NodeTelemetry
 from tests.harness import Harness
-
-
-def scrape(port: int) -> dict[str, list[tuple[dict[str, str], float]]]:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as resp:
-        text = resp.read().decode()
-    out: dict[str, list[tuple[dict[str, str], float]]] = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            out.setdefault(sample.name, []).append((dict(sample.labels), float(sample.value)))
-    return out
+from tests.scrape import scrape
 
 
 async def test_dropped_messages_are_counted_by_reason(tmp_path: Path):

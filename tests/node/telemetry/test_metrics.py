@@ -6,7 +6,6 @@ from __future__ import annotations
 import socket
 import threading
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,35 +13,24 @@ import grpc
 import pytest
 import requests
 from google.protobuf.message import Message
-from prometheus_client.parser import text_string_to_metric_families
 
 from chain.v1 import rpc_pb2, service_pb2_grpc
 from tests.node.replicated.cluster import ReplicaSet, leader_index
 from tests.node.replicated.etcdproc import EtcdCluster
 from tests.node.server.actors import new_account
 from tests.node.server.nodeproc import NodeProcess
+from tests.scrape import Samples, value
+from tests.scrape import scrape as scrape_port
 
 SUBMIT = "SubmitMessage"
 OK, INVALID_ARGUMENT, ALREADY_EXISTS = 0, 3, 6
 
 
-def scrape(node: NodeProcess) -> dict[str, list[tuple[dict[str, str], float]]]:
-    """Samples by name (histograms as _count/_sum/_bucket samples)."""
+def scrape(node: NodeProcess) -> Samples:
+    """The node's samples (its metrics port is in its ready line)."""
     port = node.ready["metrics_port"]
     assert port, node.ready
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as resp:
-        text = resp.read().decode()
-    out: dict[str, list[tuple[dict[str, str], float]]] = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            out.setdefault(sample.name, []).append((dict(sample.labels), float(sample.value)))
-    return out
-
-
-def value(samples: dict[str, list[tuple[dict[str, str], float]]], name: str, **labels: object) -> float:
-    """The sum of the samples of `name` whose labels include `labels` (KeyError if there is no such metric)."""
-    want = {k: str(v) for k, v in labels.items()}
-    return sum(v for got, v in samples[name] if all(got.get(k) == x for k, x in want.items()))
+    return scrape_port(port)
 
 
 def grpc_web(node: NodeProcess, method: str, request: Message) -> str:

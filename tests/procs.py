@@ -1,4 +1,5 @@
-"""Start one of the project's programs as a subprocess and wait for its JSON ready line.
+"""Subprocesses for the tests: free loopback ports, starting a program and waiting for its ready line,
+and stopping it.
 
 `chain-node` and `chain-gateway` print `{"event": "ready", ...}` on stdout once they serve; stderr is
 drained into a list the caller keeps, so a failure can show its last lines.
@@ -7,12 +8,37 @@ drained into a list the caller keeps, so a failure can show its last lines.
 from __future__ import annotations
 
 import json
+import signal
+import socket
 import subprocess
 import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+
+def free_port() -> int:
+    """A loopback TCP port that was free a moment ago (for programs that cannot bind port 0)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def stop_process(proc: subprocess.Popen[Any] | None, timeout: float, *, signalled: bool = False) -> int:
+    """SIGTERM (unless the caller already sent one: a second is not a clean stop), then SIGKILL after
+    `timeout`; the exit code (0 when there was no process)."""
+    if proc is None:
+        return 0
+    if proc.poll() is None:
+        if not signalled:
+            proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    return int(proc.returncode)
 
 
 def start_ready(
