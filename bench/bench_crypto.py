@@ -15,12 +15,12 @@ from dataclasses import dataclass
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from node.client.keys import P256Key, Secp256k1Key, WebAuthnKey
 from node.crypto import eip712
 from node.crypto.custody import verify_custody_signature
 from node.crypto.ed25519 import Ed25519Verifier, verify_ed25519
 from node.crypto.hashing import blake3_256, keccak256
 from node.crypto.webauthn import WebAuthnPolicy
+from node.sdk.keys import P256Key, Secp256k1Key, WebAuthnKey
 
 RP_ID = "chain.example"
 MESSAGE = bytes(range(200))

@@ -28,10 +28,10 @@ from blake3 import blake3
 from chain.v1 import message_pb2 as pb
 from chain.v1 import rpc_pb2
 from node.chain import Chain
-from node.client.keys import Ed25519Key
 from node.codec import check_envelope
 from node.crypto.ed25519 import Ed25519Verifier, verify_ed25519
 from node.query.reader import Reader
+from node.sdk.keys import Ed25519Key
 from node.storage import schema
 from tests.harness import Harness, commit_meta
 

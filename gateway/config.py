@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from node.envflags import env_defaults
-from node.telemetry.metrics import split_addr
+from node.observability.metrics import split_addr
 
 ENV_PREFIX = "CHAIN_GATEWAY_"
 

@@ -12,9 +12,9 @@ from aiohttp import web
 from gateway.app import build_app
 from gateway.config import GatewayConfig, parse_config
 from gateway.telemetry import GatewayMetrics
-from node.telemetry.logs import configure_logging
-from node.telemetry.metrics import MetricsEndpoint
-from node.telemetry.tracing import Tracing
+from node.observability.logs import configure_logging
+from node.observability.metrics import MetricsEndpoint
+from node.observability.tracing import Tracing
 
 
 async def run(argv: Sequence[str] | None = None) -> None:

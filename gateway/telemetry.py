@@ -13,7 +13,7 @@
   (set by the node that built it) to the XADD; `chain.relay.events` (by `chain.relay.result`: written /
   duplicate): what the relays appended, and what another relay had written first.
 
-Traces need nothing here: the aiohttp-server, grpc client and redis instrumentations (node.telemetry.
+Traces need nothing here: the aiohttp-server, grpc client and redis instrumentations (node.observability.
 tracing) make the spans when tracing is on.
 """
 
@@ -29,7 +29,7 @@ from opentelemetry.metrics import CallbackOptions, Meter, Observation
 
 from chain.v1 import block_pb2
 from gateway.events.model import Event, Kind
-from node.telemetry.node_metrics import SECONDS_BUCKETS
+from node.server.telemetry.node_metrics import SECONDS_BUCKETS
 
 if TYPE_CHECKING:
     from gateway.events.service import EventService

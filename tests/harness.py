@@ -12,9 +12,9 @@ from pathlib import Path
 from chain.v1 import message_pb2 as pb
 from chain.v1 import state_pb2
 from node.chain import Chain
-from node.client.keys import Ed25519Key, Secp256k1Key
-from node.client.messages import MessageBuilder
 from node.errors import MessageRejected, Reason
+from node.sdk.keys import Ed25519Key, Secp256k1Key
+from node.sdk.messages import MessageBuilder
 from node.state.access import StateAccess
 from node.state.params import ChainParams
 from node.state.transition import BlockOutput

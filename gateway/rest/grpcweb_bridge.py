@@ -5,7 +5,7 @@ gRPC channel to a node of the pool (`--node-addr`, round robin); the answer's me
 data frames as the node produces them, and the status with the node's trailing metadata (`reason-code`
 included) as the trailers frame. Whether a method streams is read from the `chain.v1` descriptors. Nothing
 is decoded: the framing, text mode, timeouts and metadata rules are the node's own gRPC-web wire code
-(`node.server.grpcweb_wire`), so both paths answer alike. Writes are not retried (see `gateway.nodes`).
+(`node.grpcweb.wire`), so both paths answer alike. Writes are not retried (see `gateway.nodes`).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import chain.v1.keychain_service_pb2
 import chain.v1.service_pb2
 from gateway.app import CONFIG, NODES
 from gateway.errors import ApiError
-from node.server.grpcweb_wire import (
+from node.grpcweb.wire import (
     DATA_FLAG,
     TRAILERS_FLAG,
     Mode,

@@ -34,30 +34,30 @@ from chain.v1 import (
 )
 from node.chain import Chain
 from node.errors import InvariantBroken
-from node.server.admin import AdminServicer
-from node.server.applier import BlockApplier
+from node.observability.metrics import MetricsEndpoint
 from node.server.config import NodeConfig
 from node.server.devnet import AUTHORITY_FILE, new_devnet
-from node.server.etcd_client import EtcdClient
-from node.server.etcd_genesis import agree_genesis, check_same, published_genesis
-from node.server.etcd_log import Keys
 from node.server.events import EventHub
-from node.server.follower import FollowOrderer
-from node.server.forwarding import Forwarder
-from node.server.interceptors import ErrorInterceptor, Interceptor, TokenInterceptor
-from node.server.mempool import Mempool
-from node.server.orderer import Orderer, SoloOrderer
-from node.server.pipeline import Pipeline
-from node.server.replicated import ReplicatedOrderer, ReplicationSettings
-from node.server.servicer import ChainServicer, KeychainServicer, NodeState
+from node.server.ordering.applier import BlockApplier
+from node.server.ordering.etcd.client import EtcdClient
+from node.server.ordering.etcd.genesis import agree_genesis, check_same, published_genesis
+from node.server.ordering.etcd.log import Keys
+from node.server.ordering.etcd.replicated import ReplicatedOrderer, ReplicationSettings
+from node.server.ordering.follower import FollowOrderer
+from node.server.ordering.orderer import Orderer, SoloOrderer
+from node.server.rpc.admin import AdminServicer
+from node.server.rpc.interceptors import ErrorInterceptor, Interceptor, TokenInterceptor
+from node.server.rpc.servicer import ChainServicer, KeychainServicer, NodeState
+from node.server.rpc.status import to_status
 from node.server.snapshots import SnapshotManager, restore
-from node.server.status import to_status
-from node.server.verify import Verifier
+from node.server.telemetry.node_metrics import NodeMetrics
+from node.server.telemetry.rpc import RpcMetricsInterceptor, grpc_web_metrics
+from node.server.telemetry.spans import NodeTelemetry
+from node.server.write.forwarding import Forwarder
+from node.server.write.mempool import Mempool
+from node.server.write.pipeline import Pipeline
+from node.server.write.verify import Verifier
 from node.state.params import ChainParams
-from node.telemetry.metrics import MetricsEndpoint
-from node.telemetry.node_metrics import NodeMetrics
-from node.telemetry.rpc import RpcMetricsInterceptor, grpc_web_metrics
-from node.telemetry.spans import NodeTelemetry
 
 log = logging.getLogger("chain.node")
 CHAIN_SERVICE = service_pb2.DESCRIPTOR.services_by_name["ChainService"].full_name
@@ -84,7 +84,7 @@ class Ports:
 
 class NodeApp:
     def __init__(self, config: NodeConfig, tracer_provider: TracerProvider | None = None) -> None:
-        """`tracer_provider`: the process's (node.telemetry.tracing.Tracing, started before this app), or
+        """`tracer_provider`: the process's (node.observability.tracing.Tracing, started before this app), or
         None for no spans. Metrics are served on `config.metrics_addr` while the node runs."""
         self.config = config
         self.ports = Ports(0, 0, 0)
@@ -210,7 +210,7 @@ class NodeApp:
         orderer = self._orderer(chain, mempool, pipeline, hub, snapshots)
         self.state = NodeState(chain, mempool, pipeline, hub, orderer, snapshots, cfg.max_batch)
         if bootstrap:
-            from node.client.authority import Authority
+            from node.sdk.authority import Authority
 
             authority = Authority.load(cfg.data_dir / AUTHORITY_FILE)
             outcome = (await pipeline.submit([authority.bootstrap_message()]))[0]
@@ -271,7 +271,7 @@ class NodeApp:
                 await self._set_health(serving)
 
     async def _start_web(self, chain_servicer: ChainServicer) -> None:
-        from node.server.grpcweb import grpc_web_app, serve_grpc_web
+        from node.grpcweb.server import grpc_web_app, serve_grpc_web
 
         assert self.state is not None
         app = grpc_web_app(

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from node import constants as C
 from node.envflags import env_defaults
-from node.telemetry.metrics import split_addr
+from node.observability.metrics import split_addr
 
 ENV_PREFIX = "CHAIN_NODE_"
 

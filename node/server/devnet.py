@@ -13,8 +13,8 @@ import time
 from pathlib import Path
 
 from chain.v1 import message_pb2 as pb
-from node.client.authority import Authority
-from node.client.keys import Ed25519Key, Secp256k1Key
+from node.sdk.authority import Authority
+from node.sdk.keys import Ed25519Key, Secp256k1Key
 from node.state.params import ChainParams
 
 AUTHORITY_FILE = "devnet-authority.json"

@@ -9,11 +9,11 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from node.client.authority import Authority
+from node.observability.logs import configure_logging
+from node.observability.tracing import Tracing
+from node.sdk.authority import Authority
 from node.server.app import NodeApp
 from node.server.config import NodeConfig, parse_config
-from node.telemetry.logs import configure_logging
-from node.telemetry.tracing import Tracing
 
 
 async def run(argv: Sequence[str] | None = None) -> None:

@@ -16,7 +16,7 @@ from aiohttp.test_utils import TestServer
 from chain.v1 import message_pb2 as pb
 from gateway.app import build_app
 from gateway.config import GatewayConfig
-from node.client.rpc import ChainClient
+from node.sdk.rpc import ChainClient
 from tests.node.server.actors import RemoteActor
 
 

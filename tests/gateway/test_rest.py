@@ -22,7 +22,7 @@ from openapi_core.datatypes import RequestParameters
 
 from chain.v1 import message_pb2 as pb
 from chain.v1 import rpc_pb2
-from node.client.keys import P256Key, Secp256k1Key
+from node.sdk.keys import P256Key, Secp256k1Key
 from node.storage import schema
 from tests.gateway.gwproc import GatewayProcess
 from tests.harness import commit_meta

@@ -18,8 +18,8 @@ from google.protobuf import json_format
 from chain.v1 import message_pb2 as pb
 from chain.v1 import rpc_pb2
 from gateway.errors import error_middleware, grpc_error
-from node.client.keys import Secp256k1Key
-from node.client.messages import sign_message
+from node.sdk.keys import Secp256k1Key
+from node.sdk.messages import sign_message
 from tests.gateway.conftest import MakeClient
 from tests.node.server.actors import RemoteActor, new_account
 from tests.node.server.nodeproc import NodeProcess

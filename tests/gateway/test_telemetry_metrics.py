@@ -17,7 +17,7 @@ from gateway.app import build_app
 from gateway.events.model import Kind
 from gateway.events.redis_streams import stream_name
 from gateway.telemetry import GatewayMetrics
-from node.telemetry.metrics import MetricsEndpoint
+from node.observability.metrics import MetricsEndpoint
 from tests.gateway.conftest import gateway_config
 from tests.gateway.redisproc import RedisProcess
 from tests.gateway.test_events_helpers import sse

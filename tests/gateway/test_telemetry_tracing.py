@@ -23,9 +23,9 @@ from opentelemetry.trace import SpanKind
 from chain.v1 import message_pb2 as pb
 from gateway.app import build_app
 from gateway.config import GatewayConfig
+from node.observability.tracing import Tracing
 from node.server.app import NodeApp
 from node.server.config import NodeConfig
-from node.telemetry.tracing import Tracing
 from tests.node.server.actors import RemoteActor
 
 SUBMIT = "/chain.v1.ChainService/SubmitMessage"

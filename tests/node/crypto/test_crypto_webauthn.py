@@ -7,11 +7,11 @@ import json
 import pytest
 from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature, encode_dss_signature
 
-from node.client.webauthn import SoftwareAuthenticator
 from node.crypto import ecdsa
 from node.crypto.custody import CustodySignature, SignatureType, verify_custody_signature
 from node.crypto.errors import CustodyReason
 from node.crypto.webauthn import WebAuthnPolicy, base64url
+from node.sdk.webauthn import SoftwareAuthenticator
 from tests.node.crypto.custody_helpers import (
     DIGEST,
     POLICY,

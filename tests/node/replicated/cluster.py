@@ -19,8 +19,8 @@ import grpc
 
 from chain.v1 import block_pb2, node_info_pb2, rpc_pb2
 from chain.v1 import message_pb2 as pb
-from node.client.authority import Authority
-from node.client.rpc import ChainClient, reason_of
+from node.sdk.authority import Authority
+from node.sdk.rpc import ChainClient, reason_of
 from tests.node.replicated.etcdproc import EtcdCluster
 from tests.node.server.actors import RemoteActor, authority_builder
 from tests.node.server.nodeproc import NodeProcess

@@ -8,8 +8,8 @@ import time
 from pathlib import Path
 
 from chain.v1 import rpc_pb2
-from node.server.etcd_client import EtcdClient
-from node.server.etcd_log import MANIFEST, BlockLog, Keys, Tail
+from node.server.ordering.etcd.client import EtcdClient
+from node.server.ordering.etcd.log import MANIFEST, BlockLog, Keys, Tail
 from tests.node.replicated.cluster import ReplicaSet, assert_same_chain, funded_actors, status, wait_height
 from tests.node.replicated.etcdproc import EtcdCluster
 

@@ -14,10 +14,10 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from chain.v1 import block_pb2
 from node.block import header_hash
 from node.chain import Chain
-from node.client.rpc import reason_of
+from node.sdk.rpc import reason_of
 from node.server.config import parse_config
-from node.server.etcd_client import EtcdClient, op_put
-from node.server.etcd_log import BlockLog, Keys
+from node.server.ordering.etcd.client import EtcdClient, op_put
+from node.server.ordering.etcd.log import BlockLog, Keys
 from tests.node.replicated.cluster import ReplicaSet, status, wait_height
 from tests.node.replicated.etcdproc import EtcdCluster
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import grpc
 
 from chain.v1 import rpc_pb2
-from node.client.rpc import reason_of
+from node.sdk.rpc import reason_of
 from tests.node.replicated.cluster import ReplicaSet, assert_same_chain, funded_actors, status, wait_height
 from tests.node.replicated.etcdproc import EtcdCluster
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from node.client.authority import Authority
-from node.client.keys import Ed25519Key, Secp256k1Key
-from node.client.messages import MessageBuilder
-from node.client.rpc import ChainClient
+from node.sdk.authority import Authority
+from node.sdk.keys import Ed25519Key, Secp256k1Key
+from node.sdk.messages import MessageBuilder
+from node.sdk.rpc import ChainClient
 
 
 @dataclass

@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from node.client.authority import Authority
-from node.client.rpc import ChainClient
+from node.sdk.authority import Authority
+from node.sdk.rpc import ChainClient
 from tests.procs import start_ready, stop_process
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -4,7 +4,7 @@ import grpc
 import pytest
 
 from chain.v1 import rpc_pb2
-from node.client.rpc import reason_of
+from node.sdk.rpc import reason_of
 from tests.node.server.nodeproc import NodeProcess
 
 

@@ -8,9 +8,9 @@ from collections.abc import Callable
 
 import pytest
 
-from node.server.election import Election
-from node.server.etcd_client import EtcdClient
-from node.server.etcd_log import Keys
+from node.server.ordering.etcd.client import EtcdClient
+from node.server.ordering.etcd.election import Election
+from node.server.ordering.etcd.log import Keys
 from tests.node.replicated.etcdproc import EtcdCluster
 
 KEYS = Keys(b"/election/")

@@ -8,8 +8,8 @@ import pytest
 
 from chain.v1 import block_pb2
 from node.errors import InvariantBroken
-from node.server.etcd_client import EtcdClient, EtcdUnavailable, cmp_absent, op_put, prefix_end
-from node.server.etcd_log import MANIFEST, BlockLog, Keys
+from node.server.ordering.etcd.client import EtcdClient, EtcdUnavailable, cmp_absent, op_put, prefix_end
+from node.server.ordering.etcd.log import MANIFEST, BlockLog, Keys
 from tests.node.replicated.etcdproc import EtcdCluster
 from tests.procs import free_port
 

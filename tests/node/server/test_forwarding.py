@@ -9,11 +9,11 @@ import pytest
 from chain.v1 import rpc_pb2
 from node.chain import Chain
 from node.errors import MessageRejected, Reason
-from node.server.forwarding import Forwarder
-from node.server.mempool import Mempool
-from node.server.pipeline import Pipeline
 from node.server.snapshots import restore
-from node.server.verify import Verifier
+from node.server.write.forwarding import Forwarder
+from node.server.write.mempool import Mempool
+from node.server.write.pipeline import Pipeline
+from node.server.write.verify import Verifier
 from tests.node.replicated.cluster import ENV, funded_actors
 from tests.node.server.actors import authority_builder
 from tests.node.server.nodeproc import NodeProcess

@@ -10,7 +10,7 @@ import grpc
 import pytest
 
 from node.errors import NotFound
-from node.server.interceptors import ErrorInterceptor
+from node.server.rpc.interceptors import ErrorInterceptor
 
 
 async def boom(request: bytes, context: Any) -> bytes:

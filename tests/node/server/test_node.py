@@ -8,9 +8,9 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from chain.v1 import message_pb2 as pb
 from chain.v1 import rpc_pb2
-from node.client.messages import sign_message
-from node.client.proofs import verify_operation_proof, verify_storage_quota_proof
-from node.client.rpc import reason_of
+from node.sdk.messages import sign_message
+from node.sdk.proofs import verify_operation_proof, verify_storage_quota_proof
+from node.sdk.rpc import reason_of
 from node.storage import schema
 from tests.harness import commit_meta
 from tests.node.server.actors import new_account

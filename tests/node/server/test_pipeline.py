@@ -6,10 +6,10 @@ import pytest
 
 from chain.v1 import message_pb2 as pb
 from node.server.events import EventHub
-from node.server.mempool import Mempool
-from node.server.orderer import SoloOrderer
-from node.server.pipeline import Pipeline
-from node.server.verify import Verifier
+from node.server.ordering.orderer import SoloOrderer
+from node.server.write.mempool import Mempool
+from node.server.write.pipeline import Pipeline
+from node.server.write.verify import Verifier
 from tests.harness import Harness, commit_meta
 
 

@@ -7,16 +7,16 @@ import time
 from pathlib import Path
 
 from node.chain import Chain
-from node.server.applier import BlockApplier
-from node.server.etcd_client import EtcdClient, op_put
-from node.server.etcd_log import BlockLog, Keys
 from node.server.events import EventHub
-from node.server.forwarding import Forwarder
-from node.server.mempool import Mempool
-from node.server.pipeline import Pipeline
-from node.server.replicated import ReplicatedOrderer, ReplicationSettings
+from node.server.ordering.applier import BlockApplier
+from node.server.ordering.etcd.client import EtcdClient, op_put
+from node.server.ordering.etcd.log import BlockLog, Keys
+from node.server.ordering.etcd.replicated import ReplicatedOrderer, ReplicationSettings
 from node.server.snapshots import SnapshotManager
-from node.server.verify import Verifier
+from node.server.write.forwarding import Forwarder
+from node.server.write.mempool import Mempool
+from node.server.write.pipeline import Pipeline
+from node.server.write.verify import Verifier
 from node.state.params import ChainParams
 from tests.node.replicated.etcdproc import EtcdCluster
 

@@ -9,9 +9,9 @@ from typing import Any
 from chain.v1 import block_pb2
 from chain.v1 import message_pb2 as pb
 from node.chain import Chain
-from node.client.keys import Ed25519Key, P256Key, Secp256k1Key, WebAuthnKey
-from node.client.messages import CustodyKey, MessageBuilder, custody_signature_proto, sign_message
 from node.crypto import eip712
+from node.sdk.keys import Ed25519Key, P256Key, Secp256k1Key, WebAuthnKey
+from node.sdk.messages import CustodyKey, MessageBuilder, custody_signature_proto, sign_message
 from node.state.access import decode
 from node.state.transition import BlockOutput
 from node.storage import schema

@@ -10,9 +10,9 @@ import pytest
 from chain.v1 import message_pb2 as pb
 from chain.v1 import state_pb2
 from node import constants as C
-from node.client.keys import Ed25519Key, P256Key, Secp256k1Key, WebAuthnKey
-from node.client.messages import MessageBuilder
 from node.errors import Reason
+from node.sdk.keys import Ed25519Key, P256Key, Secp256k1Key, WebAuthnKey
+from node.sdk.messages import MessageBuilder
 from node.storage import schema
 from tests.harness import Actor, Harness
 from tests.node.state.helpers import (

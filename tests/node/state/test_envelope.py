@@ -10,9 +10,9 @@ import pytest
 
 from chain.v1 import message_pb2 as pb
 from node import constants as C
-from node.client.keys import Ed25519Key
-from node.client.messages import sign_message
 from node.errors import Reason
+from node.sdk.keys import Ed25519Key
+from node.sdk.messages import sign_message
 from tests.harness import Harness, commit_meta
 from tests.node.state.helpers import created_id, edit
 

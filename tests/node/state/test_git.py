@@ -10,8 +10,8 @@ import pytest
 from chain.v1 import message_pb2 as pb
 from chain.v1 import state_pb2
 from node import constants as C
-from node.client.keys import Ed25519Key
 from node.errors import Reason
+from node.sdk.keys import Ed25519Key
 from node.storage import schema
 from tests.harness import START, Actor, Harness, commit_meta
 from tests.node.state.helpers import add_key, builder, created_id, edit_body

@@ -14,8 +14,8 @@ from chain.v1 import message_pb2 as pb
 from node import constants as C
 from node.block import header_hash
 from node.chain import Chain
-from node.client.keys import Ed25519Key, Secp256k1Key
 from node.errors import InvalidBlock, Reason
+from node.sdk.keys import Ed25519Key, Secp256k1Key
 from node.state.kinds import KINDS
 from node.state.transition import apply_block
 from tests.harness import Harness, commit_meta

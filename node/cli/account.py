@@ -1,0 +1,318 @@
+"""``chainctl account``: delegated keys, the custody keychain, storage, profile fields."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from chain.v1 import message_pb2 as pb
+from chain.v1 import rpc_pb2
+from node import constants as C
+from node.cli import config
+from node.cli.common import CliError, Context, SubParsers, committed_json, hex0x, is_hex_of, parse_hex, to_json
+from node.cli.keys import need_custody
+from node.sdk.authority import Authority
+from node.sdk.keys import Ed25519Key
+from node.sdk.messages import MessageBuilder
+
+AUTHORITY_ENV = "CHAINCTL_AUTHORITY"
+SCOPES = {"owner": pb.KEY_SCOPE_OWNER, "signing": pb.KEY_SCOPE_SIGNING, "agent": pb.KEY_SCOPE_AGENT}
+ACCOUNT_FIELDS = {
+    "display_name": pb.ACCOUNT_FIELD_DISPLAY_NAME,
+    "avatar": pb.ACCOUNT_FIELD_AVATAR,
+    "bio": pb.ACCOUNT_FIELD_BIO,
+    "website": pb.ACCOUNT_FIELD_WEBSITE,
+}
+
+
+def register(sub: SubParsers) -> None:
+    account = sub.add_parser("account", help="accounts: delegated keys, custody keys, storage, profile")
+    acs = account.add_subparsers(dest="account_command", required=True, metavar="COMMAND")
+
+    p = acs.add_parser("init", help="register a delegated Ed25519 key, authorized by a custody key (wallet/passkey)")
+    p.add_argument("--wallet", required=True, help="custody key name (secp256k1, p256 or webauthn)")
+    p.add_argument("--key", default="", help="ed25519 key to register (created if missing; default WALLET-signer)")
+    p.add_argument("--owner", default="", help="account address (default: the account the wallet is custody of)")
+    p.add_argument("--no-default", action="store_true", help="do not make this the default account")
+    p.set_defaults(func=account_init)
+
+    p = acs.add_parser("use", help="make an initialized account the default")
+    p.add_argument("account", help="address or wallet/signer key name")
+    p.set_defaults(func=account_use)
+
+    p = acs.add_parser("list", help="accounts initialized in this key store")
+    p.set_defaults(func=account_list)
+
+    p = acs.add_parser("authorize-custody", help="add a custody key to the keychain (KEYCHAIN_AUTHORIZE)")
+    p.add_argument("--wallet", required=True, help="an admin custody key of the account")
+    p.add_argument("--key", required=True, help="the custody key to authorize")
+    p.add_argument("--admin", action="store_true")
+    p.add_argument("--expires-at", default="0", help="unix seconds, or +SECONDS from now (non-admin keys)")
+    p.add_argument("--owner", default="")
+    p.set_defaults(func=account_authorize_custody)
+
+    p = acs.add_parser("revoke-custody", help="revoke a custody key (KEYCHAIN_REVOKE)")
+    p.add_argument("--wallet", required=True)
+    p.add_argument("--key", required=True, help="key name or 0x key id")
+    p.add_argument("--owner", default="")
+    p.set_defaults(func=account_revoke_custody)
+
+    p = acs.add_parser("add-key", help="register another delegated key (SIGNER_ADD)")
+    p.add_argument("--wallet", required=True)
+    p.add_argument("--key", required=True, help="ed25519 key name (created if missing)")
+    p.add_argument("--scope", choices=sorted(SCOPES), default="signing")
+    p.add_argument("--project", action="append", default=[], help="allowed project (agent keys; repeatable)")
+    p.add_argument("--owner", default="")
+    p.set_defaults(func=account_add_key)
+
+    p = acs.add_parser("remove-key", help="remove a delegated key (SIGNER_REMOVE)")
+    p.add_argument("--wallet", required=True)
+    p.add_argument("--key", required=True, help="ed25519 key name or 0x public key")
+    p.add_argument("--owner", default="")
+    p.set_defaults(func=account_remove_key)
+
+    p = acs.add_parser("fund", help="grant storage units from a storage authority (devnet: devnet-authority.json)")
+    p.add_argument("address", help="recipient: address or key/account name")
+    p.add_argument("--units", type=int, default=1)
+    p.add_argument("--authority", type=Path, default=None, help=f"authority key file (env {AUTHORITY_ENV})")
+    p.set_defaults(func=account_fund)
+
+    p = acs.add_parser("show", help="account state, keys and storage (GetAccount)")
+    p.add_argument("address", nargs="?", default="")
+    p.set_defaults(func=account_show)
+
+    p = acs.add_parser("set", help="set a profile field (ACCOUNT_DATA)")
+    p.add_argument("field", choices=sorted(ACCOUNT_FIELDS))
+    p.add_argument("value")
+    p.set_defaults(func=account_set)
+
+
+# ---- helpers ----
+
+
+def custody_owner(ctx: Context, wallet: config.StoredKey, explicit: str) -> bytes:
+    """The account a custody key acts for: --owner, else what the profile recorded, else its own address."""
+    if explicit:
+        return ctx.address(explicit)
+    recorded = ctx.profile.custody.get(wallet.name)
+    if recorded is not None:
+        return recorded
+    address = wallet.address
+    assert address is not None
+    return address
+
+
+def custody_nonce(ctx: Context, owner: bytes) -> int:
+    resp = ctx.client.stub.GetAccount(rpc_pb2.GetAccountRequest(owner_address=owner), timeout=ctx.timeout)
+    return int(resp.account.custody_nonce)
+
+
+def envelope_builder(ctx: Context, owner: bytes) -> MessageBuilder:
+    """Custody-authorized messages skip the delegated-key lookup: sign the envelope with the account's
+    delegated key when this store has one, else with a throwaway key."""
+    entry = ctx.profile.accounts.get(owner)
+    signer = ctx.store.get(entry.signer).ed25519() if entry is not None else Ed25519Key.generate()
+    return ctx.builder(owner, signer)
+
+
+def ed25519_key(ctx: Context, name: str) -> config.StoredKey:
+    """An ed25519 key of the store, created when missing."""
+    if ctx.store.exists(name):
+        key = ctx.store.get(name)
+        key.ed25519()
+        return key
+    return ctx.store.add(config.generate(config.check_name(name), "ed25519"))
+
+
+def _free_name(ctx: Context, base: str) -> str:
+    name = base
+    n = 2
+    while ctx.store.exists(name):
+        name = f"{base}-{n}"
+        n += 1
+    return name
+
+
+def parse_expires(text: str) -> int:
+    try:
+        value = int(text.removeprefix("+"))
+    except ValueError:
+        raise CliError("INVALID_ARGUMENT", f"--expires-at: {text!r} is not an integer") from None
+    return int(time.time()) + value if text.startswith("+") else value
+
+
+# ---- commands ----
+
+
+def account_init(ctx: Context, args: Any) -> None:
+    wallet = need_custody(ctx, args.wallet)
+    owner = custody_owner(ctx, wallet, args.owner)
+    key_name = args.key or _free_name(ctx, f"{wallet.name}-signer")
+    stored = ed25519_key(ctx, key_name)
+    key = stored.ed25519()
+    nonce = custody_nonce(ctx, owner)
+    msg = ctx.builder(owner, key).signer_add(wallet.custody(), nonce, key=key, scope=pb.KEY_SCOPE_OWNER)
+    committed = ctx.submit([msg])[0]
+    profile = ctx.profile
+    profile.accounts[owner] = config.AccountEntry(owner, stored.name, wallet.name)
+    profile.custody[wallet.name] = owner
+    if not args.no_default or profile.default is None:
+        profile.default = owner
+    profile.save()
+    doc = {
+        "owner_address": hex0x(owner),
+        "key": stored.name,
+        "public_key": hex0x(key.public_key),
+        "custody_key": wallet.name,
+        "custody_nonce": nonce,
+        "default": profile.default == owner,
+        **committed_json(committed),
+    }
+    ctx.emit(
+        doc,
+        [
+            f"account {hex0x(owner)} initialized",
+            f"delegated key {stored.name} ({hex0x(key.public_key)}) registered with scope owner",
+            f"authorized by custody key {wallet.name} (custody nonce {nonce}), block {committed.block_number}",
+        ],
+    )
+
+
+def account_use(ctx: Context, args: Any) -> None:
+    entry = ctx.profile.find(args.account)
+    if entry is None:
+        raise CliError("ACCOUNT_NOT_INITIALIZED", f"no initialized account {args.account!r}")
+    ctx.profile.default = entry.owner
+    ctx.profile.save()
+    ctx.emit({"default": hex0x(entry.owner)}, f"default account: {hex0x(entry.owner)}")
+
+
+def account_list(ctx: Context, args: Any) -> None:
+    profile = ctx.profile
+    docs = [
+        {"owner_address": hex0x(o), "signer": e.signer, "wallet": e.wallet, "default": o == profile.default}
+        for o, e in sorted(profile.accounts.items())
+    ]
+    lines = [
+        f"{'*' if d['default'] else ' '} {d['owner_address']}\tsigner {d['signer']}\twallet {d['wallet']}" for d in docs
+    ]
+    ctx.emit({"accounts": docs}, lines or ["no accounts; run `chainctl account init --wallet NAME`"])
+
+
+def account_authorize_custody(ctx: Context, args: Any) -> None:
+    wallet = need_custody(ctx, args.wallet)
+    new = need_custody(ctx, args.key)
+    owner = custody_owner(ctx, wallet, args.owner)
+    expires_at = parse_expires(args.expires_at)
+    nonce = custody_nonce(ctx, owner)
+    msg = envelope_builder(ctx, owner).keychain_authorize(
+        wallet.custody(), nonce, new.custody(), admin=args.admin, expires_at=expires_at
+    )
+    committed = ctx.submit([msg])[0]
+    ctx.profile.custody[new.name] = owner
+    ctx.profile.save()
+    key_id = new.address or b""
+    doc = {
+        "owner_address": hex0x(owner),
+        "key": new.name,
+        "key_id": hex0x(key_id),
+        "signature_type": new.type,
+        "admin": bool(args.admin),
+        "expires_at": expires_at,
+        **committed_json(committed),
+    }
+    ctx.emit(doc, f"custody key {new.name} ({hex0x(key_id)}) authorized for {hex0x(owner)}")
+
+
+def account_revoke_custody(ctx: Context, args: Any) -> None:
+    wallet = need_custody(ctx, args.wallet)
+    owner = custody_owner(ctx, wallet, args.owner)
+    if is_hex_of(args.key, C.ADDRESS_LEN):
+        key_id = parse_hex(args.key, C.ADDRESS_LEN, "key id")
+    else:
+        address = need_custody(ctx, args.key).address
+        assert address is not None
+        key_id = address
+    nonce = custody_nonce(ctx, owner)
+    committed = ctx.submit([envelope_builder(ctx, owner).keychain_revoke(wallet.custody(), nonce, key_id)])[0]
+    doc = {"owner_address": hex0x(owner), "key_id": hex0x(key_id), **committed_json(committed)}
+    ctx.emit(doc, f"custody key {hex0x(key_id)} revoked for {hex0x(owner)}")
+
+
+def account_add_key(ctx: Context, args: Any) -> None:
+    wallet = need_custody(ctx, args.wallet)
+    owner = custody_owner(ctx, wallet, args.owner)
+    stored = ed25519_key(ctx, args.key)
+    key = stored.ed25519()
+    projects = [ctx.project_id(p) for p in args.project]
+    nonce = custody_nonce(ctx, owner)
+    msg = ctx.builder(owner, key).signer_add(
+        wallet.custody(), nonce, key=key, scope=SCOPES[args.scope], allowed_projects=projects
+    )
+    committed = ctx.submit([msg])[0]
+    doc = {
+        "owner_address": hex0x(owner),
+        "key": stored.name,
+        "public_key": hex0x(key.public_key),
+        "scope": args.scope,
+        "allowed_projects": [hex0x(p) for p in projects],
+        **committed_json(committed),
+    }
+    ctx.emit(doc, f"delegated key {stored.name} ({hex0x(key.public_key)}) added with scope {args.scope}")
+
+
+def account_remove_key(ctx: Context, args: Any) -> None:
+    wallet = need_custody(ctx, args.wallet)
+    owner = custody_owner(ctx, wallet, args.owner)
+    if is_hex_of(args.key, C.ED25519_KEY_LEN):
+        public = parse_hex(args.key, C.ED25519_KEY_LEN, "public key")
+    else:
+        public = ctx.store.get(args.key).ed25519().public_key
+    nonce = custody_nonce(ctx, owner)
+    committed = ctx.submit([envelope_builder(ctx, owner).signer_remove(wallet.custody(), nonce, public)])[0]
+    entry = ctx.profile.accounts.get(owner)
+    if entry is not None and ctx.store.exists(entry.signer) and ctx.store.get(entry.signer).public_key == public:
+        ctx.note(f"warning: {entry.signer} was this account's signer; run `chainctl account init` with another key")
+    doc = {"owner_address": hex0x(owner), "public_key": hex0x(public), **committed_json(committed)}
+    ctx.emit(doc, f"delegated key {hex0x(public)} removed from {hex0x(owner)}")
+
+
+def account_fund(ctx: Context, args: Any) -> None:
+    path = args.authority or (Path(os.environ[AUTHORITY_ENV]) if os.environ.get(AUTHORITY_ENV) else None)
+    if path is None:
+        raise CliError("INVALID_ARGUMENT", f"--authority FILE is required (or set {AUTHORITY_ENV})")
+    try:
+        authority = Authority.load(Path(path))
+    except FileNotFoundError:
+        raise CliError("INVALID_ARGUMENT", f"authority file {path} not found") from None
+    except (ValueError, KeyError) as exc:
+        raise CliError("INVALID_ARGUMENT", f"authority file {path}: {exc}") from None
+    recipient = ctx.address(args.address)
+    msg = ctx.builder(authority.wallet.address, authority.key).storage_grant(recipient, args.units)
+    committed = ctx.submit([msg])[0]
+    units = ctx.client.stub.GetAccount(
+        rpc_pb2.GetAccountRequest(owner_address=recipient), timeout=ctx.timeout
+    ).storage_units
+    doc = {
+        "recipient": hex0x(recipient),
+        "units": args.units,
+        "grant_id": hex0x(bytes(committed.message.hash)),
+        "storage_units": units,
+        "block_number": committed.block_number,
+    }
+    ctx.emit(doc, f"granted {args.units} storage unit(s) to {hex0x(recipient)}; it now has {units}")
+
+
+def account_show(ctx: Context, args: Any) -> None:
+    owner = ctx.address(args.address) if args.address else ctx.account().owner
+    resp = ctx.client.stub.GetAccount(rpc_pb2.GetAccountRequest(owner_address=owner), timeout=ctx.timeout)
+    ctx.emit(to_json(resp))
+
+
+def account_set(ctx: Context, args: Any) -> None:
+    b = ctx.account_builder()
+    committed = ctx.submit([b.account_data(ACCOUNT_FIELDS[args.field], args.value)])[0]
+    doc = {"owner_address": hex0x(b.owner), "field": args.field, "value": args.value, **committed_json(committed)}
+    ctx.emit(doc, f"{args.field} set")

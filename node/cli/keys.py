@@ -1,0 +1,107 @@
+"""``chainctl keys``: the local key store."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from node.cli import config
+from node.cli.common import CliError, Context, SubParsers, parse_hex
+
+
+def register(sub: SubParsers) -> None:
+    keys = sub.add_parser("keys", help="create, import, list and show local keys")
+    ks = keys.add_subparsers(dest="keys_command", required=True, metavar="COMMAND")
+
+    p = ks.add_parser("create", help="generate a key")
+    p.add_argument("name")
+    p.add_argument("--type", dest="key_type", choices=config.KEY_TYPES, default="ed25519")
+    p.add_argument("--rp-id", default=config.DEFAULT_RP_ID, help="webauthn: relying-party id (default localhost)")
+    p.add_argument("--origin", default="", help="webauthn: origin the authenticator reports (default https://RP_ID)")
+    p.set_defaults(func=keys_create)
+
+    p = ks.add_parser("import", help="import a private key (hex from --private-key, --private-key-file or stdin)")
+    p.add_argument("name")
+    p.add_argument("--type", dest="key_type", choices=config.KEY_TYPES, required=True)
+    p.add_argument("--private-key", default="", help="32-byte private key, hex")
+    p.add_argument("--private-key-file", type=Path, default=None)
+    p.add_argument("--rp-id", default=config.DEFAULT_RP_ID)
+    p.add_argument("--origin", default="")
+    p.set_defaults(func=keys_import)
+
+    p = ks.add_parser("list", help="list keys (public parts)")
+    p.set_defaults(func=keys_list)
+
+    p = ks.add_parser("show", help="address and public key of a key")
+    p.add_argument("name")
+    p.set_defaults(func=keys_show)
+
+    p = ks.add_parser("delete", help="delete a key file")
+    p.add_argument("name")
+    p.set_defaults(func=keys_delete)
+
+
+def _summary(doc: dict[str, Any]) -> str:
+    ident = doc["address"] or doc["public_key"]
+    return f"{doc['name']}\t{doc['type']}\t{ident}"
+
+
+def keys_create(ctx: Context, args: Any) -> None:
+    key = config.generate(config.check_name(args.name), args.key_type, rp_id=args.rp_id, origin=args.origin)
+    ctx.store.add(key)
+    doc = key.public_json()
+    doc["path"] = str(ctx.store.path(key.name))
+    ctx.emit(doc, [f"created {key.type} key {key.name}", *_lines(doc)])
+
+
+def keys_import(ctx: Context, args: Any) -> None:
+    if args.private_key:
+        text = args.private_key
+    elif args.private_key_file is not None:
+        text = args.private_key_file.read_text(encoding="utf-8")
+    else:
+        text = sys.stdin.readline()
+    private = parse_hex(text.strip(), 32, "private key")
+    key = config.from_private(
+        config.check_name(args.name), args.key_type, private, rp_id=args.rp_id, origin=args.origin
+    )
+    ctx.store.add(key)
+    doc = key.public_json()
+    doc["path"] = str(ctx.store.path(key.name))
+    ctx.emit(doc, [f"imported {key.type} key {key.name}", *_lines(doc)])
+
+
+def keys_list(ctx: Context, args: Any) -> None:
+    docs = [k.public_json() for k in ctx.store.list()]
+    ctx.emit({"keys": docs}, [_summary(d) for d in docs] or ["no keys; create one with `chainctl keys create NAME`"])
+
+
+def keys_show(ctx: Context, args: Any) -> None:
+    doc = ctx.store.get(args.name).public_json()
+    ctx.emit(doc, _lines(doc))
+
+
+def keys_delete(ctx: Context, args: Any) -> None:
+    ctx.store.delete(args.name)
+    ctx.emit({"deleted": args.name}, f"deleted key {args.name}")
+
+
+def _lines(doc: dict[str, Any]) -> list[str]:
+    lines = [f"name: {doc['name']}", f"type: {doc['type']}"]
+    if doc.get("address"):
+        lines.append(f"address: {doc['address']}")
+    lines.append(f"public_key: {doc['public_key']}")
+    if doc["type"] == "webauthn":
+        lines.append(f"rp_id: {doc['rp_id']}")
+        lines.append(f"origin: {doc['origin']}")
+    return lines
+
+
+def need_custody(ctx: Context, name: str) -> config.StoredKey:
+    key = ctx.store.get(name)
+    if not key.is_custody:
+        raise CliError(
+            "WRONG_KEY_TYPE", f"key {name!r} is {key.type}; a custody key (secp256k1, p256, webauthn) is needed"
+        )
+    return key

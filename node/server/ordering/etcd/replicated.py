@@ -1,0 +1,287 @@
+"""The `etcd` orderer: replicated nodes ordering blocks through a fenced log in etcd.
+
+Every member runs one loop that owns its chain: it reads the log after its
+applied height, applies each block in order (the transition checks the state
+root), and, when it is the elected leader and has applied the whole log,
+builds the next block from its mempool and appends it with the fenced
+transaction (etcd_log). Only after the append succeeded does the leader
+commit the block it built; if the append's answer is lost, the block is
+applied from the log like any other. A block whose state root differs from
+ours halts the member: it logs the difference, stops taking writes
+(STATE_DIVERGED) and reports NOT_SERVING; reads keep working.
+
+Followers forward accepted submissions to the leader (forwarding.py). With
+no leader (election under way, etcd without quorum) submissions get
+UNAVAILABLE (NOT_LEADER) with a retry hint.
+
+A maintenance task publishes this member's applied height and newest
+snapshot, re-forwards long-pending messages, and, on the leader, compacts the
+log below the newest snapshot (and below every live member's applied height).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from chain.v1 import message_pb2 as pb
+from node.chain import Chain
+from node.errors import ChainError, InvalidBlock, InvariantBroken, MessageRejected, Reason
+from node.server.ordering.applier import BlockApplier
+from node.server.ordering.etcd.client import EtcdClient, EtcdUnavailable, prefix_end
+from node.server.ordering.etcd.election import Election
+from node.server.ordering.etcd.log import BlockLog, Keys
+from node.server.snapshots import SnapshotManager
+from node.server.write.forwarding import Forwarder, no_leader
+from node.server.write.mempool import Mempool
+from node.server.write.pipeline import Outcome
+
+log = logging.getLogger("chain.replicated")
+
+
+@dataclass(frozen=True)
+class ReplicationSettings:
+    node_id: str
+    lease_ttl: int = 3
+    poll_interval: float = 0.05
+    block_interval: float = 0.2
+    empty_block_interval: float = 5.0
+    max_lag_blocks: int = 10
+    maintenance_interval: float = 1.0
+    compact_interval: float = 30.0
+    fetch_limit: int = 64
+
+
+class ReplicatedOrderer:
+    def __init__(
+        self,
+        chain: Chain,
+        mempool: Mempool,
+        applier: BlockApplier,
+        forwarder: Forwarder,
+        snapshots: SnapshotManager,
+        client: EtcdClient,
+        keys: Keys,
+        settings: ReplicationSettings,
+        *,
+        part_bytes: int,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.chain = chain
+        self.mempool = mempool
+        self.applier = applier
+        self.forwarder = forwarder
+        self.snapshots = snapshots
+        self.client = client
+        self.keys = keys
+        self.settings = settings
+        self.clock = clock
+        self.log = BlockLog(client, keys, part_bytes=part_bytes)
+        self.addr = ""  # the advertised gRPC address; set by the app once its listener is bound
+        self.election: Election | None = None
+        self.halted = ""  # why this member stopped taking writes ("" while healthy)
+        self._next = 0  # the log's next number as last read (0: not read yet)
+        self._height = chain.height
+        self._building = 0
+        self._last_block = clock()
+        self._stopping = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._published_snapshot = -1
+        self._last_compaction = 0.0
+
+    # ---- the Orderer interface ----
+    @property
+    def role(self) -> str:
+        return "leader" if self.election is not None and self.election.is_leader else "follower"
+
+    @property
+    def leader(self) -> str:
+        current = self.election.current if self.election is not None else None
+        return current.addr if current is not None else ""
+
+    @property
+    def log_height(self) -> int:
+        return max(self._next - 1, 0)
+
+    @property
+    def pending_blocks(self) -> int:
+        return max(self._building, self.log_height - self._height)
+
+    @property
+    def serving(self) -> bool:
+        """Healthy: not halted, the log has been read, and no more than max_lag_blocks behind it."""
+        return not self.halted and self._next > 0 and self.log_height - self._height <= self.settings.max_lag_blocks
+
+    async def submit(self, msgs: Sequence[pb.Message]) -> list[Outcome]:
+        if self.halted:
+            raise MessageRejected(Reason.STATE_DIVERGED, f"this node stopped taking writes: {self.halted}")
+        assert self.election is not None
+        current = self.election.current
+        if current is None:
+            raise no_leader("no leader is elected")
+        if self.election.is_leader:
+            return await self.applier.pipeline.submit(msgs)
+        return await self.forwarder.submit(msgs, current.addr)
+
+    async def start(self) -> None:
+        if not self.addr:
+            raise InvariantBroken("the replicated orderer needs the node's advertised address before start")
+        s = self.settings
+        self.election = Election(
+            self.client, self.keys, s.node_id, self.addr, ttl=s.lease_ttl, poll=min(0.25, s.lease_ttl / 6)
+        )
+        await self.election.start()
+        self._tasks = [
+            asyncio.create_task(self._run(), name="replicated-orderer"),
+            asyncio.create_task(self._maintain(), name="replicated-maintenance"),
+        ]
+
+    async def stop(self) -> None:
+        self._stopping.set()
+        for task in self._tasks:
+            await task
+        self._tasks = []
+        if self.election is not None:
+            await self.election.stop()
+        await self.forwarder.close()
+        await self.client.close()
+
+    # ---- the loop that owns the chain ----
+    async def _run(self) -> None:
+        next_block_at = self.clock() + self.settings.block_interval
+        warned = 0.0
+        while not self._stopping.is_set():
+            wait = self.settings.poll_interval
+            try:
+                if not self.halted and await self._catch_up():
+                    assert self.election is not None
+                    if self.election.is_leader:
+                        now = self.clock()
+                        if now >= next_block_at:
+                            next_block_at = max(next_block_at + self.settings.block_interval, now)
+                            due_empty = now - self._last_block >= self.settings.empty_block_interval
+                            if len(self.mempool) or due_empty:
+                                await self._produce()
+                        wait = min(wait, max(0.0, next_block_at - self.clock()))
+            except EtcdUnavailable as exc:
+                if time.monotonic() - warned > 5:
+                    log.warning("etcd unavailable; retrying: %s", exc)
+                    warned = time.monotonic()
+            except InvalidBlock as exc:
+                self._halt(f"STATE DIVERGED: block {exc.number} from the log does not match this node's state: {exc}")
+            except Exception:  # a long-running loop never dies on one bad round
+                log.exception("replication round failed; retrying")
+                wait = max(wait, 0.5)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), wait)
+
+    def _halt(self, why: str) -> None:
+        if not self.halted:
+            log.critical("this node stops taking writes: %s", why)
+        self.halted = why
+
+    async def _catch_up(self) -> bool:
+        """Apply what the log holds after our height; True when nothing is left to apply."""
+        tail = await self.log.tail(self._height, self.settings.fetch_limit)
+        self._next = tail.next_number
+        if tail.next_number == 0:  # a log never written: the first leader seeds it at its height
+            assert self.election is not None
+            if self.election.is_leader:
+                await self.log.seed(self._height + 1)
+            return False
+        if tail.first and tail.first > self._height + 1:
+            self._halt(
+                f"the log starts at block {tail.first} but this node is at {self._height}: "
+                "start it from a newer snapshot (--restore, or an empty data dir with --snapshot-dir)"
+            )
+            return False
+        if tail.next_number <= self._height:
+            self._halt(f"this node is at block {self._height} but the log ends at {tail.next_number - 1}")
+            return False
+        for number, value in tail.entries:
+            if number != self._height + 1:
+                raise InvariantBroken(f"the log skips from {self._height} to {number}")
+            block = await self.log.decode(number, value)
+            await self.applier.apply(block)
+            self._height = number
+            self._last_block = self.clock()
+        return self._height + 1 == self._next
+
+    async def _produce(self) -> None:
+        assert self.election is not None
+        lease = self.election.lease
+        candidates = self.mempool.take()
+        self._building = 1
+        record = self.applier.pipeline.telemetry.block("local")  # span and metrics (node/server/telemetry/spans.py)
+        try:
+            out = await asyncio.to_thread(self.chain.build, int(self.clock() * 1000), candidates)
+            record.built()
+            number = int(out.block.header.number)
+            if not await self.log.append(out.block, lease):
+                log.info("append of block %d refused (leadership lost or the log moved on)", number)
+                return
+            await self.applier.commit(out, record)
+        finally:
+            self._building = 0
+        self._height = number
+        self._next = number + 1
+        self._last_block = self.clock()
+        log.debug("block %d appended: %d messages (%d dropped)", number, len(out.applied), len(out.dropped))
+
+    # ---- maintenance ----
+    async def _maintain(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                await asyncio.wait_for(self._stopping.wait(), self.settings.maintenance_interval)
+                return
+            except TimeoutError:
+                pass
+            try:
+                await self._maintenance_round()
+            except (EtcdUnavailable, ChainError) as exc:
+                log.debug("maintenance skipped: %s", exc)
+            except Exception:
+                log.exception("maintenance round failed")
+
+    async def _maintenance_round(self) -> None:
+        assert self.election is not None
+        if self.election.lease:
+            doc = {"applied": self._height, "addr": self.addr}
+            await self.client.put(
+                self.keys.member(self.settings.node_id), json.dumps(doc).encode(), lease=self.election.lease
+            )
+        latest = self.snapshots.latest()
+        if latest is not None and latest.block_number != self._published_snapshot:
+            await self.client.put(self.keys.snapshot(self.settings.node_id), str(latest.block_number).encode())
+            self._published_snapshot = int(latest.block_number)
+        current = self.election.current
+        if current is not None and not self.election.is_leader:
+            await self.forwarder.reforward(current.addr)
+        if self.election.is_leader and time.monotonic() - self._last_compaction >= self.settings.compact_interval:
+            self._last_compaction = time.monotonic()
+            await self.compact()
+
+    async def compact(self) -> int:
+        """Delete log entries below the newest snapshot and below every live member's applied height."""
+        snaps = await self.client.range(self.keys.snapshot_prefix, prefix_end(self.keys.snapshot_prefix))
+        if not snaps:
+            return 0
+        floor = max(int(kv.value) for kv in snaps)
+        members = await self.client.range(self.keys.member_prefix, prefix_end(self.keys.member_prefix))
+        for kv in members:
+            floor = min(floor, int(json.loads(kv.value)["applied"]))
+        floor = min(floor, self._height)
+        if floor <= 1:
+            return 0
+        revision = await self.log.compact_below(floor)
+        try:
+            await self.client.compact(revision)
+        except (EtcdUnavailable, ChainError) as exc:  # already compacted at or past this revision
+            log.debug("etcd history compaction skipped: %s", exc)
+        log.info("log compacted below block %d", floor)
+        return floor

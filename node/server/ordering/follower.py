@@ -1,0 +1,161 @@
+"""Read-replica mode (`--follow ADDR`): follow another node's blocks without joining the ordering.
+
+The replica streams blocks from the upstream node with SubscribeBlocks
+(from its height + 1, chunks included), re-executes each one with the state
+transition (which checks the state root) and commits it. A gap in the stream
+(a block number it has not reached yet) or a broken stream falls back to
+GetBlock polling until the replica has caught up, then it subscribes again.
+Writes are verified and validated locally and forwarded upstream
+(forwarding.py). The upstream height is read with GetNodeStatus for the lag.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import grpc
+
+from chain.v1 import message_pb2 as pb
+from chain.v1 import rpc_pb2, service_pb2_grpc
+from node.chain import Chain
+from node.errors import InvalidBlock, MessageRejected, Reason
+from node.server.ordering.applier import BlockApplier
+from node.server.write.forwarding import Forwarder
+from node.server.write.pipeline import Outcome
+
+if TYPE_CHECKING:
+    from chain.v1.service_pb2_grpc import ChainServiceAsyncStub
+
+log = logging.getLogger("chain.follower")
+
+
+class FollowOrderer:
+    role = "replica"
+
+    def __init__(
+        self,
+        chain: Chain,
+        applier: BlockApplier,
+        forwarder: Forwarder,
+        upstream: str,
+        *,
+        max_lag_blocks: int,
+        poll_interval: float = 0.2,
+        status_interval: float = 1.0,
+    ) -> None:
+        self.chain = chain
+        self.applier = applier
+        self.forwarder = forwarder
+        self.upstream = upstream
+        self.max_lag_blocks = max_lag_blocks
+        self.poll_interval = poll_interval
+        self.status_interval = status_interval
+        self.halted = ""
+        self._height = chain.height
+        self._upstream_height = -1  # unknown until the first GetNodeStatus answers
+        self._channel: grpc.aio.Channel | None = None
+        self._stopping = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+
+    # ---- the Orderer interface ----
+    @property
+    def leader(self) -> str:
+        return self.upstream
+
+    @property
+    def log_height(self) -> int:
+        return max(self._upstream_height, self._height)
+
+    @property
+    def pending_blocks(self) -> int:
+        return self.log_height - self._height
+
+    @property
+    def serving(self) -> bool:
+        return not self.halted and self._upstream_height >= 0 and self.pending_blocks <= self.max_lag_blocks
+
+    async def submit(self, msgs: Sequence[pb.Message]) -> list[Outcome]:
+        if self.halted:
+            raise MessageRejected(Reason.STATE_DIVERGED, f"this replica stopped taking writes: {self.halted}")
+        return await self.forwarder.submit(msgs, self.upstream)
+
+    async def start(self) -> None:
+        self._channel = grpc.aio.insecure_channel(
+            self.upstream, options=[("grpc.max_receive_message_length", 64 * 1024 * 1024)]
+        )
+        stub: ChainServiceAsyncStub = service_pb2_grpc.ChainServiceStub(self._channel)
+        self._tasks = [
+            asyncio.create_task(self._follow(stub), name="follow-blocks"),
+            asyncio.create_task(self._watch_upstream(stub), name="follow-status"),
+        ]
+
+    async def stop(self) -> None:
+        self._stopping.set()
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks = []
+        await self.forwarder.close()
+        if self._channel is not None:
+            await self._channel.close(None)
+
+    # ---- following ----
+    async def _apply(self, number: int, got: rpc_pb2.GetBlockResponse | rpc_pb2.SubscribeBlocksResponse) -> None:
+        if number != self._height + 1:
+            return
+        await self.applier.apply(got.block)
+        self._height = number
+
+    async def _poll(self, stub: ChainServiceAsyncStub, until: int) -> None:
+        """GetBlock from our height + 1 up to `until` (inclusive) or the first block the upstream lacks."""
+        while self._height < until and not self._stopping.is_set():
+            try:
+                resp = await stub.GetBlock(rpc_pb2.GetBlockRequest(block_number=self._height + 1), timeout=10)
+            except grpc.aio.AioRpcError as err:
+                if err.code() == grpc.StatusCode.NOT_FOUND:
+                    return
+                raise
+            await self._apply(int(resp.block.header.number), resp)
+
+    async def _follow(self, stub: ChainServiceAsyncStub) -> None:
+        warned = 0.0
+        while not self._stopping.is_set():
+            try:
+                if not self.halted:
+                    await self._poll(stub, max(self._upstream_height, self._height + 1))
+                    request = rpc_pb2.SubscribeBlocksRequest(from_block=self._height + 1, include_chunks=True)
+                    async for resp in stub.SubscribeBlocks(request):
+                        number = int(resp.block.header.number)
+                        if number > self._height + 1:  # a gap: fill it by polling, then go on streaming
+                            await self._poll(stub, number - 1)
+                        await self._apply(number, resp)
+            except grpc.aio.AioRpcError as err:
+                if time.monotonic() - warned > 5:
+                    log.warning("upstream %s: %s; polling", self.upstream, err.code().name)
+                    warned = time.monotonic()
+            except InvalidBlock as exc:
+                if not self.halted:
+                    log.critical("STATE DIVERGED, this replica stops: block %d: %s", exc.number, exc)
+                self.halted = str(exc)
+            except Exception:
+                log.exception("following %s failed; retrying", self.upstream)
+            await asyncio.sleep(self.poll_interval)
+
+    async def _watch_upstream(self, stub: ChainServiceAsyncStub) -> None:
+        while not self._stopping.is_set():
+            try:
+                resp = await stub.GetNodeStatus(rpc_pb2.GetNodeStatusRequest(), timeout=5)
+                self._upstream_height = int(resp.status.block_height)
+                await self.forwarder.reforward(self.upstream)
+            except grpc.aio.AioRpcError as err:
+                log.debug("upstream status: %s", err.code().name)
+            except Exception:
+                log.exception("upstream status failed")
+            await asyncio.sleep(self.status_interval)

@@ -1,0 +1,156 @@
+"""Ordering: the `Orderer` interface and the single-node `solo` orderer.
+
+Solo cuts a block every `block_interval` while the mempool is not empty (and
+an empty block at most every `empty_block_interval`), builds it with the
+state transition, commits it in one LMDB transaction, re-validates what is
+still pending, and publishes the events. Building runs in a worker thread so
+the event loop keeps serving reads and submissions meanwhile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+from chain.v1 import message_pb2 as pb
+from node.chain import Chain
+from node.server.events import EventHub
+from node.server.write.mempool import Mempool
+from node.server.write.pipeline import Outcome, Pipeline
+from node.state.transition import BlockOutput
+
+log = logging.getLogger("chain.orderer")
+
+
+class Orderer(Protocol):
+    """What the node needs from an orderer: `solo` here, `etcd` (replicated.py), `--follow` (follower.py)."""
+
+    @property
+    def role(self) -> str: ...
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+    @property
+    def pending_blocks(self) -> int: ...
+
+    @property
+    def leader(self) -> str:
+        """The address writes are ordered at ("" when this node orders them alone, or none is known)."""
+        ...
+
+    @property
+    def log_height(self) -> int:
+        """The newest block ordered anywhere that this node knows of."""
+        ...
+
+    @property
+    def serving(self) -> bool:
+        """False while this node is too far behind or stopped (health turns NOT_SERVING)."""
+        ...
+
+    async def submit(self, msgs: Sequence[pb.Message]) -> list[Outcome]:
+        """Admit submitted messages (a follower also forwards them to the leader)."""
+        ...
+
+
+class SoloOrderer:
+    role = "solo"
+
+    def __init__(
+        self,
+        chain: Chain,
+        mempool: Mempool,
+        pipeline: Pipeline,
+        hub: EventHub,
+        *,
+        block_interval: float,
+        empty_block_interval: float,
+        clock: Callable[[], float] = time.time,
+        on_block: Callable[[BlockOutput], None] | None = None,
+    ) -> None:
+        self.chain = chain
+        self.mempool = mempool
+        self.pipeline = pipeline
+        self.hub = hub
+        self.block_interval = block_interval
+        self.empty_block_interval = empty_block_interval
+        self.clock = clock
+        self.on_block = on_block
+        self._task: asyncio.Task[None] | None = None
+        self._building = 0
+        self._last_block = clock()
+        self._stopping = False
+
+    @property
+    def pending_blocks(self) -> int:
+        return self._building
+
+    leader = ""
+    serving = True
+
+    @property
+    def log_height(self) -> int:
+        return self.chain.height
+
+    async def submit(self, msgs: Sequence[pb.Message]) -> list[Outcome]:
+        return await self.pipeline.submit(msgs)
+
+    async def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="solo-orderer")
+
+    async def stop(self) -> None:
+        self._stopping = True
+        if self._task is not None:
+            await self._task
+            self._task = None
+
+    async def _run(self) -> None:
+        next_start = self.clock() + self.block_interval
+        while not self._stopping:
+            # blocks start one interval apart: the time spent building counts toward the wait
+            await asyncio.sleep(max(0.0, next_start - self.clock()))
+            next_start = max(next_start + self.block_interval, self.clock())
+            due_empty = self.clock() - self._last_block >= self.empty_block_interval
+            if not len(self.mempool) and not due_empty:
+                continue
+            try:
+                await self.produce()
+            except Exception:  # a long-running loop never dies on one bad block
+                log.exception("block production failed; retrying next interval")
+
+    async def produce(self) -> BlockOutput:
+        candidates = self.mempool.take()
+        self._building = 1
+        record = self.pipeline.telemetry.block("local")
+        started = time.perf_counter()
+        try:
+            now_ms = int(self.clock() * 1000)
+            out = await asyncio.to_thread(self.chain.build, now_ms, candidates)
+            built = time.perf_counter()
+            record.built()
+            await asyncio.to_thread(self.chain.commit, out)
+        finally:
+            self._building = 0
+        log.debug(
+            "block %d: %d messages (%d dropped), build %.0f ms, commit %.0f ms, mempool %d",
+            out.block.header.number,
+            len(out.applied),
+            len(out.dropped),
+            (built - started) * 1000,
+            (time.perf_counter() - built) * 1000,
+            len(self.mempool),
+        )
+        self._last_block = self.clock()
+        record.committed(out, self.mempool.admissions)  # span and metrics, before the mempool forgets them
+        committed = [bytes(r.message.hash) for r in out.applied]
+        self.mempool.remove(committed + [d.hash for d in out.dropped])
+        self.pipeline.after_block(committed, out.dropped, out.block.header.number)
+        self.hub.publish(out.block, out.applied)
+        if self.on_block is not None:
+            self.on_block(out)
+        return out

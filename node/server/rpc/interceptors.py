@@ -1,0 +1,125 @@
+"""Server interceptors: error mapping (the one place errors become status) and admin auth."""
+
+from __future__ import annotations
+
+import hmac
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+import grpc
+
+from node.errors import MessageRejected, Reason
+from node.server.rpc.status import to_status
+
+log = logging.getLogger("chain.rpc")
+
+if TYPE_CHECKING:
+    Handler = grpc.RpcMethodHandler[Any, Any]
+    Interceptor = grpc.aio.ServerInterceptor[Any, Any]
+else:
+    Handler = grpc.RpcMethodHandler
+    Interceptor = grpc.aio.ServerInterceptor
+
+Continuation = Callable[[grpc.HandlerCallDetails], Awaitable[Handler | None]]
+
+
+async def _abort(context: Any, exc: BaseException, method: str) -> None:
+    code, message, trailers = to_status(exc)
+    if code == grpc.StatusCode.INTERNAL:
+        log.error("%s failed", method, exc_info=exc)
+    context.set_trailing_metadata(trailers)
+    await context.abort(code, message)
+
+
+class _Malformed:
+    """Stands in for a request body that did not decode."""
+
+    def __init__(self, error: str) -> None:
+        self.error = error
+
+
+def _tolerant(deserialize: Callable[[bytes], Any] | None) -> Callable[[bytes], Any] | None:
+    if deserialize is None:
+        return None
+
+    def decode(raw: bytes) -> Any:
+        try:
+            return deserialize(raw)
+        except Exception as exc:  # any decode failure is the client's malformed input
+            return _Malformed(str(exc) or type(exc).__name__)
+
+    return decode
+
+
+def _check(request: Any) -> None:
+    if isinstance(request, _Malformed):
+        raise MessageRejected(Reason.MALFORMED_MESSAGE, f"request does not decode: {request.error}")
+
+
+def _wrap(handler: Handler, method: str) -> Handler:
+    deserializer = _tolerant(handler.request_deserializer)
+    if handler.unary_unary is not None:
+        inner = handler.unary_unary
+
+        async def unary(request: Any, context: Any) -> Any:
+            try:
+                _check(request)
+                return await inner(request, context)
+            except grpc.aio.AbortError:
+                raise  # the handler chose its status itself
+            except Exception as exc:  # typed errors to their status; anything else INTERNAL, logged
+                await _abort(context, exc, method)
+
+        return grpc.unary_unary_rpc_method_handler(
+            unary, request_deserializer=deserializer, response_serializer=handler.response_serializer
+        )
+    if handler.unary_stream is not None:
+        inner_stream: Any = handler.unary_stream
+
+        async def stream(request: Any, context: Any) -> AsyncIterator[Any]:
+            try:
+                _check(request)
+                async for item in inner_stream(request, context):
+                    yield item
+            except grpc.aio.AbortError:
+                raise
+            except Exception as exc:
+                await _abort(context, exc, method)
+
+        return grpc.unary_stream_rpc_method_handler(
+            stream, request_deserializer=deserializer, response_serializer=handler.response_serializer
+        )
+    return handler
+
+
+class ErrorInterceptor(Interceptor):
+    """Maps typed errors to gRPC status with the reason code in trailing metadata."""
+
+    async def intercept_service(  # type: ignore[override]
+        self, continuation: Continuation, handler_call_details: grpc.HandlerCallDetails
+    ) -> Handler | None:
+        handler = await continuation(handler_call_details)
+        if handler is None:
+            return None
+        return _wrap(handler, handler_call_details.method)
+
+
+class TokenInterceptor(Interceptor):
+    """Requires `authorization: Bearer <token>` when a token is configured."""
+
+    def __init__(self, token: str) -> None:
+        self._expected = f"Bearer {token}".encode()
+
+    async def intercept_service(  # type: ignore[override]
+        self, continuation: Continuation, handler_call_details: grpc.HandlerCallDetails
+    ) -> Handler | None:
+        metadata = dict(handler_call_details.invocation_metadata or ())
+        given = str(metadata.get("authorization", "")).encode()
+        if hmac.compare_digest(given, self._expected):
+            return await continuation(handler_call_details)
+
+        async def deny(request: Any, context: Any) -> None:
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED, "admin token required")
+
+        return grpc.unary_unary_rpc_method_handler(deny)

@@ -1,0 +1,408 @@
+"""ChainService and KeychainService: thin adapters over the reader, the pipeline and the event hub.
+
+Errors are raised as typed ChainErrors and mapped to status by the interceptor
+(native gRPC) or the gRPC-web dispatcher, both through node.server.rpc.status.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import grpc
+
+from chain.v1 import block_pb2, keychain_service_pb2_grpc, node_info_pb2, rpc_pb2, service_pb2_grpc
+from chain.v1 import message_pb2 as pb
+from node.chain import Chain
+from node.errors import MessageRejected, NotFound, Reason
+from node.query.reader import Reader
+from node.server.events import EventHub, Overflowed, Subscriber
+from node.server.ordering.orderer import Orderer
+from node.server.snapshots import SnapshotManager
+from node.server.write.mempool import Mempool
+from node.server.write.pipeline import Outcome, Pipeline
+from node.storage import schema
+
+VERSION = "0.1.0"
+HISTORY_CHUNK = 500
+T = TypeVar("T")
+
+
+@dataclass
+class NodeState:
+    chain: Chain
+    mempool: Mempool
+    pipeline: Pipeline
+    hub: EventHub
+    orderer: Orderer
+    snapshots: SnapshotManager
+    max_batch: int
+    started_at: float = field(default_factory=time.monotonic)
+    ready: bool = False
+
+
+def _result(o: Outcome) -> rpc_pb2.SubmitResult:
+    return rpc_pb2.SubmitResult(index=o.index, hash=o.hash, accepted=o.accepted, reason_code=o.reason, detail=o.detail)
+
+
+class ChainServicer(service_pb2_grpc.ChainServiceServicer):
+    def __init__(self, node: NodeState) -> None:
+        self.node = node
+
+    def _read(self, fn: Callable[[Reader], T]) -> T:
+        with self.node.chain.read() as (view, nodes):
+            return fn(Reader(view, nodes))
+
+    # ---- writes ----
+    async def SubmitMessage(self, request: rpc_pb2.SubmitMessageRequest, context: Any) -> rpc_pb2.SubmitMessageResponse:
+        outcome = (await self.node.orderer.submit([request.message]))[0]
+        if not outcome.accepted:
+            raise MessageRejected(Reason(outcome.reason), outcome.detail, hash=outcome.hash.hex())
+        return rpc_pb2.SubmitMessageResponse(hash=outcome.hash, accepted=True)
+
+    async def BatchSubmitMessages(
+        self, request: rpc_pb2.BatchSubmitMessagesRequest, context: Any
+    ) -> rpc_pb2.BatchSubmitMessagesResponse:
+        if len(request.messages) > self.node.max_batch:
+            raise MessageRejected(
+                Reason.BATCH_TOO_LARGE,
+                f"at most {self.node.max_batch} messages per batch, got {len(request.messages)}",
+                limit=self.node.max_batch,
+                got=len(request.messages),
+            )
+        outcomes = await self.node.orderer.submit(list(request.messages))
+        return rpc_pb2.BatchSubmitMessagesResponse(results=[_result(o) for o in outcomes])
+
+    async def DryRunMessage(self, request: rpc_pb2.DryRunMessageRequest, context: Any) -> rpc_pb2.DryRunMessageResponse:
+        o = await self.node.pipeline.dry_run(request.message)
+        return rpc_pb2.DryRunMessageResponse(hash=o.hash, valid=o.accepted, reason_code=o.reason, detail=o.detail)
+
+    # ---- projects ----
+    async def GetProject(self, request: rpc_pb2.GetProjectRequest, context: Any) -> rpc_pb2.GetProjectResponse:
+        return self._read(lambda r: r.get_project(request))
+
+    async def GetProjectByName(
+        self, request: rpc_pb2.GetProjectByNameRequest, context: Any
+    ) -> rpc_pb2.GetProjectByNameResponse:
+        return self._read(lambda r: r.get_project_by_name(request))
+
+    async def SearchProjects(
+        self, request: rpc_pb2.SearchProjectsRequest, context: Any
+    ) -> rpc_pb2.SearchProjectsResponse:
+        return self._read(lambda r: r.search_projects(request))
+
+    async def ListProjects(self, request: rpc_pb2.ListProjectsRequest, context: Any) -> rpc_pb2.ListProjectsResponse:
+        return self._read(lambda r: r.list_projects(request))
+
+    async def GetProjectActivity(
+        self, request: rpc_pb2.GetProjectActivityRequest, context: Any
+    ) -> rpc_pb2.GetProjectActivityResponse:
+        return self._read(lambda r: r.get_project_activity(request))
+
+    async def GetMergeRequest(
+        self, request: rpc_pb2.GetMergeRequestRequest, context: Any
+    ) -> rpc_pb2.GetMergeRequestResponse:
+        return self._read(lambda r: r.get_merge_request(request))
+
+    async def ListMergeRequests(
+        self, request: rpc_pb2.ListMergeRequestsRequest, context: Any
+    ) -> rpc_pb2.ListMergeRequestsResponse:
+        return self._read(lambda r: r.list_merge_requests(request))
+
+    async def ListMergeRequestsByRequester(
+        self, request: rpc_pb2.ListMergeRequestsByRequesterRequest, context: Any
+    ) -> rpc_pb2.ListMergeRequestsByRequesterResponse:
+        return self._read(lambda r: r.list_merge_requests_by_requester(request))
+
+    # ---- git objects ----
+    async def GetRef(self, request: rpc_pb2.GetRefRequest, context: Any) -> rpc_pb2.GetRefResponse:
+        return self._read(lambda r: r.get_ref(request))
+
+    async def ListRefs(self, request: rpc_pb2.ListRefsRequest, context: Any) -> rpc_pb2.ListRefsResponse:
+        return self._read(lambda r: r.list_refs(request))
+
+    async def GetRefLog(self, request: rpc_pb2.GetRefLogRequest, context: Any) -> rpc_pb2.GetRefLogResponse:
+        return self._read(lambda r: r.get_ref_log(request))
+
+    async def GetCommit(self, request: rpc_pb2.GetCommitRequest, context: Any) -> rpc_pb2.GetCommitResponse:
+        return self._read(lambda r: r.get_commit(request))
+
+    async def ListCommits(self, request: rpc_pb2.ListCommitsRequest, context: Any) -> rpc_pb2.ListCommitsResponse:
+        return self._read(lambda r: r.list_commits(request))
+
+    async def GetCommitAncestors(
+        self, request: rpc_pb2.GetCommitAncestorsRequest, context: Any
+    ) -> rpc_pb2.GetCommitAncestorsResponse:
+        return self._read(lambda r: r.get_commit_ancestors(request))
+
+    async def ListCollaborators(
+        self, request: rpc_pb2.ListCollaboratorsRequest, context: Any
+    ) -> rpc_pb2.ListCollaboratorsResponse:
+        return self._read(lambda r: r.list_collaborators(request))
+
+    # ---- accounts ----
+    async def GetAccount(self, request: rpc_pb2.GetAccountRequest, context: Any) -> rpc_pb2.GetAccountResponse:
+        return self._read(lambda r: r.get_account(request))
+
+    async def GetAccountActivity(
+        self, request: rpc_pb2.GetAccountActivityRequest, context: Any
+    ) -> rpc_pb2.GetAccountActivityResponse:
+        return self._read(lambda r: r.get_account_activity(request))
+
+    async def GetKey(self, request: rpc_pb2.GetKeyRequest, context: Any) -> rpc_pb2.GetKeyResponse:
+        return self._read(lambda r: r.get_key(request))
+
+    async def ListKeys(self, request: rpc_pb2.ListKeysRequest, context: Any) -> rpc_pb2.ListKeysResponse:
+        return self._read(lambda r: r.list_keys(request))
+
+    async def ListVerifications(
+        self, request: rpc_pb2.ListVerificationsRequest, context: Any
+    ) -> rpc_pb2.ListVerificationsResponse:
+        return self._read(lambda r: r.list_verifications(request))
+
+    async def ListLinks(self, request: rpc_pb2.ListLinksRequest, context: Any) -> rpc_pb2.ListLinksResponse:
+        return self._read(lambda r: r.list_links(request))
+
+    async def ListLinksByTarget(
+        self, request: rpc_pb2.ListLinksByTargetRequest, context: Any
+    ) -> rpc_pb2.ListLinksByTargetResponse:
+        return self._read(lambda r: r.list_links_by_target(request))
+
+    async def ListReactions(self, request: rpc_pb2.ListReactionsRequest, context: Any) -> rpc_pb2.ListReactionsResponse:
+        return self._read(lambda r: r.list_reactions(request))
+
+    async def ListReactionsByTarget(
+        self, request: rpc_pb2.ListReactionsByTargetRequest, context: Any
+    ) -> rpc_pb2.ListReactionsByTargetResponse:
+        return self._read(lambda r: r.list_reactions_by_target(request))
+
+    # ---- blocks and messages ----
+    async def GetBlock(self, request: rpc_pb2.GetBlockRequest, context: Any) -> rpc_pb2.GetBlockResponse:
+        return self._read(lambda r: r.get_block(request))
+
+    async def ListBlocks(self, request: rpc_pb2.ListBlocksRequest, context: Any) -> rpc_pb2.ListBlocksResponse:
+        return self._read(lambda r: r.list_blocks(request))
+
+    async def GetMessage(self, request: rpc_pb2.GetMessageRequest, context: Any) -> rpc_pb2.GetMessageResponse:
+        try:
+            return self._read(lambda r: r.get_message(request))
+        except NotFound:
+            dropped = self.node.pipeline.dropped.get(bytes(request.hash))
+            if dropped is not None:
+                block, reason, detail = dropped
+                raise NotFound(
+                    "message", f"{request.hash.hex()} was dropped at block {block}: {reason} {detail}"
+                ) from None
+            raise
+
+    async def ListMessages(self, request: rpc_pb2.ListMessagesRequest, context: Any) -> rpc_pb2.ListMessagesResponse:
+        return self._read(lambda r: r.list_messages(request))
+
+    # ---- proofs ----
+    async def GetOperationProof(
+        self, request: rpc_pb2.GetOperationProofRequest, context: Any
+    ) -> rpc_pb2.GetOperationProofResponse:
+        return self._read(lambda r: r.get_operation_proof(request))
+
+    async def GetExclusionProof(
+        self, request: rpc_pb2.GetExclusionProofRequest, context: Any
+    ) -> rpc_pb2.GetExclusionProofResponse:
+        return self._read(lambda r: r.get_exclusion_proof(request))
+
+    async def VerifyOperationProof(
+        self, request: rpc_pb2.VerifyOperationProofRequest, context: Any
+    ) -> rpc_pb2.VerifyOperationProofResponse:
+        return self._read(lambda r: r.verify_operation_proof(request))
+
+    async def GetStorageQuotaProof(
+        self, request: rpc_pb2.GetStorageQuotaProofRequest, context: Any
+    ) -> rpc_pb2.GetStorageQuotaProofResponse:
+        return self._read(lambda r: r.get_storage_quota_proof(request))
+
+    # ---- node operations ----
+    async def GetNodeStatus(self, request: rpc_pb2.GetNodeStatusRequest, context: Any) -> rpc_pb2.GetNodeStatusResponse:
+        head = self.node.chain.head().header
+        status = node_info_pb2.NodeStatus(
+            block_height=head.number,
+            mempool_size=len(self.node.mempool),
+            pending_blocks=self.node.orderer.pending_blocks,
+            network=pb.Network.Name(self.node.chain.params.network).removeprefix("NETWORK_").lower(),
+            version=VERSION,
+            uptime_seconds=int(time.monotonic() - self.node.started_at),
+            state_root=head.state_root,
+            role=self.node.orderer.role,
+            leader=self.node.orderer.leader,
+            applied_height=head.number,
+            log_height=max(self.node.orderer.log_height, head.number),
+        )
+        return rpc_pb2.GetNodeStatusResponse(status=status)
+
+    async def GetHealth(self, request: rpc_pb2.GetHealthRequest, context: Any) -> rpc_pb2.GetHealthResponse:
+        ready = self.node.ready and self.node.orderer.serving
+        return rpc_pb2.GetHealthResponse(live=True, ready=ready, detail="serving" if ready else "not serving")
+
+    async def GetChainStats(self, request: rpc_pb2.GetChainStatsRequest, context: Any) -> rpc_pb2.GetChainStatsResponse:
+        return rpc_pb2.GetChainStatsResponse(stats=self._read(lambda r: r.chain_stats()))
+
+    async def GetSnapshotInfo(
+        self, request: rpc_pb2.GetSnapshotInfoRequest, context: Any
+    ) -> rpc_pb2.GetSnapshotInfoResponse:
+        latest = self.node.snapshots.latest()
+        if latest is None:
+            raise NotFound("snapshot", "no snapshot has been taken (AdminService.CreateSnapshot)")
+        return rpc_pb2.GetSnapshotInfoResponse(snapshot=latest)
+
+    async def GetMempoolInfo(
+        self, request: rpc_pb2.GetMempoolInfoRequest, context: Any
+    ) -> rpc_pb2.GetMempoolInfoResponse:
+        counts = [
+            node_info_pb2.MessageTypeCount(type=pb.MessageType.ValueType(t), count=n)
+            for t, n in sorted(self.node.mempool.counts().items())
+        ]
+        info = node_info_pb2.MempoolInfo(
+            size=len(self.node.mempool), counts=counts, capacity=self.node.mempool.capacity
+        )
+        return rpc_pb2.GetMempoolInfoResponse(mempool=info)
+
+    # ---- streams ----
+    async def SubscribeMessages(
+        self, request: rpc_pb2.SubscribeMessagesRequest, context: Any
+    ) -> AsyncIterator[rpc_pb2.SubscribeMessagesResponse]:
+        types = set(request.types)
+        project = bytes(request.project_id)
+
+        def wanted(m: block_pb2.CommittedMessage) -> bool:
+            if types and m.message.data.type not in types:
+                return False
+            return not project or _project_of(m) == project
+
+        sub = self.node.hub.subscribe("messages")
+        try:
+            last = self._message_start(request)
+            while True:  # history from the store, in chunks, until caught up with what the hub will deliver
+                chunk = self._events_after(last)
+                for m in chunk:
+                    last = m.event_id
+                    if wanted(m):
+                        yield rpc_pb2.SubscribeMessagesResponse(event_id=m.event_id, message=m)
+                if len(chunk) < HISTORY_CHUNK:
+                    break
+            while True:
+                item = await _next(sub, context)
+                assert isinstance(item, block_pb2.CommittedMessage)
+                if item.event_id <= last:
+                    continue  # already sent from history
+                last = item.event_id
+                if wanted(item):
+                    yield rpc_pb2.SubscribeMessagesResponse(event_id=item.event_id, message=item)
+        finally:
+            self.node.hub.unsubscribe(sub)
+
+    def _events_after(self, after: int) -> list[block_pb2.CommittedMessage]:
+        with self.node.chain.read() as (view, nodes):
+            return _events_after(Reader(view, nodes), after, HISTORY_CHUNK)
+
+    def _block(self, number: int) -> block_pb2.Block:
+        with self.node.chain.read() as (view, nodes):
+            return Reader(view, nodes).get_block(rpc_pb2.GetBlockRequest(block_number=number)).block
+
+    def _message_start(self, request: rpc_pb2.SubscribeMessagesRequest) -> int:
+        """The event id after which to deliver (exclusive)."""
+        if request.after_event_id:
+            return int(request.after_event_id)
+        if request.from_block:
+            return self._read(lambda r: _last_event_before(r, int(request.from_block)))
+        return int(self._read(lambda r: r.chain_stats()).total_messages)
+
+    async def SubscribeBlocks(
+        self, request: rpc_pb2.SubscribeBlocksRequest, context: Any
+    ) -> AsyncIterator[rpc_pb2.SubscribeBlocksResponse]:
+        sub = self.node.hub.subscribe("blocks")
+        try:
+            if request.after_event_id:
+                last = int(request.after_event_id)
+            elif request.from_block:
+                last = int(request.from_block) - 1
+            else:
+                last = self.node.chain.height
+            while True:
+                height = self.node.chain.height
+                if last >= height:
+                    break
+                for number in range(last + 1, min(height, last + HISTORY_CHUNK) + 1):
+                    block = self._block(number)
+                    last = number
+                    yield rpc_pb2.SubscribeBlocksResponse(event_id=number, block=_shape(block, request.include_chunks))
+            while True:
+                item = await _next(sub, context)
+                assert isinstance(item, block_pb2.Block)
+                if item.header.number <= last:
+                    continue
+                last = item.header.number
+                yield rpc_pb2.SubscribeBlocksResponse(event_id=last, block=_shape(item, request.include_chunks))
+        finally:
+            self.node.hub.unsubscribe(sub)
+
+
+async def _next(sub: Subscriber, context: Any) -> block_pb2.Block | block_pb2.CommittedMessage:
+    try:
+        return await sub.next()
+    except Overflowed:
+        await context.abort(
+            grpc.StatusCode.RESOURCE_EXHAUSTED,
+            "subscriber fell too far behind; resume with after_event_id",
+            (("reason-code", "SLOW_SUBSCRIBER"),),
+        )
+        raise  # abort raises; this is for type checkers
+
+
+def _shape(block: block_pb2.Block, include_chunks: bool) -> block_pb2.Block:
+    if include_chunks or not block.chunks:
+        return block
+    out = block_pb2.Block()
+    out.CopyFrom(block)
+    del out.chunks[:]
+    return out
+
+
+def _project_of(m: block_pb2.CommittedMessage) -> bytes:
+    from node.state.kinds import project_of
+
+    return project_of(m.message.data, m.message.hash)
+
+
+def _events_after(r: Reader, after: int, limit: int) -> list[block_pb2.CommittedMessage]:
+    out = []
+    for _key, message_hash in r.view.scan(schema.events_prefix(), schema.event_key(after + 1)):
+        record = r.get_message(rpc_pb2.GetMessageRequest(hash=message_hash)).message
+        out.append(record)
+        if len(out) == limit:
+            break
+    return out
+
+
+def _last_event_before(r: Reader, block_number: int) -> int:
+    """The event id of the last message committed before `block_number`."""
+    for number in range(block_number, r.head().header.number + 1):
+        block = r.get_block(rpc_pb2.GetBlockRequest(block_number=number)).block
+        for chunk in block.chunks:
+            for m in chunk.messages:
+                return int(r.get_message(rpc_pb2.GetMessageRequest(hash=m.hash)).message.event_id) - 1
+    return int(r.chain_stats().total_messages)
+
+
+class KeychainServicer(keychain_service_pb2_grpc.KeychainServiceServicer):
+    def __init__(self, node: NodeState) -> None:
+        self.node = node
+
+    async def ListCustodyKeys(
+        self, request: rpc_pb2.ListCustodyKeysRequest, context: Any
+    ) -> rpc_pb2.ListCustodyKeysResponse:
+        with self.node.chain.read() as (view, nodes):
+            return Reader(view, nodes).list_custody_keys(request)
+
+    async def GetCustodyKey(self, request: rpc_pb2.GetCustodyKeyRequest, context: Any) -> rpc_pb2.GetCustodyKeyResponse:
+        with self.node.chain.read() as (view, nodes):
+            return Reader(view, nodes).get_custody_key(request)

@@ -1,0 +1,122 @@
+"""The node's metric instruments (OpenTelemetry names; Prometheus names in docs/observability.md).
+
+Recorded as things happen: RPC durations and outcomes (rpc.py), message outcomes at submission, block
+interval, messages per block, apply time, submit -> commit time per message (spans.py). Observed at
+scrape time from the node's own objects: mempool size, block height, stream subscribers and the ones
+dropped, etcd leader changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
+
+from opentelemetry.metrics import CallbackOptions, Meter, Observation
+
+if TYPE_CHECKING:
+    from node.server.rpc.servicer import NodeState
+
+SECONDS_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+INTERVAL_BUCKETS = (0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.5, 0.75, 1.0, 2.0, 5.0, 10.0, 30.0)
+COUNT_BUCKETS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000)
+MS_BUCKETS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000)
+
+
+class NodeMetrics:
+    def __init__(self, meter: Meter) -> None:
+        self.meter = meter
+        # the newest committed block, kept here as blocks commit (scrapes run on the HTTP server's thread
+        # and must not read the store)
+        self.height = 0
+        self.rpc_duration = meter.create_histogram(
+            "rpc.server.duration",
+            unit="ms",
+            description="Duration of inbound gRPC calls, by method, status and reason code",
+            explicit_bucket_boundaries_advisory=MS_BUCKETS,
+        )
+        self.messages_submitted = meter.create_counter(
+            "chain.messages.submitted",
+            unit="{message}",
+            description="Messages submitted, by outcome (accepted / rejected) and reason code",
+        )
+        self.messages_committed = meter.create_counter(
+            "chain.messages.committed", unit="{message}", description="Messages committed in blocks"
+        )
+        self.messages_dropped = meter.create_counter(
+            "chain.messages.dropped",
+            unit="{message}",
+            description="Pending messages left out of a block because they no longer applied, by reason code",
+        )
+        self.blocks = meter.create_counter(
+            "chain.blocks.committed", unit="{block}", description="Blocks committed, by source (local / log)"
+        )
+        self.block_interval = meter.create_histogram(
+            "chain.block.interval",
+            unit="s",
+            description="Time between the timestamps of consecutive blocks",
+            explicit_bucket_boundaries_advisory=INTERVAL_BUCKETS,
+        )
+        self.block_messages = meter.create_histogram(
+            "chain.block.messages",
+            unit="{message}",
+            description="Messages per block",
+            explicit_bucket_boundaries_advisory=COUNT_BUCKETS,
+        )
+        self.block_apply = meter.create_histogram(
+            "chain.block.apply.duration",
+            unit="s",
+            description="Time to build (or re-execute) a block and commit it to the store",
+            explicit_bucket_boundaries_advisory=SECONDS_BUCKETS,
+        )
+        self.commit_latency = meter.create_histogram(
+            "chain.message.commit.duration",
+            unit="s",
+            description="Time from a message's acceptance into the mempool until its block is committed",
+            explicit_bucket_boundaries_advisory=SECONDS_BUCKETS,
+        )
+
+    def observe(self, state: Callable[[], NodeState | None]) -> None:
+        """Gauges read from the node's objects at scrape time (`state()` is None before the node started)."""
+
+        def gauge(read: Callable[[NodeState], Iterable[Observation]]) -> Callable[[CallbackOptions], list[Observation]]:
+            def callback(_options: CallbackOptions) -> list[Observation]:
+                node = state()
+                return [] if node is None else list(read(node))
+
+            return callback
+
+        self.meter.create_observable_gauge(
+            "chain.mempool.size",
+            [gauge(lambda n: [Observation(len(n.mempool))])],
+            unit="{message}",
+            description="Messages waiting in the mempool",
+        )
+        self.meter.create_observable_gauge(
+            "chain.block.height",
+            [gauge(lambda n: [Observation(self.height)])],
+            unit="{block}",
+            description="Number of the newest committed block",
+        )
+        self.meter.create_observable_up_down_counter(
+            "chain.stream.subscribers",
+            [gauge(lambda n: [Observation(len(n.hub))])],
+            unit="{subscriber}",
+            description="Open SubscribeMessages / SubscribeBlocks streams",
+        )
+        self.meter.create_observable_counter(
+            "chain.stream.subscribers.dropped",
+            [gauge(lambda n: [Observation(n.hub.dropped_subscribers)])],
+            unit="{subscriber}",
+            description="Stream subscribers dropped for falling behind (SLOW_SUBSCRIBER)",
+        )
+        self.meter.create_observable_counter(
+            "chain.etcd.leader_changes",
+            [gauge(_leader_changes)],
+            unit="{change}",
+            description="Leaders this member has seen elected (etcd orderer; 0 otherwise)",
+        )
+
+
+def _leader_changes(node: NodeState) -> list[Observation]:
+    election = getattr(node.orderer, "election", None)
+    return [Observation(int(getattr(election, "changes", 0)))]

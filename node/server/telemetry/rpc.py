@@ -1,0 +1,139 @@
+"""RPC metrics: `rpc.server.duration` for every call, native gRPC (a server interceptor) and gRPC-web on the
+node's own listener (an aiohttp middleware reading the status the gRPC-web handler ended the call with).
+
+Placed before the error interceptor, so it sees the final status of every call, including requests that
+did not decode: the error interceptor sets the `reason-code` trailer and aborts, and this one reads the
+status code and that trailer from the context. Attributes (OpenTelemetry RPC conventions plus ours):
+`rpc.system` = grpc, `rpc.service`, `rpc.method`, `rpc.grpc.status_code` (the number, as the
+conventions say), `chain.reason_code` ("" on success) and `chain.transport` (grpc / grpc-web). Streams are
+recorded when they end; gRPC-web calls whose client left before the end are not recorded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import grpc
+from aiohttp import web
+from aiohttp.typedefs import Middleware
+
+from node.grpcweb.server import STATUS_KEY
+from node.server.rpc.interceptors import Continuation, Handler, Interceptor
+from node.server.telemetry.node_metrics import NodeMetrics
+
+
+def _outcome(context: Any, exc: BaseException | None) -> tuple[grpc.StatusCode, str]:
+    if exc is None:
+        return grpc.StatusCode.OK, ""
+    if isinstance(exc, asyncio.CancelledError | GeneratorExit):  # the client went away
+        return grpc.StatusCode.CANCELLED, ""
+    code = grpc.StatusCode.UNKNOWN
+    reason = ""
+    try:
+        code = context.code() or grpc.StatusCode.UNKNOWN
+        for key, value in context.trailing_metadata() or ():
+            if key == "reason-code":
+                reason = str(value)
+    except Exception:  # a context without them (should not happen): the call still counts
+        pass
+    if isinstance(code, int):
+        code = next((c for c in grpc.StatusCode if c.value[0] == code), grpc.StatusCode.UNKNOWN)
+    return code, reason
+
+
+class RpcMetricsInterceptor(Interceptor):
+    def __init__(self, metrics: NodeMetrics) -> None:
+        self.metrics = metrics
+
+    def _record(self, service: str, method: str, started: float, context: Any, exc: BaseException | None) -> None:
+        code, reason = _outcome(context, exc)
+        self.metrics.rpc_duration.record(
+            (time.perf_counter() - started) * 1000,
+            {
+                "rpc.system": "grpc",
+                "rpc.service": service,
+                "rpc.method": method,
+                "rpc.grpc.status_code": code.value[0],
+                "chain.reason_code": reason,
+                "chain.transport": "grpc",
+            },
+        )
+
+    async def intercept_service(  # type: ignore[override]
+        self, continuation: Continuation, handler_call_details: grpc.HandlerCallDetails
+    ) -> Handler | None:
+        handler = await continuation(handler_call_details)
+        if handler is None:
+            return None
+        service, _, method = handler_call_details.method.lstrip("/").rpartition("/")
+        record = self._record
+        if handler.unary_unary is not None:
+            inner = handler.unary_unary
+
+            async def unary(request: Any, context: Any) -> Any:
+                started = time.perf_counter()
+                try:
+                    response = await inner(request, context)
+                except BaseException as exc:
+                    record(service, method, started, context, exc)
+                    raise
+                record(service, method, started, context, None)
+                return response
+
+            return grpc.unary_unary_rpc_method_handler(
+                unary,
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        if handler.unary_stream is not None:
+            inner_stream: Any = handler.unary_stream
+
+            async def stream(request: Any, context: Any) -> AsyncIterator[Any]:
+                started = time.perf_counter()
+                try:
+                    async for item in inner_stream(request, context):
+                        yield item
+                except BaseException as exc:
+                    record(service, method, started, context, exc)
+                    raise
+                record(service, method, started, context, None)
+
+            return grpc.unary_stream_rpc_method_handler(
+                stream,
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        return handler
+
+
+WebHandler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def grpc_web_metrics(metrics: NodeMetrics) -> Middleware:
+    """A middleware for the node's gRPC-web app: the same `rpc.server.duration`, `chain.transport` grpc-web."""
+
+    @web.middleware
+    async def record(request: web.Request, handler: WebHandler) -> web.StreamResponse:
+        started = time.perf_counter()
+        try:
+            return await handler(request)
+        finally:
+            status = request.get(STATUS_KEY)
+            if status is not None:
+                reason = next((str(v) for k, v in status.trailing_metadata if k == "reason-code"), "")
+                metrics.rpc_duration.record(
+                    (time.perf_counter() - started) * 1000,
+                    {
+                        "rpc.system": "grpc",
+                        "rpc.service": request.match_info.get("service", ""),
+                        "rpc.method": request.match_info.get("method", ""),
+                        "rpc.grpc.status_code": status.code.value[0],
+                        "chain.reason_code": reason,
+                        "chain.transport": "grpc-web",
+                    },
+                )
+
+    return record

@@ -1,0 +1,155 @@
+"""Submissions to a member that does not order blocks: checked here, then sent to the one that does.
+
+A follower (etcd mode) or a read replica (`--follow`) verifies and validates
+each message locally first (fast rejection, and dependent messages see the
+pending effects of earlier ones), keeps the accepted ones in its mempool and
+forwards them with BatchSubmitMessages to the leader (or upstream). The
+upstream's verdict wins: a message it rejects (other than as a duplicate it
+already holds) is removed here again. Local rejections are final only when
+they do not depend on state (envelope, structure, size, a message already
+pending here); a state-dependent one (unknown signer, nonce, quota...) may
+come from this member being a block or two behind, so such messages are
+sent upstream too and its verdict is the answer. If the upstream cannot be reached the
+messages are removed and the client gets UNAVAILABLE (`NOT_LEADER`) with a
+retry hint. Messages still pending after `reforward_age` seconds are sent
+again (a leader that crashed lost its mempool; a new one may not have them).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+import grpc
+
+from chain.v1 import message_pb2 as pb
+from chain.v1 import rpc_pb2, service_pb2_grpc
+from node.errors import MessageRejected, Reason
+from node.server.write.mempool import Mempool
+from node.server.write.pipeline import Outcome, Pipeline
+
+if TYPE_CHECKING:
+    from chain.v1.service_pb2_grpc import ChainServiceAsyncStub
+
+log = logging.getLogger("chain.forwarding")
+RETRY_AFTER_MS = 1000
+R = Reason
+# local verdicts that hold whatever the state: the upstream would say the same
+FINAL_HERE = frozenset(
+    r.value
+    for r in (
+        R.MALFORMED_MESSAGE, R.MESSAGE_TOO_LARGE, R.DATA_BYTES_MISMATCH, R.HASH_MISMATCH, R.INVALID_SIGNATURE,
+        R.WRONG_NETWORK, R.UNKNOWN_MESSAGE_TYPE, R.DISABLED_MESSAGE_TYPE, R.BODY_MISMATCH, R.INVALID_FIELD,
+        R.FUTURE_TIMESTAMP, R.DUPLICATE_MESSAGE, R.MEMPOOL_FULL,
+    )
+)  # fmt: skip
+
+
+def no_leader(detail: str) -> MessageRejected:
+    return MessageRejected(Reason.NOT_LEADER, f"{detail}; retry shortly", retry_after_ms=RETRY_AFTER_MS)
+
+
+class Forwarder:
+    def __init__(
+        self,
+        pipeline: Pipeline,
+        mempool: Mempool,
+        *,
+        max_batch: int,
+        timeout: float = 5.0,
+        reforward_age: float = 5.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.pipeline = pipeline
+        self.mempool = mempool
+        self.max_batch = max_batch
+        self.timeout = timeout
+        self.reforward_age = reforward_age
+        self.clock = clock
+        self._channels: dict[str, tuple[grpc.aio.Channel, ChainServiceAsyncStub]] = {}
+        self._since: dict[bytes, float] = {}
+
+    def _stub(self, target: str) -> ChainServiceAsyncStub:
+        if target not in self._channels:
+            channel = grpc.aio.insecure_channel(target)
+            stub: ChainServiceAsyncStub = service_pb2_grpc.ChainServiceStub(channel)
+            self._channels[target] = (channel, stub)
+        return self._channels[target][1]
+
+    async def _send(self, target: str, msgs: Sequence[pb.Message]) -> list[rpc_pb2.SubmitResult]:
+        request = rpc_pb2.BatchSubmitMessagesRequest(messages=msgs)
+        response = await self._stub(target).BatchSubmitMessages(request, timeout=self.timeout)
+        return list(response.results)
+
+    async def submit(self, msgs: Sequence[pb.Message], target: str) -> list[Outcome]:
+        outcomes = await self.pipeline.submit(msgs)
+        upstream = [o for o in outcomes if o.accepted or o.reason not in FINAL_HERE]
+        if not upstream:
+            return outcomes
+        accepted = [o.hash for o in upstream if o.accepted]
+        now = self.clock()
+        for h in accepted:
+            self._since.setdefault(h, now)
+        try:
+            results = await self._send(target, [msgs[o.index] for o in upstream])
+        except grpc.aio.AioRpcError as err:
+            if not accepted:  # nothing was admitted here: the local verdicts stand
+                return outcomes
+            self._withdraw(accepted)
+            raise no_leader(f"the leader at {target} did not answer ({err.code().name})") from None
+        verdicts = self._settle(accepted, [r for o, r in zip(upstream, results, strict=True) if o.accepted])
+        answers = {o.index: r for o, r in zip(upstream, results, strict=True) if not o.accepted}
+        out: list[Outcome] = []
+        for o in outcomes:
+            if o.index in answers:  # rejected here on state: the upstream's verdict is the answer
+                r = answers[o.index]
+                out.append(Outcome(o.index, o.hash, r.accepted, r.reason_code, r.detail))
+                continue
+            v = verdicts.get(o.hash) if o.accepted else None
+            out.append(o if v is None else Outcome(o.index, o.hash, False, v.reason, v.detail))
+        return out
+
+    def _settle(self, hashes: Sequence[bytes], results: Sequence[rpc_pb2.SubmitResult]) -> dict[bytes, Outcome]:
+        """Withdraw what the upstream refused; its verdicts, keyed by hash."""
+        verdicts: dict[bytes, Outcome] = {}
+        for h, r in zip(hashes, results, strict=True):
+            if r.accepted or r.reason_code == Reason.DUPLICATE_MESSAGE.value:
+                continue
+            verdicts[h] = Outcome(0, h, False, r.reason_code, r.detail)
+        if verdicts:
+            self._withdraw(list(verdicts))
+        return verdicts
+
+    def _withdraw(self, hashes: list[bytes]) -> None:
+        self.mempool.remove(hashes)
+        for h in hashes:
+            self._since.pop(h, None)
+        self.pipeline.rebuild()
+
+    async def reforward(self, target: str) -> int:
+        """Send again what has been pending here longer than `reforward_age`; returns how many."""
+        for h in [h for h in self._since if h not in self.mempool]:
+            del self._since[h]
+        now = self.clock()
+        old = [
+            m for m in self.mempool.messages() if now - self._since.setdefault(bytes(m.hash), now) >= self.reforward_age
+        ]
+        for i in range(0, len(old), self.max_batch):
+            batch = old[i : i + self.max_batch]
+            try:
+                results = await self._send(target, batch)
+            except grpc.aio.AioRpcError as err:
+                log.warning("re-forwarding %d messages to %s failed: %s", len(batch), target, err.code().name)
+                return i
+            self._settle([bytes(m.hash) for m in batch], results)
+            for m in batch:
+                if bytes(m.hash) in self._since:
+                    self._since[bytes(m.hash)] = now
+        return len(old)
+
+    async def close(self) -> None:
+        for channel, _ in self._channels.values():
+            await channel.close(None)
+        self._channels.clear()

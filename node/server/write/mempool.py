@@ -1,0 +1,82 @@
+"""The mempool: verified, validated messages waiting for a block.
+
+Deduplicated by hash, bounded, in arrival order, with per-type counts. The
+orderer takes the oldest messages within the per-block and per-project limits.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+from chain.v1 import message_pb2 as pb
+from node.constants import MAX_BLOCK_MESSAGES, MAX_BLOCK_MESSAGES_PER_PROJECT
+from node.errors import MessageRejected, Reason
+from node.server.telemetry.spans import Admission
+from node.state.kinds import project_of
+
+
+class Mempool:
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self._items: dict[bytes, pb.Message] = {}
+        self._counts: Counter[int] = Counter()
+        self._admissions: dict[bytes, Admission] = {}  # when and in which submit span (telemetry on)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __contains__(self, message_hash: bytes) -> bool:
+        return message_hash in self._items
+
+    def check_room(self, extra: int = 0) -> None:
+        """MEMPOOL_FULL unless one more message fits beside `extra` about to be added."""
+        if len(self._items) + extra >= self.capacity:
+            raise MessageRejected(
+                Reason.MEMPOOL_FULL, f"mempool holds {self.capacity} messages", capacity=self.capacity
+            )
+
+    def add(self, msg: pb.Message, admission: Admission | None = None) -> None:
+        if msg.hash in self._items:
+            raise MessageRejected(Reason.DUPLICATE_MESSAGE, "message is already pending")
+        self.check_room()
+        self._items[bytes(msg.hash)] = msg
+        self._counts[int(msg.data.type)] += 1
+        if admission is not None:
+            self._admissions[bytes(msg.hash)] = admission
+
+    def admissions(self, hashes: Sequence[bytes]) -> list[Admission | None]:
+        """The admission records of these pending messages (None where there is none)."""
+        return [self._admissions.get(h) for h in hashes]
+
+    def messages(self) -> list[pb.Message]:
+        return list(self._items.values())
+
+    def take(
+        self, limit: int = MAX_BLOCK_MESSAGES, per_project: int = MAX_BLOCK_MESSAGES_PER_PROJECT
+    ) -> list[pb.Message]:
+        """The oldest messages that fit in one block (they stay until removed)."""
+        out: list[pb.Message] = []
+        per: Counter[bytes] = Counter()
+        for msg in self._items.values():
+            if len(out) == limit:
+                break
+            project = project_of(msg.data, msg.hash)
+            if project:
+                if per[project] >= per_project:
+                    continue
+                per[project] += 1
+            out.append(msg)
+        return out
+
+    def remove(self, hashes: list[bytes]) -> None:
+        for h in hashes:
+            msg = self._items.pop(h, None)
+            self._admissions.pop(h, None)
+            if msg is not None:
+                self._counts[int(msg.data.type)] -= 1
+                if not self._counts[int(msg.data.type)]:
+                    del self._counts[int(msg.data.type)]
+
+    def counts(self) -> dict[int, int]:
+        return dict(self._counts)

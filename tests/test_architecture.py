@@ -1,0 +1,204 @@
+"""The house plan, checked: import layering, no cycles, module and function sizes.
+
+Read from the source with `ast`, so function-level and `TYPE_CHECKING` imports count as much as top-level
+ones. Production code is `node/`, `gateway/` and `operator/chain_operator/` (generated protobuf code aside).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = {"node": ROOT / "node", "gateway": ROOT / "gateway", "chain_operator": ROOT / "operator" / "chain_operator"}
+MAX_MODULE_LINES = 600
+MAX_FUNCTION_LINES = 80
+
+# Layers: the server side (the node, its state, storage and queries, the gateway) never reaches the client side.
+CLIENT_PACKAGES = ("node.sdk", "node.cli")
+# Observability shared by the node and the gateway knows neither of them.
+SHARED_OBSERVABILITY = "node.observability"
+
+
+@dataclass(frozen=True)
+class Module:
+    name: str
+    path: Path
+    tree: ast.Module
+
+    @property
+    def is_package(self) -> bool:
+        return self.path.name == "__init__.py"
+
+
+def _modules() -> dict[str, Module]:
+    found: dict[str, Module] = {}
+    for top, base in PACKAGES.items():
+        for path in sorted(base.rglob("*.py")):
+            if path.name.endswith(("_pb2.py", "_pb2_grpc.py")):
+                continue
+            parts = [top, *path.relative_to(base).with_suffix("").parts]
+            if parts[-1] == "__init__":
+                parts.pop()
+            name = ".".join(parts)
+            found[name] = Module(name, path, ast.parse(path.read_text(), str(path)))
+    return found
+
+
+MODULES = _modules()
+
+
+def _resolve(module: Module, node: ast.ImportFrom) -> str:
+    if node.level == 0:
+        return node.module or ""
+    base = module.name.split(".")
+    if not module.is_package:
+        base = base[:-1]
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join([*base, *([node.module] if node.module else [])])
+
+
+def imports_of(module: Module) -> Iterator[tuple[str, int]]:
+    """Every project module `module` imports, anywhere in its body, with the line."""
+    for node in ast.walk(module.tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield from _known(alias.name, node.lineno)
+        elif isinstance(node, ast.ImportFrom):
+            target = _resolve(module, node)
+            for alias in node.names:
+                full = f"{target}.{alias.name}"
+                yield from _known(full if full in MODULES else target, node.lineno)
+
+
+def _known(name: str, line: int) -> Iterator[tuple[str, int]]:
+    while name and name not in MODULES:
+        name = name.rpartition(".")[0]
+    if name:
+        yield name, line
+
+
+def _graph() -> dict[str, set[str]]:
+    return {name: {target for target, _ in imports_of(m) if target != name} for name, m in MODULES.items()}
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on_stack: set[str] = set()
+    stack: list[str] = []
+    result: list[list[str]] = []
+    counter = 0
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work: list[tuple[str, Iterator[str]]] = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            advanced = False
+            for child in children:
+                if child not in index:
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph.get(child, ())))))
+                    advanced = True
+                    break
+                if child in on_stack:
+                    low[node] = min(low[node], index[child])
+            if advanced:
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    result.append(sorted(component))
+    return result
+
+
+def _within(name: str, package: str) -> bool:
+    return name == package or name.startswith(package + ".")
+
+
+def test_no_import_cycles() -> None:
+    assert _cycles(_graph()) == []
+
+
+def test_server_side_never_imports_client_code() -> None:
+    offenders = [
+        f"{m.path.relative_to(ROOT)}:{line} imports {target}"
+        for m in MODULES.values()
+        if not any(_within(m.name, c) for c in CLIENT_PACKAGES)
+        for target, line in imports_of(m)
+        if any(_within(target, c) for c in CLIENT_PACKAGES)
+    ]
+    assert offenders == []
+
+
+def test_shared_observability_knows_neither_node_server_nor_gateway() -> None:
+    offenders = [
+        f"{m.path.relative_to(ROOT)}:{line} imports {target}"
+        for m in MODULES.values()
+        if _within(m.name, SHARED_OBSERVABILITY)
+        for target, line in imports_of(m)
+        if _within(target, "node.server") or _within(target, "gateway")
+    ]
+    assert offenders == []
+
+
+def test_modules_stay_small() -> None:
+    sizes = {str(m.path.relative_to(ROOT)): len(m.path.read_text().splitlines()) for m in MODULES.values()}
+    assert {path: n for path, n in sizes.items() if n > MAX_MODULE_LINES} == {}
+
+
+def test_functions_stay_short() -> None:
+    long_ones = {}
+    for m in MODULES.values():
+        for node in ast.walk(m.tree):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                length = (node.end_lineno or node.lineno) - node.lineno + 1
+                if length > MAX_FUNCTION_LINES:
+                    long_ones[f"{m.path.relative_to(ROOT)}:{node.lineno} {node.name}"] = length
+    assert long_ones == {}
+
+
+def test_no_test_module_imports_another() -> None:
+    tests = ROOT / "tests"
+    offenders = []
+    for path in tests.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
+            offenders += [
+                f"{path.relative_to(ROOT)}:{node.lineno} imports {n}"  # type: ignore[attr-defined]
+                for n in names
+                if n.rpartition(".")[2].startswith("test_")
+            ]
+    assert offenders == []
+
+
+def test_the_checker_sees_a_cycle() -> None:
+    """The cycle finder is not vacuous: a two-module loop and a self-contained chain."""
+    assert _cycles({"a": {"b"}, "b": {"a"}, "c": {"a"}}) == [["a", "b"]]
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": set()}) == []
