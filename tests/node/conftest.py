@@ -1,4 +1,4 @@
-"""Fixtures shared by the node tests: real etcd clusters on loopback ports (tests/node/replicated/etcdproc.py)."""
+"""Fixtures shared by the node tests: a chain-node process, real etcd clusters on loopback ports."""
 
 from collections.abc import Iterator
 from pathlib import Path
@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from tests.node.replicated.etcdproc import EtcdCluster
+from tests.node.server.nodeproc import NodeProcess
 
 
 @pytest.fixture
@@ -22,3 +23,11 @@ def etcd3(tmp_path: Path) -> Iterator[EtcdCluster]:
     cluster = EtcdCluster(tmp_path / "etcd", 3).start()
     yield cluster
     cluster.stop()
+
+
+@pytest.fixture
+def node(tmp_path: Path) -> Iterator[NodeProcess]:
+    """A devnet chain-node process that allows the origin http://allowed.test."""
+    proc = NodeProcess(tmp_path / "data", "--cors-origin", "http://allowed.test").start()
+    yield proc
+    proc.stop()

@@ -7,8 +7,8 @@ import subprocess
 from pathlib import Path
 
 from chain.v1 import message_pb2 as pb
+from tests.node.grpcweb.conftest import JS_DIR, ROOT
 from tests.node.server.actors import new_account
-from tests.node.server.conftest import JS_DIR, ROOT
 from tests.node.server.nodeproc import NodeProcess
 
 

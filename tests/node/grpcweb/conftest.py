@@ -1,23 +1,15 @@
+"""Fixtures of the gRPC-web tests: the JavaScript client generated from proto/chain/v1 at test time."""
+
 import json
 import shutil
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.node.server.nodeproc import NodeProcess
-
 ROOT = Path(__file__).resolve().parents[3]
 JS_DIR = Path(__file__).resolve().parent / "js"
 NODE_MODULES = ROOT / "node_modules"
-
-
-@pytest.fixture
-def node(tmp_path) -> Iterator[NodeProcess]:
-    proc = NodeProcess(tmp_path / "data", "--cors-origin", "http://allowed.test").start()
-    yield proc
-    proc.stop()
 
 
 @pytest.fixture(scope="session")
