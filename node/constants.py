@@ -60,12 +60,3 @@ MAX_ACTIVE_GRANTS: Final = 100
 DEFAULT_PAGE_SIZE: Final = 50
 MAX_PAGE_SIZE: Final = 200
 MAX_ANCESTOR_WALK: Final = 10_000
-
-# ---- retired relay-era message types (numbers reserved in the proto) ----
-DISABLED_MESSAGE_TYPES: Final = {
-    12: "KEY_ADD",
-    13: "OWNERSHIP_TRANSFER",
-    51: "STORAGE_RENT",
-    62: "RELAY_SIGNER_ADD",
-    63: "RELAY_SIGNER_REMOVE",
-}

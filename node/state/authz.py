@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from chain.v1 import message_pb2 as pb
 from chain.v1 import state_pb2
@@ -12,7 +13,7 @@ from node.crypto.errors import CustodySignatureError
 from node.crypto.webauthn import WebAuthnPolicy
 from node.errors import MessageRejected, Reason
 from node.state.context import MessageContext
-from node.state.kinds import Kind, project_of
+from node.state.kinds import MessageKind, project_of
 
 
 def _scope(value: int) -> str:
@@ -23,7 +24,7 @@ def _perm(value: int) -> str:
     return pb.Permission.Name(pb.Permission.ValueType(value))
 
 
-def authorize_signer(ctx: MessageContext, kind: Kind) -> state_pb2.KeyEntry | None:
+def authorize_signer(ctx: MessageContext, kind: MessageKind[Any]) -> state_pb2.KeyEntry | None:
     """Delegated-key check for user-signed messages (custody-authorized ones skip it)."""
     if kind.scope is None:
         return None

@@ -1,53 +1,49 @@
-"""Per-message-type facts: body field, required delegated-key scope, quota, project."""
+"""What one message type is: its body, who may sign it, its time rule, its check and its handler.
+
+`MessageKind` describes one type; the table of every type is `node.state.registry`. This module is a
+leaf (no handler imports it back), so authorization and the query side can use it freely.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Final
+from typing import Generic, TypeVar
+
+from google.protobuf.message import Message
 
 from chain.v1 import message_pb2 as pb
+from node.constants import MAX_QUOTA_MESSAGE_AGE
+from node.state.context import MessageContext
+
+B = TypeVar("B", bound=Message)
 
 
 @dataclass(frozen=True)
-class Kind:
-    name: str
+class MessageKind(Generic[B]):
+    """One registry entry. `check` and `handler` take the same body type (mypy checks each entry)."""
+
+    message_type: pb.MessageType.ValueType
+    # The `MessageData.body` oneof field that carries it, and that field's message class.
     body: str
-    # Weakest delegated-key scope allowed to sign it; None: custody-authorized.
+    body_type: type[B]
+    # Stateless validation of the body: shape, sizes, enums (raises MessageRejected).
+    check: Callable[[B], None]
+    # Applies the body to state (raises MessageRejected; the caller rolls back).
+    handler: Callable[[MessageContext, B], None]
+    # Weakest delegated-key scope allowed to sign it; None: authorized by a custody signature instead.
     scope: int | None
-    # Quota-affecting: also rejected when too old.
+    # Quota class: True when it consumes storage-quota units (creates something that counts).
     quota: bool = False
 
+    @property
+    def name(self) -> str:
+        return pb.MessageType.Name(self.message_type).removeprefix("MESSAGE_TYPE_")
 
-T = pb.MessageType
-S_SIGNING: Final = pb.KEY_SCOPE_SIGNING
-S_AGENT: Final = pb.KEY_SCOPE_AGENT
-
-KINDS: Final[dict[int, Kind]] = {
-    T.MESSAGE_TYPE_PROJECT_CREATE: Kind("PROJECT_CREATE", "project_create", S_SIGNING, quota=True),
-    T.MESSAGE_TYPE_PROJECT_METADATA: Kind("PROJECT_METADATA", "project_metadata", S_SIGNING),
-    T.MESSAGE_TYPE_PROJECT_ARCHIVE: Kind("PROJECT_ARCHIVE", "project_archive", S_SIGNING),
-    T.MESSAGE_TYPE_FORK: Kind("FORK", "fork", S_SIGNING, quota=True),
-    T.MESSAGE_TYPE_PROJECT_REMOVE: Kind("PROJECT_REMOVE", "project_remove", S_SIGNING),
-    T.MESSAGE_TYPE_REF_UPDATE: Kind("REF_UPDATE", "ref_update", S_AGENT),
-    T.MESSAGE_TYPE_REF_DELETE: Kind("REF_DELETE", "ref_delete", S_AGENT),
-    T.MESSAGE_TYPE_SIGNER_ADD: Kind("SIGNER_ADD", "signer_add", None),
-    T.MESSAGE_TYPE_SIGNER_REMOVE: Kind("SIGNER_REMOVE", "signer_remove", None),
-    T.MESSAGE_TYPE_KEYCHAIN_AUTHORIZE: Kind("KEYCHAIN_AUTHORIZE", "keychain_authorize", None),
-    T.MESSAGE_TYPE_KEYCHAIN_REVOKE: Kind("KEYCHAIN_REVOKE", "keychain_revoke", None),
-    T.MESSAGE_TYPE_COMMIT_BUNDLE: Kind("COMMIT_BUNDLE", "commit_bundle", S_AGENT),
-    T.MESSAGE_TYPE_COLLABORATOR_ADD: Kind("COLLABORATOR_ADD", "collaborator_add", S_SIGNING, quota=True),
-    T.MESSAGE_TYPE_COLLABORATOR_REMOVE: Kind("COLLABORATOR_REMOVE", "collaborator_remove", S_SIGNING),
-    T.MESSAGE_TYPE_ACCOUNT_DATA: Kind("ACCOUNT_DATA", "account_data", S_SIGNING),
-    T.MESSAGE_TYPE_STORAGE_GRANT: Kind("STORAGE_GRANT", "storage_grant", S_SIGNING, quota=True),
-    T.MESSAGE_TYPE_VERIFICATION_ADD: Kind("VERIFICATION_ADD", "verification_add", S_SIGNING, quota=True),
-    T.MESSAGE_TYPE_VERIFICATION_REMOVE: Kind("VERIFICATION_REMOVE", "verification_remove", S_SIGNING),
-    T.MESSAGE_TYPE_LINK_ADD: Kind("LINK_ADD", "link_add", S_SIGNING, quota=True),
-    T.MESSAGE_TYPE_LINK_REMOVE: Kind("LINK_REMOVE", "link_remove", S_SIGNING),
-    T.MESSAGE_TYPE_REACTION_ADD: Kind("REACTION_ADD", "reaction_add", S_SIGNING, quota=True),
-    T.MESSAGE_TYPE_REACTION_REMOVE: Kind("REACTION_REMOVE", "reaction_remove", S_SIGNING),
-    T.MESSAGE_TYPE_MERGE_REQUEST_ADD: Kind("MERGE_REQUEST_ADD", "merge_request_add", S_SIGNING),
-    T.MESSAGE_TYPE_MERGE_REQUEST_REMOVE: Kind("MERGE_REQUEST_REMOVE", "merge_request_remove", S_SIGNING),
-}
+    @property
+    def max_age(self) -> int | None:
+        """Stale-timestamp rule: how many seconds behind the block time it may be; None: no bound."""
+        return MAX_QUOTA_MESSAGE_AGE if self.quota else None
 
 
 def project_of(data: pb.MessageData, message_hash: bytes) -> bytes:

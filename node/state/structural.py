@@ -1,19 +1,20 @@
 """Stateless (structural) validation of MessageData: shape, sizes, enums.
 
-Runs before any state is read. Every rejection is a MessageRejected with a
-stable reason code.
+Runs before any state is read, once the registry (node/state/registry.py) has
+named the message's kind. Every rejection is a MessageRejected with a stable
+reason code.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from chain.v1 import message_pb2 as pb
 from node import constants as C
 from node.errors import MessageRejected, Reason
-from node.state.kinds import KINDS, Kind
+from node.state.kinds import MessageKind
 
 PROJECT_NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,99}$")
 
@@ -61,23 +62,8 @@ def need_custody_auth(field: str, auth: pb.CustodyAuth) -> None:
         raise bad(f"{field}.signature.signature", "missing")
 
 
-def kind_of(data: pb.MessageData) -> Kind:
-    t = int(data.type)
-    if t in C.DISABLED_MESSAGE_TYPES:
-        raise MessageRejected(
-            Reason.DISABLED_MESSAGE_TYPE,
-            f"{C.DISABLED_MESSAGE_TYPES[t]} belongs to the retired relay model",
-            type=t,
-        )
-    kind = KINDS.get(t)
-    if kind is None:
-        raise MessageRejected(Reason.UNKNOWN_MESSAGE_TYPE, f"message type {t} is not known", type=t)
-    return kind
-
-
-def validate_structure(data: pb.MessageData, network: int) -> Kind:
-    """Check everything that needs no state. Returns the message kind."""
-    kind = kind_of(data)
+def validate_structure(data: pb.MessageData, kind: MessageKind[Any], network: int) -> None:
+    """Check everything that needs no state, for a message of the registered `kind`."""
     if data.network != network:
         raise MessageRejected(
             Reason.WRONG_NETWORK, f"message is for network {data.network}, node is {network}", got=data.network
@@ -89,17 +75,17 @@ def validate_structure(data: pb.MessageData, network: int) -> Kind:
     need_len("owner_address", data.owner_address, C.ADDRESS_LEN)
     if data.timestamp == 0:
         raise bad("timestamp", "must be set")
-    BODY_CHECKS[kind.body](getattr(data, kind.body))
-    return kind
+    kind.check(getattr(data, kind.body))
 
 
-def _project_create(b: pb.ProjectCreateBody) -> None:
+# ---- body checks, one per body type (the registry names which type uses which) ----
+def project_create(b: pb.ProjectCreateBody) -> None:
     need_project_name("name", b.name)
     need_max("description", b.description, C.MAX_DESCRIPTION_LEN)
     need_enum("visibility", b.visibility, (0, 1, 2))
 
 
-def _project_metadata(b: pb.ProjectMetadataBody) -> None:
+def project_metadata(b: pb.ProjectMetadataBody) -> None:
     need_len("project_id", b.project_id, C.HASH_LEN)
     need_enum("field", b.field, (1, 2, 3, 4, 5))
     if b.field == pb.PROJECT_FIELD_VISIBILITY:
@@ -112,16 +98,16 @@ def _project_metadata(b: pb.ProjectMetadataBody) -> None:
         need_max("value", b.value, C.MAX_TEXT_FIELD_LEN)
 
 
-def _project_id_only(b: pb.ProjectArchiveBody | pb.ProjectRemoveBody) -> None:
+def project_id_only(b: pb.ProjectArchiveBody | pb.ProjectRemoveBody) -> None:
     need_len("project_id", b.project_id, C.HASH_LEN)
 
 
-def _fork(b: pb.ForkBody) -> None:
+def fork(b: pb.ForkBody) -> None:
     need_len("source_project_id", b.source_project_id, C.HASH_LEN)
     need_project_name("name", b.name)
 
 
-def _ref_update(b: pb.RefUpdateBody) -> None:
+def ref_update(b: pb.RefUpdateBody) -> None:
     need_len("project_id", b.project_id, C.HASH_LEN)
     need_ref_name("ref_name", b.ref_name)
     need_len("new_hash", b.new_hash, C.HASH_LEN)
@@ -131,7 +117,7 @@ def _ref_update(b: pb.RefUpdateBody) -> None:
         raise bad("nonce", "must be at least 1")
 
 
-def _ref_delete(b: pb.RefDeleteBody) -> None:
+def ref_delete(b: pb.RefDeleteBody) -> None:
     need_len("project_id", b.project_id, C.HASH_LEN)
     need_ref_name("ref_name", b.ref_name)
     if b.old_hash:
@@ -140,7 +126,7 @@ def _ref_delete(b: pb.RefDeleteBody) -> None:
         raise bad("nonce", "must be at least 1")
 
 
-def _commit_bundle(b: pb.CommitBundleBody) -> None:
+def commit_bundle(b: pb.CommitBundleBody) -> None:
     need_len("project_id", b.project_id, C.HASH_LEN)
     if not 1 <= len(b.commits) <= C.MAX_COMMITS_PER_BUNDLE:
         raise MessageRejected(
@@ -166,18 +152,18 @@ def _commit_bundle(b: pb.CommitBundleBody) -> None:
         need_max(f"commits[{i}].author_name", c.author_name, C.MAX_TITLE_LEN)
 
 
-def _collaborator_add(b: pb.CollaboratorAddBody) -> None:
+def collaborator_add(b: pb.CollaboratorAddBody) -> None:
     need_len("project_id", b.project_id, C.HASH_LEN)
     need_len("collaborator_address", b.collaborator_address, C.ADDRESS_LEN)
     need_enum("permission", b.permission, (pb.PERMISSION_READ, pb.PERMISSION_WRITE, pb.PERMISSION_ADMIN))
 
 
-def _collaborator_remove(b: pb.CollaboratorRemoveBody) -> None:
+def collaborator_remove(b: pb.CollaboratorRemoveBody) -> None:
     need_len("project_id", b.project_id, C.HASH_LEN)
     need_len("collaborator_address", b.collaborator_address, C.ADDRESS_LEN)
 
 
-def _merge_request_add(b: pb.MergeRequestAddBody) -> None:
+def merge_request_add(b: pb.MergeRequestAddBody) -> None:
     need_len("target_project_id", b.target_project_id, C.HASH_LEN)
     need_len("source_project_id", b.source_project_id, C.HASH_LEN)
     need_ref_name("source_ref", b.source_ref)
@@ -186,18 +172,18 @@ def _merge_request_add(b: pb.MergeRequestAddBody) -> None:
     need_max("description", b.description, C.MAX_DESCRIPTION_LEN)
 
 
-def _merge_request_remove(b: pb.MergeRequestRemoveBody) -> None:
+def merge_request_remove(b: pb.MergeRequestRemoveBody) -> None:
     need_len("target_project_id", b.target_project_id, C.HASH_LEN)
     need_len("request_id", b.request_id, C.HASH_LEN)
     need_enum("reason", b.reason, (0, 1, 2))
 
 
-def _account_data(b: pb.AccountDataBody) -> None:
+def account_data(b: pb.AccountDataBody) -> None:
     need_enum("field", b.field, (1, 2, 3, 4))
     need_max("value", b.value, C.MAX_TEXT_FIELD_LEN)
 
 
-def _signer_add(b: pb.SignerAddBody) -> None:
+def signer_add(b: pb.SignerAddBody) -> None:
     need_len("key", b.key, C.ED25519_KEY_LEN)
     need_enum("scope", b.scope, (pb.KEY_SCOPE_OWNER, pb.KEY_SCOPE_SIGNING, pb.KEY_SCOPE_AGENT))
     if b.allowed_projects and b.scope != pb.KEY_SCOPE_AGENT:
@@ -210,12 +196,12 @@ def _signer_add(b: pb.SignerAddBody) -> None:
     need_custody_auth("auth", b.auth)
 
 
-def _signer_remove(b: pb.SignerRemoveBody) -> None:
+def signer_remove(b: pb.SignerRemoveBody) -> None:
     need_len("key", b.key, C.ED25519_KEY_LEN)
     need_custody_auth("auth", b.auth)
 
 
-def _keychain_authorize(b: pb.KeychainAuthorizeBody) -> None:
+def keychain_authorize(b: pb.KeychainAuthorizeBody) -> None:
     need_len("key_id", b.key_id, C.ADDRESS_LEN)
     need_enum("signature_type", b.signature_type, (1, 2, 3))
     if b.signature_type in (2, 3) or b.public_key:
@@ -225,27 +211,27 @@ def _keychain_authorize(b: pb.KeychainAuthorizeBody) -> None:
     need_custody_auth("auth", b.auth)
 
 
-def _keychain_revoke(b: pb.KeychainRevokeBody) -> None:
+def keychain_revoke(b: pb.KeychainRevokeBody) -> None:
     need_len("key_id", b.key_id, C.ADDRESS_LEN)
     need_custody_auth("auth", b.auth)
 
 
-def _storage_grant(b: pb.StorageGrantBody) -> None:
+def storage_grant(b: pb.StorageGrantBody) -> None:
     need_len("recipient_address", b.recipient_address, C.ADDRESS_LEN)
     if not 1 <= b.units <= C.MAX_GRANT_UNITS:
         raise bad("units", f"must be 1-{C.MAX_GRANT_UNITS}", got=b.units)
 
 
-def _verification_add(b: pb.VerificationAddBody) -> None:
+def verification_add(b: pb.VerificationAddBody) -> None:
     need_len("address", b.address, C.ADDRESS_LEN)
     need_len("claim_signature", b.claim_signature, 65)
 
 
-def _verification_remove(b: pb.VerificationRemoveBody) -> None:
+def verification_remove(b: pb.VerificationRemoveBody) -> None:
     need_len("address", b.address, C.ADDRESS_LEN)
 
 
-def _link(b: pb.LinkAddBody | pb.LinkRemoveBody) -> None:
+def link(b: pb.LinkAddBody | pb.LinkRemoveBody) -> None:
     if b.type == pb.LINK_TYPE_FOLLOW:
         need_len("target_owner_address", b.target_owner_address, C.ADDRESS_LEN)
         if b.target_project_id:
@@ -258,35 +244,7 @@ def _link(b: pb.LinkAddBody | pb.LinkRemoveBody) -> None:
         raise bad("type", "must be FOLLOW or STAR", got=int(b.type))
 
 
-def _reaction(b: pb.ReactionAddBody | pb.ReactionRemoveBody) -> None:
+def reaction(b: pb.ReactionAddBody | pb.ReactionRemoveBody) -> None:
     need_enum("type", b.type, (pb.REACTION_TYPE_LIKE,))
     need_len("project_id", b.project_id, C.HASH_LEN)
     need_len("commit_hash", b.commit_hash, C.HASH_LEN)
-
-
-BODY_CHECKS: dict[str, Callable[[Any], None]] = {
-    "project_create": _project_create,
-    "project_metadata": _project_metadata,
-    "project_archive": _project_id_only,
-    "project_remove": _project_id_only,
-    "fork": _fork,
-    "ref_update": _ref_update,
-    "ref_delete": _ref_delete,
-    "commit_bundle": _commit_bundle,
-    "collaborator_add": _collaborator_add,
-    "collaborator_remove": _collaborator_remove,
-    "merge_request_add": _merge_request_add,
-    "merge_request_remove": _merge_request_remove,
-    "account_data": _account_data,
-    "signer_add": _signer_add,
-    "signer_remove": _signer_remove,
-    "keychain_authorize": _keychain_authorize,
-    "keychain_revoke": _keychain_revoke,
-    "storage_grant": _storage_grant,
-    "verification_add": _verification_add,
-    "verification_remove": _verification_remove,
-    "link_add": _link,
-    "link_remove": _link,
-    "reaction_add": _reaction,
-    "reaction_remove": _reaction,
-}

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Final
+
 from chain.v1 import message_pb2 as pb
 from chain.v1 import state_pb2
 from node import constants as C
@@ -14,12 +18,14 @@ from node.state.context import MessageContext
 from node.state.rules import check_limit, check_quota, lww_write, set_add, set_remove
 from node.storage import schema
 
-ACCOUNT_FIELDS = {
-    pb.ACCOUNT_FIELD_DISPLAY_NAME: "display_name",
-    pb.ACCOUNT_FIELD_AVATAR: "avatar",
-    pb.ACCOUNT_FIELD_BIO: "bio",
-    pb.ACCOUNT_FIELD_WEBSITE: "website",
-}
+ACCOUNT_FIELDS: Final[Mapping[int, str]] = MappingProxyType(
+    {
+        pb.ACCOUNT_FIELD_DISPLAY_NAME: "display_name",
+        pb.ACCOUNT_FIELD_AVATAR: "avatar",
+        pb.ACCOUNT_FIELD_BIO: "bio",
+        pb.ACCOUNT_FIELD_WEBSITE: "website",
+    }
+)
 
 
 def account_data(ctx: MessageContext, body: pb.AccountDataBody) -> None:

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Final
+
 from chain.v1 import message_pb2 as pb
 from chain.v1 import state_pb2
 from node import constants as C
@@ -11,12 +15,14 @@ from node.state.context import MessageContext
 from node.state.rules import check_limit, check_quota, lww_write, set_add, set_remove
 from node.storage import schema
 
-PROJECT_FIELDS = {
-    pb.PROJECT_FIELD_DESCRIPTION: "description",
-    pb.PROJECT_FIELD_WEBSITE: "website",
-    pb.PROJECT_FIELD_DEFAULT_BRANCH: "default_branch",
-    pb.PROJECT_FIELD_TOPICS: "topics",
-}
+PROJECT_FIELDS: Final[Mapping[int, str]] = MappingProxyType(
+    {
+        pb.PROJECT_FIELD_DESCRIPTION: "description",
+        pb.PROJECT_FIELD_WEBSITE: "website",
+        pb.PROJECT_FIELD_DEFAULT_BRANCH: "default_branch",
+        pb.PROJECT_FIELD_TOPICS: "topics",
+    }
+)
 
 
 def _new_project(ctx: MessageContext, name: str) -> state_pb2.Project:

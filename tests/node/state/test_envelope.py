@@ -13,6 +13,7 @@ from node import constants as C
 from node.errors import Reason
 from node.sdk.keys import Ed25519Key
 from node.sdk.messages import sign_message
+from node.state.registry import DISABLED
 from tests.harness import Harness, commit_meta
 from tests.node.state.helpers import created_id, edit
 
@@ -111,7 +112,7 @@ def test_wrong_network(h: Harness) -> None:
         assert err.values == {"got": network}
 
 
-@pytest.mark.parametrize(("number", "name"), sorted(C.DISABLED_MESSAGE_TYPES.items()))
+@pytest.mark.parametrize(("number", "name"), sorted(DISABLED.items()))
 def test_disabled_message_types(h: Harness, number: int, name: str) -> None:
     a = h.actor()
     msg = edit(a.b.account_data(pb.ACCOUNT_FIELD_DISPLAY_NAME, "x"), a.key, lambda d: setattr(d, "type", number))

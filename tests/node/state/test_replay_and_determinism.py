@@ -16,7 +16,7 @@ from node.block import header_hash
 from node.chain import Chain
 from node.errors import InvalidBlock, Reason
 from node.sdk.keys import Ed25519Key, Secp256k1Key
-from node.state.kinds import KINDS
+from node.state.registry import REGISTRY
 from node.state.transition import apply_block
 from tests.harness import Harness, commit_meta
 from tests.node.state.helpers import created_id, follower, p256_key, root_of, stored_block, tree_state, webauthn_key
@@ -67,7 +67,7 @@ def every_type_scenario(h: Harness) -> list[pb.Message]:
     commit(a.b.project_remove(spare))
     commit(b.b.star(pid))  # a second LINK_ADD: star
     commit(b.b.star(pid, remove=True))
-    assert {int(m.data.type) for m in sent} == set(KINDS)
+    assert {int(m.data.type) for m in sent} == set(REGISTRY.kinds)
     return sent
 
 
