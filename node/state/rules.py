@@ -78,4 +78,4 @@ def check_limit(what: str, count: int, limit: int) -> None:
         raise MessageRejected(Reason.LIMIT_EXCEEDED, f"{what}: at most {limit}", what=what, limit=limit)
 
 
-__all__ = ["C", "check_limit", "check_quota", "lww_write", "set_add", "set_remove"]
+__all__ = ("C", "check_limit", "check_quota", "lww_write", "set_add", "set_remove")

@@ -7,7 +7,7 @@
         apply_message: registry kind, structure, envelope, time, replay, signer, handler
       finish_block                            finish_block
                                               check_result   (count and state root against the header)
-      _output                                 _output
+      record_block                            record_block   (block and head records, BlockOutput)
 
 No clock, I/O or randomness: the block's timestamp is the only time, state is
 read through a ReadView and every write lands in an Overlay that the caller
@@ -97,7 +97,7 @@ def build_block(
     )
     header.state_root, tree_nodes = finish_block(start, nodes, applied, header)
     block = block_pb2.Block(header=header, hash=header_hash(header), chunks=chunks)
-    return _output(start, block, tree_nodes, applied, dropped)
+    return record_block(start, block, tree_nodes, applied, dropped)
 
 
 def apply_block(
@@ -117,7 +117,7 @@ def apply_block(
     applied, dropped = apply_body(start, params, messages, now=now, verifier=verifier)
     root, tree_nodes = finish_block(start, nodes, applied, block.header)
     check_result(block.header, applied, root)
-    return _output(start, block, tree_nodes, applied, dropped)
+    return record_block(start, block, tree_nodes, applied, dropped)
 
 
 def genesis_writes(params: ChainParams) -> dict[bytes, bytes | None]:
@@ -329,13 +329,14 @@ def check_result(h: block_pb2.BlockHeader, applied: Sequence[block_pb2.Committed
     _expect(h, "state_root", h.state_root.hex(), root.hex())
 
 
-def _output(
+def record_block(
     start: BlockStart,
     block: block_pb2.Block,
     tree_nodes: dict[bytes, bytes],
     applied: list[block_pb2.CommittedMessage],
     dropped: list[Dropped],
 ) -> BlockOutput:
+    """The block and head records; what the caller commits."""
     _store_block(start.overlay, block)
     return BlockOutput(
         block=block, writes=start.overlay.writes, tree_nodes=tree_nodes, applied=applied, dropped=dropped

@@ -210,4 +210,4 @@ def merge_request_remove(ctx: MessageContext, body: pb.MergeRequestRemoveBody) -
     ctx.st.put_project(target)
 
 
-__all__ = ["check_limit"]
+__all__ = ("check_limit",)
