@@ -1,26 +1,24 @@
-"""The gateway's aiohttp application: an app factory, typed keys, resources in cleanup_ctx.
+"""The gateway's aiohttp application: an app factory, resources in cleanup_ctx (keys in gateway.keys).
 
     app = build_app(config)      # REST routes, SSE streams, gRPC-web passthrough, OpenAPI
 
 Stateless: every request is answered from an upstream node; events come from
 Redis (when configured) or from the gateway's own relay of a node stream.
+Only the entry point (gateway.main) and the tests import this module.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING
 
 from aiohttp import web
 
 from gateway.config import GatewayConfig
+from gateway.events.routes import setup_events
+from gateway.keys import CONFIG, EVENTS, METRICS, NODES
 from gateway.nodes import NodePool
-
-if TYPE_CHECKING:
-    from gateway.telemetry import GatewayMetrics
-
-CONFIG: web.AppKey[GatewayConfig] = web.AppKey("config", GatewayConfig)
-NODES: web.AppKey[NodePool] = web.AppKey("nodes", NodePool)
+from gateway.rest.routes import setup_rest
+from gateway.telemetry import GatewayMetrics
 
 
 async def _nodes(app: web.Application) -> AsyncIterator[None]:
@@ -32,16 +30,24 @@ async def _nodes(app: web.Application) -> AsyncIterator[None]:
 
 def build_app(config: GatewayConfig, metrics: GatewayMetrics | None = None) -> web.Application:
     """`metrics`: the process's gateway instruments (served by its MetricsEndpoint), or None for none."""
-    from gateway.events import setup_events
-    from gateway.rest import setup_rest
-
     app = web.Application(client_max_size=config.max_body_bytes)
     app[CONFIG] = config
     app.cleanup_ctx.append(_nodes)
     setup_rest(app)
     setup_events(app)
     if metrics is not None:
-        from gateway.telemetry import setup_metrics
-
         setup_metrics(app, metrics)
     return app
+
+
+def setup_metrics(app: web.Application, metrics: GatewayMetrics) -> None:
+    """The request middleware (outermost) and, once the events service exists, its observers."""
+    app[METRICS] = metrics
+    app.middlewares.insert(0, metrics.middleware)
+
+    async def observe(app: web.Application) -> AsyncIterator[None]:
+        if EVENTS in app:
+            metrics.watch(app[EVENTS])
+        yield
+
+    app.cleanup_ctx.append(observe)

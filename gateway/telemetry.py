@@ -1,7 +1,7 @@
 """The gateway's metrics: HTTP requests, SSE clients, the Redis relay (names in docs/observability.md).
 
     metrics = GatewayMetrics(MetricsEndpoint("chain-gateway", addr).meter)
-    app = build_app(config, metrics=metrics)        # installs the middleware and the event observers
+    app = build_app(config, metrics=metrics)        # gateway.app installs the middleware and the event observers
 
 - `http.server.request.duration` (s): every request, by `http.request.method`, `http.route` (the route's
   template, `unmatched` for 404s), `http.response.status_code` and `chain.reason_code` (the `code` of the
@@ -21,18 +21,15 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
 
 from chain.v1 import block_pb2
 from gateway.events.model import Event, Kind
+from gateway.events.service import EventService
 from node.server.telemetry.node_metrics import SECONDS_BUCKETS
-
-if TYPE_CHECKING:
-    from gateway.events.service import EventService
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -137,21 +134,3 @@ class GatewayMetrics:
         if self._service is None:
             return []
         return [Observation(hub.dropped, {"chain.stream.kind": kind.value}) for kind, hub in self._service.hubs.items()]
-
-
-METRICS: web.AppKey[GatewayMetrics] = web.AppKey("metrics", GatewayMetrics)
-
-
-def setup_metrics(app: web.Application, metrics: GatewayMetrics) -> None:
-    """The request middleware (outermost) and, once the events service exists, its observers."""
-    from gateway.events import EVENTS
-
-    app[METRICS] = metrics
-    app.middlewares.insert(0, metrics.middleware)
-
-    async def observe(app: web.Application) -> AsyncIterator[None]:
-        if EVENTS in app:
-            metrics.watch(app[EVENTS])
-        yield
-
-    app.cleanup_ctx.append(observe)

@@ -23,6 +23,7 @@ from gateway.events.history import HistoryUnavailable
 from gateway.events.hub import EndReason, Filter, Subscription
 from gateway.events.model import PING, Event, EventKey, Kind, error_frame
 from gateway.events.service import EventService
+from gateway.keys import EVENTS
 
 log = logging.getLogger(__name__)
 
@@ -99,8 +100,6 @@ async def blocks_handler(request: web.Request) -> web.StreamResponse:
 
 
 async def _serve(request: web.Request, kind: Kind) -> web.StreamResponse:
-    from gateway.events import EVENTS
-
     service = request.app[EVENTS]
     params = parse_request(request, kind)
     ip = request.remote or "?"

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from gateway.app import CONFIG
 from gateway.errors import Handler, error_response
+from gateway.keys import CONFIG
 
 ALLOW_METHODS = "GET, POST, OPTIONS"
 ALLOW_HEADERS = "content-type, last-event-id, x-grpc-web, x-user-agent, grpc-timeout, authorization"

@@ -15,14 +15,13 @@ from collections.abc import AsyncIterator
 import aiohttp
 from aiohttp import web
 
-from gateway.app import CONFIG
 from gateway.errors import ApiError
+from gateway.keys import CONFIG, GRPC_WEB_SESSION
 from gateway.rest.grpcweb_bridge import bridge
 
 # How often an idle stream checks that its client is still there. chain-gateway runs aiohttp with handler
 # cancellation, which ends a stream at once when its client leaves; this covers other runners.
 DISCONNECT_POLL = 1.0
-SESSION: web.AppKey[aiohttp.ClientSession] = web.AppKey("grpc_web_session", aiohttp.ClientSession)
 
 # Not forwarded upstream: hop-by-hop, the gateway's own host, CORS, and what aiohttp sets itself.
 DROP_REQUEST = frozenset(
@@ -48,9 +47,9 @@ DROP_RESPONSE = frozenset({"connection", "keep-alive", "transfer-encoding", "con
 
 async def _session(app: web.Application) -> AsyncIterator[None]:
     timeout = aiohttp.ClientTimeout(total=None, sock_connect=10)
-    app[SESSION] = aiohttp.ClientSession(timeout=timeout, auto_decompress=False)
+    app[GRPC_WEB_SESSION] = aiohttp.ClientSession(timeout=timeout, auto_decompress=False)
     yield
-    await app[SESSION].close()
+    await app[GRPC_WEB_SESSION].close()
 
 
 async def passthrough(request: web.Request) -> web.StreamResponse:
@@ -61,7 +60,7 @@ async def passthrough(request: web.Request) -> web.StreamResponse:
     headers = {k: v for k, v in request.headers.items() if k.lower() not in DROP_REQUEST and not k.startswith(":")}
     body = await request.read()
     try:
-        upstream = await request.app[SESSION].post(f"{base}/{service}/{method}", data=body, headers=headers)
+        upstream = await request.app[GRPC_WEB_SESSION].post(f"{base}/{service}/{method}", data=body, headers=headers)
     except aiohttp.ClientError as err:
         raise ApiError(503, "UNAVAILABLE", f"node gRPC-web endpoint unreachable: {err}") from None
     async with upstream:

@@ -20,8 +20,8 @@ from google.protobuf import descriptor_pool
 
 import chain.v1.keychain_service_pb2
 import chain.v1.service_pb2
-from gateway.app import CONFIG, NODES
 from gateway.errors import ApiError
+from gateway.keys import CONFIG, NODES
 from node.grpcweb.wire import (
     DATA_FLAG,
     TRAILERS_FLAG,

@@ -25,6 +25,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any, TypeAlias, cast
 
+from google.protobuf import message_factory
 from google.protobuf.descriptor import Descriptor, EnumDescriptor, FieldDescriptor
 from google.protobuf.message import Message
 
@@ -223,8 +224,6 @@ def from_json(desc: Descriptor, data: Mapping[str, Json], where: str = "") -> An
 
 
 def _message_class(desc: Descriptor) -> type[Message]:
-    from google.protobuf import message_factory
-
     return message_factory.GetMessageClass(desc)
 
 

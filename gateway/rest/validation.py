@@ -19,7 +19,6 @@ from typing import Any
 
 from aiohttp import web
 from multidict import MultiDict
-from openapi_core import OpenAPI
 from openapi_core.datatypes import RequestParameters
 from openapi_core.deserializing.media_types.exceptions import MediaTypeDeserializeError
 from openapi_core.templating.media_types.exceptions import MediaTypeNotFound
@@ -31,11 +30,9 @@ from openapi_core.validation.request.exceptions import (
 )
 
 from gateway.errors import ApiError, Handler
-from gateway.rest.parameters import CompiledOperation
+from gateway.keys import COMPILED, OPENAPI
 from gateway.rest.table import Inputs
 
-OPENAPI: web.AppKey[OpenAPI] = web.AppKey("openapi", OpenAPI)
-COMPILED: web.AppKey[dict[tuple[str, str], CompiledOperation]] = web.AppKey("compiled_operations", dict)
 INPUTS: web.RequestKey[Inputs] = web.RequestKey("inputs", Inputs)
 REST_PREFIX = "rest."
 EMPTY_IS_ABSENT = frozenset({"cursor"})

@@ -21,8 +21,8 @@ from chain.v1 import block_pb2
 from chain.v1 import message_pb2 as pb
 from gateway.app import build_app
 from gateway.config import GatewayConfig
-from gateway.events import EVENTS
 from gateway.events.model import Event, EventKey, Kind
+from gateway.keys import EVENTS
 from tests.gateway.test_events_helpers import bio_messages, commit_in_batches, event_ids, gateway, sse
 from tests.node.server.actors import RemoteActor, new_account
 from tests.node.server.nodeproc import NodeProcess

@@ -15,11 +15,11 @@ from redis.asyncio import Redis
 
 from chain.v1 import message_pb2 as pb
 from gateway.config import GatewayConfig
-from gateway.events import EVENTS
 from gateway.events.history import RedisHistory
 from gateway.events.model import Event, EventKey, Kind
 from gateway.events.redis_streams import RedisStreams, origin_key, stream_name
 from gateway.events.relay import Relay
+from gateway.keys import EVENTS
 from gateway.nodes import NodePool
 from tests.gateway.gwproc import GatewayProcess
 from tests.gateway.redisproc import RedisProcess

@@ -25,8 +25,9 @@ from schemathesis.specs.openapi.checks import (
 from chain.v1 import keychain_service_pb2, service_pb2
 from gateway.app import build_app
 from gateway.config import GatewayConfig
-from gateway.rest import DOCUMENT, ROUTES
+from gateway.keys import DOCUMENT
 from gateway.rest.openapi import build_document
+from gateway.rest.routes import ROUTES
 from tests.gateway.gwproc import GatewayProcess
 from tests.node.server.actors import new_account
 from tests.node.server.nodeproc import NodeProcess

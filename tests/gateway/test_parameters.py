@@ -14,9 +14,9 @@ from openapi_core import Config, OpenAPI
 from openapi_core.testing import MockRequest
 
 from gateway.errors import ApiError
-from gateway.rest import ROUTES
 from gateway.rest.openapi import build_document
 from gateway.rest.parameters import CompiledOperation, compile_operations
+from gateway.rest.routes import ROUTES
 from gateway.rest.validation import EMPTY_IS_ABSENT, to_api_error
 
 DOCUMENT = build_document(ROUTES)

@@ -1,0 +1,33 @@
+"""Every `web.AppKey` of the gateway's application, in one leaf module.
+
+    app[CONFIG], app[NODES]       # set by gateway.app.build_app
+    app[EVENTS]                   # the events service (gateway.events.routes)
+    app[METRICS]                  # the gateway's instruments, when metrics are served
+    app[DOCUMENT], app[OPENAPI], app[COMPILED]   # the OpenAPI document and its compiled checks
+    app[GRPC_WEB_SESSION]         # the HTTP client of the gRPC-web passthrough
+
+This module imports the types the keys hold and nothing that registers routes or builds the app, so any
+module may read a key without importing the app factory (gateway.app) and without an import cycle.
+"""
+
+from __future__ import annotations
+
+import aiohttp
+from aiohttp import web
+from openapi_core import OpenAPI
+
+from gateway.config import GatewayConfig
+from gateway.events.service import EventService
+from gateway.nodes import NodePool
+from gateway.rest.parameters import CompiledOperation
+from gateway.rest.shapes import Schema
+from gateway.telemetry import GatewayMetrics
+
+CONFIG: web.AppKey[GatewayConfig] = web.AppKey("config", GatewayConfig)
+NODES: web.AppKey[NodePool] = web.AppKey("nodes", NodePool)
+EVENTS: web.AppKey[EventService] = web.AppKey("events", EventService)
+METRICS: web.AppKey[GatewayMetrics] = web.AppKey("metrics", GatewayMetrics)
+DOCUMENT: web.AppKey[Schema] = web.AppKey("openapi_document", dict)
+OPENAPI: web.AppKey[OpenAPI] = web.AppKey("openapi", OpenAPI)
+COMPILED: web.AppKey[dict[tuple[str, str], CompiledOperation]] = web.AppKey("compiled_operations", dict)
+GRPC_WEB_SESSION: web.AppKey[aiohttp.ClientSession] = web.AppKey("grpc_web_session", aiohttp.ClientSession)

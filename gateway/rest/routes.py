@@ -1,0 +1,59 @@
+"""REST routes under /v1: the route table, the OpenAPI document and its request validation, the error
+middleware, CORS and the gRPC-web passthrough.
+
+    setup_rest(app)   # called by gateway.app.build_app
+
+Middlewares, outermost first: CORS preflight → errors (every failure to the JSON error body) → OpenAPI
+request validation (REST routes only). See docs/rest.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from aiohttp import web
+from openapi_core import Config, OpenAPI
+
+from gateway.errors import setup_errors
+from gateway.keys import COMPILED, DOCUMENT, NODES, OPENAPI
+from gateway.rest import accounts, chain, projects, writes
+from gateway.rest.cors import setup_cors
+from gateway.rest.grpcweb import setup_grpc_web
+from gateway.rest.openapi import OPENAPI_PATH, build_document
+from gateway.rest.parameters import compile_operations
+from gateway.rest.table import Call, Route
+from gateway.rest.validation import EMPTY_IS_ABSENT, INPUTS, validation_middleware
+
+ROUTES: tuple[Route, ...] = (*accounts.ROUTES, *projects.ROUTES, *chain.ROUTES, *writes.ROUTES)
+
+
+def endpoint(route: Route) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+    async def handle(request: web.Request) -> web.StreamResponse:
+        out = await route.handler(Call(request, request.app[NODES], request[INPUTS]))
+        if isinstance(out, web.StreamResponse):
+            return out
+        return web.json_response(out, status=route.status)
+
+    handle.__name__ = route.operation_id
+    return handle
+
+
+async def serve_document(request: web.Request) -> web.Response:
+    return web.json_response(request.app[DOCUMENT])
+
+
+def setup_rest(app: web.Application) -> None:
+    """Register the REST routes, OpenAPI document and validation, error middleware, gRPC-web passthrough."""
+    document = build_document(ROUTES)
+    app[DOCUMENT] = document
+    # The document is checked against the OpenAPI 3.1 meta-schema by the tests (tests/gateway/test_openapi.py);
+    # skipping the check here saves a second and a half per start.
+    app[OPENAPI] = OpenAPI.from_dict(document, config=Config(spec_validator_cls=None))
+    app[COMPILED] = compile_operations(document, EMPTY_IS_ABSENT)
+    setup_cors(app)
+    setup_errors(app)
+    app.middlewares.append(validation_middleware)
+    for route in ROUTES:
+        app.router.add_route(route.method, route.path, endpoint(route), name=route.name)
+    app.router.add_route("GET", OPENAPI_PATH, serve_document, name="openapi.document")
+    setup_grpc_web(app)
