@@ -3,14 +3,21 @@
 from __future__ import annotations
 
 from gateway.rest.shapes import UINT64_MAX, Schema
-from gateway.rest.table import DEFAULT_PAGE, MAX_PAGE, Param
+from gateway.rest.table import Param
+from node.constants import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, MAX_REF_NAME_LEN
+from node.state.structural import PROJECT_NAME_RE
 
 ADDRESS: Schema = {"type": "string", "pattern": "^0x[0-9a-fA-F]{40}$", "examples": ["0x" + "ab" * 20]}
 HASH32: Schema = {"type": "string", "pattern": "^0x[0-9a-fA-F]{64}$", "examples": ["0x" + "cd" * 32]}
-REF_HEX: Schema = {"type": "string", "pattern": "^([0-9a-fA-F]{2}){1,254}$", "examples": [b"refs/heads/main".hex()]}
+REF_HEX: Schema = {
+    "type": "string",
+    "pattern": f"^([0-9a-fA-F]{{2}}){{1,{MAX_REF_NAME_LEN}}}$",
+    "examples": [b"refs/heads/main".hex()],
+}
 STATE_KEY: Schema = {"type": "string", "pattern": "^0x([0-9a-fA-F]{2}){1,400}$"}
 UINT64: Schema = {"type": "integer", "minimum": 0, "maximum": UINT64_MAX}
-PROJECT_NAME: Schema = {"type": "string", "pattern": "^[A-Za-z0-9._-]{1,100}$"}
+# The node's own rule (node.state.structural), so the gateway refuses exactly the names the node refuses.
+PROJECT_NAME: Schema = {"type": "string", "pattern": PROJECT_NAME_RE.pattern}
 
 OWNER = Param("ownerAddress", "path", ADDRESS, "`owner_address` of the account: 0x-prefixed 20-byte address")
 PROJECT = Param("projectId", "path", HASH32, "project ID: 0x-prefixed 32 bytes")
@@ -28,7 +35,8 @@ LIMIT = Param(
     "limit",
     "query",
     {"type": "integer", "minimum": 0},
-    f"page size; {DEFAULT_PAGE} when absent or 0, values above {MAX_PAGE} are capped at {MAX_PAGE} (never an error)",
+    f"page size; {DEFAULT_PAGE_SIZE} when absent or 0, values above {MAX_PAGE_SIZE} are capped at {MAX_PAGE_SIZE} "
+    "(never an error)",
 )
 CURSOR = Param(
     "cursor",

@@ -16,9 +16,8 @@ from aiohttp import web
 
 from gateway.nodes import NodePool, Upstream
 from gateway.rest.shapes import Json, Schema, ref
+from node.constants import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
 
-MAX_PAGE = 200
-DEFAULT_PAGE = 50
 T = TypeVar("T")
 
 
@@ -80,8 +79,8 @@ class Inputs:
 
     def page(self) -> dict[str, Any]:
         """`limit` (capped at 200, never an error) and `cursor` as the RPC's page_size and page_token."""
-        limit = self.integer("limit", DEFAULT_PAGE) or DEFAULT_PAGE
-        return {"page_size": min(limit, MAX_PAGE), "page_token": self.text("cursor")}
+        limit = self.integer("limit", DEFAULT_PAGE_SIZE) or DEFAULT_PAGE_SIZE
+        return {"page_size": min(limit, MAX_PAGE_SIZE), "page_token": self.text("cursor")}
 
 
 @dataclass(frozen=True)

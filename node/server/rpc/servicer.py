@@ -6,6 +6,7 @@ Errors are raised as typed ChainErrors and mapped to status by the interceptor
 
 from __future__ import annotations
 
+import importlib.metadata
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -25,7 +26,7 @@ from node.server.write.mempool import Mempool
 from node.server.write.pipeline import Outcome, Pipeline
 from node.storage import schema
 
-VERSION = "0.1.0"
+VERSION = importlib.metadata.version("chain-node")  # the one version: pyproject.toml's, as installed
 HISTORY_CHUNK = 500
 T = TypeVar("T")
 
