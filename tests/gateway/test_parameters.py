@@ -18,6 +18,8 @@ from gateway.rest.openapi import build_document
 from gateway.rest.parameters import CompiledOperation, compile_operations
 from gateway.rest.routes import ROUTES
 from gateway.rest.validation import EMPTY_IS_ABSENT, to_api_error
+from node.errors import MessageRejected
+from node.state.structural import need_project_name
 
 DOCUMENT = build_document(ROUTES)
 API = OpenAPI.from_dict(DOCUMENT, config=Config(spec_validator_cls=None))
@@ -94,3 +96,18 @@ def test_limit_and_cursor_agree_on_any_text(text: str) -> None:
     path = {"ownerAddress": "0x" + "ab" * 20}
     for name in ("limit", "cursor"):
         assert by_compiled(COMPILED[key], path, {name: text}) == by_openapi_core(key[1], path, {name: text})
+
+
+@pytest.mark.parametrize(
+    "name", ["main", "_x", "9lives", "my-project.v2", "-x", ".x", ".", "", "a b", "a" * 100, "a" * 101]
+)
+def test_project_names_follow_the_node_rule(name: str) -> None:
+    """The gateway refuses a project name exactly when the node's structural check would."""
+    try:
+        need_project_name("name", name)
+        node_accepts = True
+    except MessageRejected:
+        node_accepts = False
+    op = COMPILED[("GET", "/v1/accounts/{ownerAddress}/projects/{name}")]
+    outcome, _ = by_compiled(op, {"ownerAddress": "0x" + "ab" * 20, "name": name}, {})
+    assert (outcome == "ok") == node_accepts
