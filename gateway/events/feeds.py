@@ -55,7 +55,6 @@ class _Feed:
         self.hub = hub
         self.kind = hub.kind
         self.last_event_id: int | None = None
-        self.gaps = 0
         self.backoff = Backoff()
 
     async def run(self) -> None:
@@ -82,7 +81,6 @@ class _Feed:
         if expected is not None and event.event_id < expected:
             return  # replayed after a reconnect: already published
         if expected is not None and event.event_id > expected:
-            self.gaps += 1
             log.warning(
                 "%s feed (%s): event id %d follows %d (events %d..%d are missing here); clients resync",
                 self.kind.value, self.source, event.event_id, self.last_event_id, expected, event.event_id - 1,
