@@ -4,6 +4,7 @@
     app[EVENTS]                   # the events service (gateway.events.routes)
     app[METRICS]                  # the gateway's instruments, when metrics are served
     app[DOCUMENT], app[OPENAPI], app[COMPILED]   # the OpenAPI document and its compiled checks
+    app[CORS]                     # the CORS rule (node.grpcweb.cors), shared with the node's gRPC-web
     app[GRPC_WEB_SESSION]         # the HTTP client of the gRPC-web passthrough
 
 This module imports the types the keys hold and nothing that registers routes or builds the app, so any
@@ -22,6 +23,7 @@ from gateway.nodes import NodePool
 from gateway.rest.parameters import CompiledOperation
 from gateway.rest.shapes import Schema
 from gateway.telemetry import GatewayMetrics
+from node.grpcweb.cors import CorsPolicy
 
 CONFIG: web.AppKey[GatewayConfig] = web.AppKey("config", GatewayConfig)
 NODES: web.AppKey[NodePool] = web.AppKey("nodes", NodePool)
@@ -30,4 +32,5 @@ METRICS: web.AppKey[GatewayMetrics] = web.AppKey("metrics", GatewayMetrics)
 DOCUMENT: web.AppKey[Schema] = web.AppKey("openapi_document", dict)
 OPENAPI: web.AppKey[OpenAPI] = web.AppKey("openapi", OpenAPI)
 COMPILED: web.AppKey[dict[tuple[str, str], CompiledOperation]] = web.AppKey("compiled_operations", dict)
+CORS: web.AppKey[CorsPolicy] = web.AppKey("cors", CorsPolicy)
 GRPC_WEB_SESSION: web.AppKey[aiohttp.ClientSession] = web.AppKey("grpc_web_session", aiohttp.ClientSession)

@@ -1,9 +1,10 @@
-"""CORS for the origins given with `--cors-origin` (repeatable; `*` allows any origin).
+"""CORS for the origins given with `--cors-origin` (repeatable; `*` allows any origin), by the one rule the
+node's gRPC-web endpoint uses too (`node.grpcweb.cors.CorsPolicy`: origins, header lists, max age).
 
 - Every response (JSON, SSE streams, gRPC-web passthrough) to a request whose `Origin` is allowed carries
   `Access-Control-Allow-Origin` and `Vary: Origin`, plus `Access-Control-Expose-Headers` so browser code
-  can read gRPC-web trailers sent as headers. It is added in `on_response_prepare`, i.e. before a stream's
-  headers go out, so stream handlers need do nothing.
+  can read gRPC-web trailers sent as headers and the reason code. It is added in `on_response_prepare`,
+  i.e. before a stream's headers go out, so stream handlers need do nothing.
 - A preflight (`OPTIONS` with `Access-Control-Request-Method`) from an allowed origin for GET or POST is
   answered 204 here, for any path; from another origin or for another method 403 with the error body.
 - Requests without `Origin` (curl, servers, apps), and requests from origins not allowed, are served
@@ -15,58 +16,33 @@ from __future__ import annotations
 from aiohttp import web
 
 from gateway.errors import Handler, error_response
-from gateway.keys import CONFIG
+from gateway.keys import CONFIG, CORS
+from node.grpcweb.cors import CorsPolicy, vary_with_origin
 
-ALLOW_METHODS = "GET, POST, OPTIONS"
-ALLOW_HEADERS = "content-type, last-event-id, x-grpc-web, x-user-agent, grpc-timeout, authorization"
-EXPOSE_HEADERS = "grpc-status, grpc-message, grpc-status-details-bin, reason-code, reason-values, field"
-MAX_AGE = "600"
-
-
-def allowed_origin(app: web.Application, origin: str | None) -> str | None:
-    """The value for Access-Control-Allow-Origin, or None when `origin` is not allowed."""
-    if not origin:
-        return None
-    origins = app[CONFIG].cors_origins
-    if origin in origins:
-        return origin
-    if "*" in origins:
-        return "*"
-    return None
+METHODS = ("GET", "POST")  # the gateway serves reads (GET) besides writes and gRPC-web (POST)
 
 
 @web.middleware
 async def preflight_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     if request.method != "OPTIONS" or "Access-Control-Request-Method" not in request.headers:
         return await handler(request)
-    allow = allowed_origin(request.app, request.headers.get("Origin"))
-    wanted = request.headers["Access-Control-Request-Method"].upper()
-    if allow is None or wanted not in ("GET", "POST"):
+    cors = request.app[CORS]
+    allowed = cors.preflight_origin(request.headers.get("Origin"), request.headers["Access-Control-Request-Method"])
+    if allowed is None:
         return error_response(403, "PERMISSION_DENIED", "CORS preflight refused: origin or method not allowed")
-    return web.Response(
-        status=204,
-        headers={
-            "Access-Control-Allow-Methods": ALLOW_METHODS,
-            "Access-Control-Allow-Headers": ALLOW_HEADERS,
-            "Access-Control-Max-Age": MAX_AGE,
-        },
-    )
+    return web.Response(status=204, headers=cors.preflight_headers(allowed))
 
 
 async def cors_headers(request: web.Request, response: web.StreamResponse) -> None:
-    allow = allowed_origin(request.app, request.headers.get("Origin"))
-    if allow is None:
+    allowed = request.app[CORS].allow_origin(request.headers.get("Origin"))
+    if allowed is None:
         return
-    response.headers["Access-Control-Allow-Origin"] = allow
-    response.headers["Access-Control-Expose-Headers"] = EXPOSE_HEADERS
-    if allow != "*":
-        vary = response.headers.get("Vary")
-        if not vary:
-            response.headers["Vary"] = "Origin"
-        elif "origin" not in vary.lower():
-            response.headers["Vary"] = vary + ", Origin"
+    vary = response.headers.get("Vary")
+    response.headers.update(request.app[CORS].response_headers(allowed))
+    response.headers["Vary"] = vary_with_origin(vary)
 
 
 def setup_cors(app: web.Application) -> None:
+    app[CORS] = CorsPolicy.build(app[CONFIG].cors_origins, methods=METHODS)
     app.middlewares.append(preflight_middleware)
     app.on_response_prepare.append(cors_headers)

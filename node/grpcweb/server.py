@@ -22,29 +22,20 @@ from typing import TYPE_CHECKING, Any, cast
 import grpc
 import grpc.aio
 from aiohttp import web
-from multidict import CIMultiDict
 
 from node.errors import MessageRejected, Reason
 from node.grpcweb.context import GrpcWebServicerContext
 from node.grpcweb.cors import CorsPolicy
+from node.grpcweb.responder import ClientGone, Responder, RpcStatus
 from node.grpcweb.wire import (
-    DATA_FLAG,
-    TRAILERS_FLAG,
-    HeaderLine,
-    Metadata,
     MetadataValue,
     Metadatum,
     Mode,
     ProtocolError,
-    decode_text_body,
-    encode_frame,
-    encode_trailers,
     headers_to_metadata,
-    metadata_to_headers,
     parse_content_type,
     parse_timeout,
-    single_request_message,
-    status_lines,
+    request_message,
 )
 
 if TYPE_CHECKING:
@@ -78,17 +69,6 @@ class GrpcWebOptions:
     # How often an idle server stream checks that its client is still connected, seconds. Hosts running
     # the app with aiohttp's handler cancellation (serve_grpc_web does) notice a disconnect at once anyway.
     disconnect_poll_interval: float = 1.0
-
-
-@dataclass(frozen=True)
-class RpcStatus:
-    code: grpc.StatusCode
-    message: str = ""
-    trailing_metadata: Metadata = ()
-
-
-# The status a call ended with, kept on its request for middlewares (the node's RPC metrics).
-STATUS_KEY: web.RequestKey[RpcStatus] = web.RequestKey("grpc_web_status", RpcStatus)
 
 
 # --- method handlers, collected as native gRPC collects them --------------------------------------------------
@@ -138,131 +118,6 @@ class MethodHandlers:
         return None
 
 
-# --- the HTTP side of one call --------------------------------------------------------------------------------
-
-
-class _ClientGone(Exception):
-    """Writing to the client failed: it disconnected."""
-
-
-class _Responder:
-    """Writes one call's response: trailers-only, a single unary body, or a chunked stream of frames.
-
-    Headers go out with the first message or on `send_initial_metadata`, as on native gRPC; a call that
-    ends before either answers trailers-only (status in the HTTP headers, empty body).
-    """
-
-    def __init__(
-        self,
-        request: web.Request,
-        mode: Mode,
-        content_type: str,
-        cors: CorsPolicy,
-        allowed_origin: str | None,
-        method: str,
-    ) -> None:
-        self._request = request
-        self._mode = mode
-        self._content_type = content_type
-        self._cors = cors
-        self._allowed_origin = allowed_origin
-        self._method = method
-        self.serializer: Callable[[Any], bytes] | None = None
-        self._stream: web.StreamResponse | None = None
-        self._finished = False
-
-    @property
-    def started(self) -> bool:
-        return self._stream is not None
-
-    def serialize(self, message: Any) -> bytes:
-        return self.serializer(message) if self.serializer is not None else bytes(message)
-
-    def _metadata_lines(self, metadata: Metadata) -> list[HeaderLine]:
-        lines, rejected = metadata_to_headers(metadata)
-        if rejected:
-            log.warning("%s: dropped invalid or reserved metadata keys %s", self._method, rejected)
-        return lines
-
-    def _headers(self, lines: Sequence[HeaderLine], status: Sequence[HeaderLine] = ()) -> CIMultiDict[str]:
-        headers: CIMultiDict[str] = CIMultiDict()
-        headers["Content-Type"] = self._content_type
-        for line in (*status, *lines):
-            headers.add(line.name, line.value)
-        if self._allowed_origin is not None:
-            headers.update(self._cors.response_headers(self._allowed_origin, [line.name for line in lines]))
-        return headers
-
-    async def send_initial_metadata(self, metadata: Metadata) -> None:
-        if self._stream is not None:
-            raise grpc.aio.UsageError("initial metadata was already sent")
-        await self._start(metadata)
-
-    async def _start(self, metadata: Metadata) -> web.StreamResponse:
-        stream = web.StreamResponse(status=200, headers=self._headers(self._metadata_lines(metadata)))
-        self._stream = stream
-        try:
-            await stream.prepare(self._request)
-        except ConnectionError as exc:
-            raise _ClientGone() from exc
-        return stream
-
-    async def send_message(self, message: Any) -> None:
-        if self._finished:
-            raise grpc.aio.UsageError("the call has finished")
-        await self.send_payload(self.serialize(message))
-
-    async def send_payload(self, payload: bytes) -> None:
-        """One data frame, flushed now (each streamed message reaches the client as it is produced)."""
-        stream = self._stream or await self._start(())
-        try:
-            await stream.write(self._data_frame(payload))
-        except ConnectionError as exc:
-            raise _ClientGone() from exc
-
-    def abandon(self) -> web.StreamResponse:
-        """What to hand aiohttp once the client is gone: nothing more will be written."""
-        self._finished = True
-        if self._stream is not None:
-            return self._stream
-        response = web.Response(status=499)
-        response.force_close()
-        return response
-
-    def trailers_only(self, status: RpcStatus) -> web.Response:
-        self._finished = True
-        self._request[STATUS_KEY] = status
-        lines = self._metadata_lines(status.trailing_metadata)
-        headers = self._headers(lines, status_lines(status.code, status.message))
-        return web.Response(status=200, headers=headers, body=b"")
-
-    def unary(self, payload: bytes, status: RpcStatus) -> web.Response:
-        """A complete unary answer in one body (with a Content-Length), when nothing was sent yet."""
-        self._finished = True
-        self._request[STATUS_KEY] = status
-        trailer = self._trailer_frame(status)
-        return web.Response(status=200, headers=self._headers(()), body=self._data_frame(payload) + trailer)
-
-    async def finish(self, status: RpcStatus) -> web.StreamResponse:
-        if self._stream is None:
-            return self.trailers_only(status)
-        self._finished = True
-        self._request[STATUS_KEY] = status
-        try:
-            await self._stream.write(self._trailer_frame(status))
-            await self._stream.write_eof()
-        except ConnectionError as exc:
-            raise _ClientGone() from exc
-        return self._stream
-
-    def _data_frame(self, payload: bytes) -> bytes:
-        return encode_frame(DATA_FLAG, payload, self._mode)
-
-    def _trailer_frame(self, status: RpcStatus) -> bytes:
-        lines = status_lines(status.code, status.message) + self._metadata_lines(status.trailing_metadata)
-        return encode_frame(TRAILERS_FLAG, encode_trailers(lines), self._mode)
-
-
 def _client_gone(request: web.Request) -> bool:
     transport = request.transport
     return transport is None or transport.is_closing()
@@ -299,7 +154,14 @@ class GrpcWebHandler:
         self._shutting_down = False
 
     async def preflight(self, request: web.Request) -> web.Response:
-        return self._cors.preflight(request)
+        origin = request.headers.get("Origin")
+        if origin is None:
+            # Not a CORS preflight: an ordinary OPTIONS request asking what the resource supports.
+            return web.Response(status=204, headers={"Allow": self._cors.allowed_methods})
+        allowed = self._cors.preflight_origin(origin, request.headers.get("Access-Control-Request-Method", "POST"))
+        if allowed is None:
+            return web.Response(status=403, text="cross-origin request refused\n")
+        return web.Response(status=204, headers=self._cors.preflight_headers(allowed))
 
     async def call(self, request: web.Request) -> web.StreamResponse:
         allowed_origin: str | None = None
@@ -315,7 +177,7 @@ class GrpcWebHandler:
             return web.Response(status=415, text=text, headers=cors_headers)
         mode, content_type = parsed
         method = f"/{request.match_info['service']}/{request.match_info['method']}"
-        out = _Responder(request, mode, content_type, self._cors, allowed_origin, method)
+        out = Responder(request, mode, content_type, method, self._cors, allowed_origin)
         metadata = headers_to_metadata(request.headers.items())
 
         handler = self._methods.lookup(method, metadata)
@@ -335,7 +197,7 @@ class GrpcWebHandler:
             except ValueError as exc:
                 return out.trailers_only(RpcStatus(grpc.StatusCode.INVALID_ARGUMENT, str(exc)))
         try:
-            payload = single_request_message(await self._read_body(request, mode), self._options.max_message_size)
+            payload = request_message(await self._read_body(request, mode), mode, self._options.max_message_size)
         except ProtocolError as exc:
             return out.trailers_only(RpcStatus(exc.code, exc.message))
         except ConnectionError:
@@ -365,7 +227,7 @@ class GrpcWebHandler:
         return await self._unary(handler, message, ctx, out)
 
     async def _read_body(self, request: web.Request, mode: Mode) -> bytes:
-        """The whole request body, refused past the size limit without reading it all."""
+        """The whole request body as it arrived, refused past the size limit without reading it all."""
         max_frame = self._options.max_message_size + 5
         # Slack for a (tolerated) client trailers frame; text mode is base64, maybe in padded chunks.
         limit = max_frame + 1024 if mode is Mode.BINARY else 2 * max_frame + 1024
@@ -380,10 +242,10 @@ class GrpcWebHandler:
             body += chunk
             if len(body) > limit:
                 raise too_large
-        return decode_text_body(bytes(body)) if mode is Mode.TEXT else bytes(body)
+        return bytes(body)
 
     async def _unary(
-        self, handler: MethodHandler, message: Any, ctx: GrpcWebServicerContext, out: _Responder
+        self, handler: MethodHandler, message: Any, ctx: GrpcWebServicerContext, out: Responder
     ) -> web.StreamResponse:
         behaviour = cast(Callable[[Any, Any], Any], handler.unary_unary)
         payload = b""
@@ -404,7 +266,7 @@ class GrpcWebHandler:
                 return out.unary(payload, status)
             await out.send_payload(payload)
             return await out.finish(status)
-        except _ClientGone:
+        except ClientGone:
             ctx.mark_cancelled()
             log.debug("%s: client disconnected", ctx.method)
             return out.abandon()
@@ -420,7 +282,7 @@ class GrpcWebHandler:
         handler: MethodHandler,
         message: Any,
         ctx: GrpcWebServicerContext,
-        out: _Responder,
+        out: Responder,
     ) -> web.StreamResponse:
         behaviour = cast(Callable[[Any, Any], Any], handler.unary_stream)
 
@@ -462,7 +324,7 @@ class GrpcWebHandler:
                     return out.abandon()
                 return await out.finish(RpcStatus(grpc.StatusCode.UNAVAILABLE, "server is shutting down"))
             return await out.finish(task.result())
-        except _ClientGone:
+        except ClientGone:
             ctx.mark_cancelled()
             log.debug("%s: client disconnected; stream closed", ctx.method)
             return out.abandon()
@@ -477,7 +339,7 @@ class GrpcWebHandler:
                 await body()
         except grpc.aio.AbortError:
             return RpcStatus(ctx.code(), ctx.details(), ctx.trailing_metadata())
-        except _ClientGone:
+        except ClientGone:
             raise
         except TimeoutError as exc:
             if not timeout.expired():

@@ -133,6 +133,11 @@ def single_request_message(body: bytes, max_message_size: int) -> bytes:
     return messages[0]
 
 
+def request_message(body: bytes, mode: Mode, max_message_size: int) -> bytes:
+    """The one request message of a whole request body as it arrived (base64 in text mode)."""
+    return single_request_message(decode_text_body(body) if mode is Mode.TEXT else body, max_message_size)
+
+
 # --- status and metadata ------------------------------------------------------------------------------------
 
 
@@ -176,6 +181,16 @@ _RESERVED = frozenset(
 )
 
 
+def valid_metadata_key(key: str) -> bool:
+    """Whether `key` may name metadata: lowercase letters, digits, `_`, `.` and `-`."""
+    return _KEY.match(key) is not None
+
+
+def printable(text: str) -> bool:
+    """Whether a text metadata value is printable ASCII, as a header line must be."""
+    return all(0x20 <= ord(c) <= 0x7E for c in text)
+
+
 @dataclass(frozen=True)
 class HeaderLine:
     name: str
@@ -193,7 +208,7 @@ def metadata_to_headers(metadata: Iterable[tuple[str, MetadataValue]]) -> tuple[
     rejected: list[str] = []
     for raw_key, value in metadata:
         key = raw_key.lower()
-        if not _KEY.match(key) or key in _RESERVED or key.startswith("access-control-"):
+        if not valid_metadata_key(key) or key in _RESERVED or key.startswith("access-control-"):
             rejected.append(raw_key)
             continue
         if key.endswith("-bin"):
@@ -201,7 +216,7 @@ def metadata_to_headers(metadata: Iterable[tuple[str, MetadataValue]]) -> tuple[
             lines.append(HeaderLine(key, base64.b64encode(data).rstrip(b"=").decode("ascii")))
             continue
         text = value.decode("latin-1") if isinstance(value, bytes) else value
-        if not all(0x20 <= ord(c) <= 0x7E for c in text):
+        if not printable(text):
             rejected.append(raw_key)
             continue
         lines.append(HeaderLine(key, text))

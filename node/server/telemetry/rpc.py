@@ -20,7 +20,7 @@ import grpc
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 
-from node.grpcweb.server import STATUS_KEY
+from node.grpcweb.responder import STATUS_KEY
 from node.server.rpc.interceptors import Continuation, Handler, Interceptor
 from node.server.telemetry.node_metrics import NodeMetrics
 
