@@ -9,6 +9,7 @@ against the OpenAPI document (openapi-core response validation) and the spec's s
 
 from __future__ import annotations
 
+import importlib.metadata
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -449,6 +450,10 @@ def test_proofs(world: World) -> None:
     quota = world.api.get(f"/v1/accounts/{world.a}/storage-proof")
     assert quota["owner_address"] == world.a and quota["active_units"] == 5
     assert len(quota["grant_proofs"]) == 1 and quota["active_grants"][0]["units"] == 5
+
+
+def test_node_status_reports_the_installed_package_version(world: World) -> None:
+    assert world.api.get("/v1/node/status")["version"] == importlib.metadata.version("chain-node")
 
 
 def test_node_operations(world: World) -> None:
