@@ -24,7 +24,8 @@ from dataclasses import dataclass
 import lmdb
 from blake3 import blake3
 
-from node.merkle import LmdbNodeStore, build_tree_hashed, key_path, prove, update, value_hash, verify_proof
+from node.merkle import build_tree_hashed, key_path, prove, update, value_hash, verify_proof
+from node.merkle.lmdb_store import LmdbNodeStore
 from node.merkle.query import witness
 
 SIZES = (10_000, 100_000, 1_000_000)

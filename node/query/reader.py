@@ -17,8 +17,8 @@ from chain.v1 import message_pb2 as pb
 from node import merkle
 from node.constants import ADDRESS_LEN, HASH_LEN, MAX_ANCESTOR_WALK, MAX_PAGE_SIZE, MAX_REF_NAME_LEN
 from node.errors import InvalidArgument, NotFound
+from node.merkle.wire import proof_from_proto, proof_to_proto
 from node.query.pagination import decode_token, encode_token, page_size, scan_page
-from node.sdk.proofs import proof_from_proto, proof_to_proto
 from node.state.access import R, decode
 from node.storage import schema
 from node.storage.kv import ReadView

@@ -4,39 +4,17 @@
 exclusion; `verify_storage_quota_proof` checks an account's whole storage:
 the account row, the grant index (the complete list of its grant ids) and
 each grant, all against one root, and recomputes the active units.
+
+Importing this module loads no storage engine (no LMDB): a client verifies with the proof and a root alone.
+The wire conversion (`proof_from_proto`, `proof_to_proto`) is node.merkle.wire.
 """
 
 from __future__ import annotations
 
 from chain.v1 import proof_pb2, state_pb2
-from node.merkle.proof import MerkleProof
 from node.merkle.verify import verify_proof
+from node.merkle.wire import proof_from_proto
 from node.storage import schema
-
-
-def proof_from_proto(p: proof_pb2.MerkleProof) -> MerkleProof:
-    return MerkleProof(
-        key=bytes(p.key),
-        value=bytes(p.value) if p.exists else None,
-        siblings=tuple(bytes(s) for s in p.siblings),
-        bitmap=bytes(p.bitmap),
-        depth=int(p.depth),
-        other_path=bytes(p.other_path) if p.other_path else None,
-        other_value_hash=bytes(p.other_value_hash) if p.other_value_hash else None,
-    )
-
-
-def proof_to_proto(p: MerkleProof) -> proof_pb2.MerkleProof:
-    return proof_pb2.MerkleProof(
-        key=p.key,
-        exists=p.value is not None,
-        value=p.value or b"",
-        siblings=list(p.siblings),
-        bitmap=p.bitmap,
-        depth=p.depth,
-        other_path=p.other_path or b"",
-        other_value_hash=p.other_value_hash or b"",
-    )
 
 
 def verify_operation_proof(proof: proof_pb2.MerkleProof, root: bytes) -> bool:

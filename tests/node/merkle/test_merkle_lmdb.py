@@ -10,14 +10,13 @@ import pytest
 
 from node.merkle import (
     EMPTY,
-    LmdbNodeStore,
     get,
-    open_lmdb_store,
     prove,
     update,
     value_hash,
     verify_proof,
 )
+from node.merkle.lmdb_store import LmdbNodeStore, open_lmdb_store
 from tests.node.merkle.merkle_model import check_shape, hashed, reference_root
 
 

@@ -5,8 +5,9 @@ import pytest
 from chain.v1 import message_pb2 as pb
 from chain.v1 import rpc_pb2
 from node.errors import InvalidArgument, NotFound
+from node.merkle.wire import proof_from_proto, proof_to_proto
 from node.query.reader import Reader
-from node.sdk.proofs import proof_from_proto, proof_to_proto, verify_operation_proof, verify_storage_quota_proof
+from node.sdk.proofs import verify_operation_proof, verify_storage_quota_proof
 from node.storage import schema
 from tests.harness import Harness, commit_meta
 
