@@ -6,32 +6,27 @@
   ``node.crypto.custody.verify_custody_signature``.
 
 Custody public keys are 64 bytes ``x ‖ y``; ``address`` is the 20-byte key id (last 20 bytes of
-keccak256(x ‖ y)). All signatures produced here are low-S.
+keccak256(x ‖ y)). All signatures produced here are low-S. ``Ed25519Key`` and ``Secp256k1Key`` are defined in
+``node.crypto.signers`` (the node's devnet authority signs with them too) and re-exported here.
 """
 
 from __future__ import annotations
 
-import coincurve
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.asymmetric.utils import Prehashed, decode_dss_signature
 
 from node.crypto import ecdsa
 from node.crypto.address import address_of_coordinates
 from node.crypto.custody import CustodySignature, SignatureType
+from node.crypto.signers import PRIVATE_KEY_SIZE, Ed25519Key, Secp256k1Key, check_private_size
 from node.sdk.webauthn import SoftwareAuthenticator, p256_public_coordinates
 
-PRIVATE_KEY_SIZE = 32
-
-
-def _check_private_size(private_bytes: bytes) -> None:
-    if len(private_bytes) != PRIVATE_KEY_SIZE:
-        raise ValueError(f"private key must be {PRIVATE_KEY_SIZE} bytes, got {len(private_bytes)}")
+__all__ = ["PRIVATE_KEY_SIZE", "Ed25519Key", "P256Key", "Secp256k1Key", "WebAuthnKey"]
 
 
 def _p256_from_private_bytes(private_bytes: bytes) -> ec.EllipticCurvePrivateKey:
-    _check_private_size(private_bytes)
+    check_private_size(private_bytes)
     scalar = int.from_bytes(private_bytes, "big")
     if not 0 < scalar < ecdsa.P256_N:
         raise ValueError("P-256 private scalar out of range")
@@ -46,83 +41,6 @@ def _p256_sign_digest(key: ec.EllipticCurvePrivateKey, digest: bytes) -> bytes:
     ecdsa.check_digest(digest)
     r, s = decode_dss_signature(key.sign(digest, ec.ECDSA(Prehashed(hashes.SHA256()))))
     return ecdsa.join_raw(ecdsa.low_s(ecdsa.RS(r, s), ecdsa.P256_N))
-
-
-class Ed25519Key:
-    """A delegated Ed25519 key."""
-
-    def __init__(self, private_key: Ed25519PrivateKey) -> None:
-        self._private_key = private_key
-
-    @classmethod
-    def generate(cls) -> Ed25519Key:
-        return cls(Ed25519PrivateKey.generate())
-
-    @classmethod
-    def from_private_bytes(cls, private_bytes: bytes) -> Ed25519Key:
-        """From the 32-byte RFC 8032 seed."""
-        _check_private_size(private_bytes)
-        return cls(Ed25519PrivateKey.from_private_bytes(private_bytes))
-
-    def __repr__(self) -> str:
-        return f"Ed25519Key(public_key={self.public_key.hex()})"
-
-    def private_bytes(self) -> bytes:
-        """The 32-byte seed (secret)."""
-        return self._private_key.private_bytes_raw()
-
-    @property
-    def public_key(self) -> bytes:
-        """32 bytes."""
-        return self._private_key.public_key().public_bytes_raw()
-
-    def sign(self, message: bytes) -> bytes:
-        """64-byte Ed25519 signature."""
-        return self._private_key.sign(message)
-
-
-class Secp256k1Key:
-    """An Ethereum-style custody key (signature type 1)."""
-
-    signature_type = SignatureType.SECP256K1
-
-    def __init__(self, private_key: coincurve.PrivateKey) -> None:
-        self._private_key = private_key
-
-    @classmethod
-    def generate(cls) -> Secp256k1Key:
-        return cls(coincurve.PrivateKey())
-
-    @classmethod
-    def from_private_bytes(cls, private_bytes: bytes) -> Secp256k1Key:
-        """From the 32-byte big-endian scalar (an Ethereum private key)."""
-        _check_private_size(private_bytes)
-        return cls(coincurve.PrivateKey(private_bytes))
-
-    def __repr__(self) -> str:
-        return f"Secp256k1Key(address=0x{self.address.hex()})"
-
-    def private_bytes(self) -> bytes:
-        return bytes(self._private_key.secret)
-
-    @property
-    def public_key(self) -> bytes:
-        """64-byte ``x ‖ y``."""
-        return bytes(self._private_key.public_key.format(compressed=False)[1:])
-
-    @property
-    def address(self) -> bytes:
-        """The Ethereum address."""
-        return address_of_coordinates(self.public_key)
-
-    def sign_digest(self, digest: bytes) -> bytes:
-        """65-byte ``r ‖ s ‖ v``, low-S (libsecp256k1 always normalizes), v in {27, 28}."""
-        ecdsa.check_digest(digest)
-        recoverable = self._private_key.sign_recoverable(digest, hasher=None)
-        return recoverable[: ecdsa.RAW_SIGNATURE_SIZE] + bytes([recoverable[-1] + ecdsa.ETHEREUM_V_OFFSET])
-
-    def custody_signature(self, digest: bytes) -> CustodySignature:
-        return CustodySignature(signature_type=self.signature_type, signature=self.sign_digest(digest))
 
 
 class P256Key:

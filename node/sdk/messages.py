@@ -8,50 +8,24 @@
 
 Each method returns a signed `chain.v1.Message` (hash over the canonical
 encoding, Ed25519 signature, data_bytes set). Timestamps default to the
-builder's clock; pass `timestamp=` to pin one.
+builder's clock; pass `timestamp=` to pin one. The envelope signing and the
+SIGNER_ADD construction are node.envelope (the node's devnet genesis builds its
+bootstrap SIGNER_ADD with them too); `sign_message`, `custody_signature_proto`
+and `CustodyKey` are re-exported here.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 from chain.v1 import message_pb2 as pb
-from node.codec import encode_data, message_hash
 from node.crypto import eip712
-from node.crypto.custody import CustodySignature
+from node.envelope import CustodyKey, custody_auth, custody_signature_proto, sign_message, signer_add_message
 from node.sdk.keys import Ed25519Key
 
-CUSTODY_WINDOW = 600
-
-
-class CustodyKey(Protocol):
-    """A wallet or passkey: Secp256k1Key, P256Key or WebAuthnKey."""
-
-    signature_type: Any
-
-    @property
-    def address(self) -> bytes: ...
-
-    def custody_signature(self, digest: bytes) -> CustodySignature: ...
-
-
-def custody_signature_proto(sig: CustodySignature) -> pb.CustodySignature:
-    return pb.CustodySignature(
-        signature_type=int(sig.signature_type),
-        signature=sig.signature,
-        public_key=sig.public_key,
-        authenticator_data=sig.authenticator_data,
-        client_data_json=sig.client_data_json,
-    )
-
-
-def sign_message(data: pb.MessageData, signer: Ed25519Key) -> pb.Message:
-    digest = message_hash(data)
-    return pb.Message(
-        data=data, hash=digest, signature=signer.sign(digest), signer=signer.public_key, data_bytes=encode_data(data)
-    )
+__all__ = ["CustodyKey", "MessageBuilder", "custody_signature_proto", "sign_message"]
 
 
 class MessageBuilder:
@@ -81,12 +55,7 @@ class MessageBuilder:
         return sign_message(data, self.signer)
 
     def _custody(self, custody: CustodyKey, nonce: int, digest_for: Callable[[int, int], bytes]) -> pb.CustodyAuth:
-        valid_after = self.now() - 60
-        deadline = valid_after + CUSTODY_WINDOW
-        sig = custody.custody_signature(digest_for(valid_after, deadline))
-        return pb.CustodyAuth(
-            signature=custody_signature_proto(sig), nonce=nonce, valid_after=valid_after, deadline=deadline
-        )
+        return custody_auth(custody, nonce, self.now(), digest_for)
 
     # ---- custody-authorized ----
     def signer_add(
@@ -100,30 +69,17 @@ class MessageBuilder:
         timestamp: int | None = None,
     ) -> pb.Message:
         """Register a delegated key; the envelope is signed by that key (default: the builder's)."""
-        new_key = key or self.signer
-        auth = self._custody(
+        return signer_add_message(
+            self.owner,
             custody,
             nonce,
-            lambda va, dl: eip712.signer_add_digest(
-                self.network,
-                owner=self.owner,
-                key=new_key.public_key,
-                scope=scope,
-                allowed_projects=list(allowed_projects),
-                nonce=nonce,
-                valid_after=va,
-                deadline=dl,
-            ),
-        )
-        body = pb.SignerAddBody(key=new_key.public_key, scope=scope, allowed_projects=allowed_projects, auth=auth)
-        data = pb.MessageData(
-            type=pb.MESSAGE_TYPE_SIGNER_ADD,
-            owner_address=self.owner,
-            timestamp=timestamp or self.now(),
+            key or self.signer,
             network=self.network,
-            signer_add=body,
+            now=self.now(),
+            scope=scope,
+            allowed_projects=allowed_projects,
+            timestamp=timestamp,
         )
-        return sign_message(data, new_key)
 
     def signer_remove(self, custody: CustodyKey, nonce: int, key: bytes, timestamp: int | None = None) -> pb.Message:
         auth = self._custody(

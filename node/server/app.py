@@ -36,7 +36,7 @@ from node.chain import Chain
 from node.errors import InvariantBroken
 from node.observability.metrics import MetricsEndpoint
 from node.server.config import NodeConfig
-from node.server.devnet import AUTHORITY_FILE, new_devnet
+from node.server.devnet import AUTHORITY_FILE, bootstrap_message, new_devnet
 from node.server.events import EventHub
 from node.server.ordering.applier import BlockApplier
 from node.server.ordering.etcd.client import EtcdClient
@@ -210,10 +210,7 @@ class NodeApp:
         orderer = self._orderer(chain, mempool, pipeline, hub, snapshots)
         self.state = NodeState(chain, mempool, pipeline, hub, orderer, snapshots, cfg.max_batch)
         if bootstrap:
-            from node.sdk.authority import Authority
-
-            authority = Authority.load(cfg.data_dir / AUTHORITY_FILE)
-            outcome = (await pipeline.submit([authority.bootstrap_message()]))[0]
+            outcome = (await pipeline.submit([bootstrap_message(cfg.data_dir)]))[0]
             if not outcome.accepted:
                 raise InvariantBroken(f"devnet bootstrap failed: {outcome.reason} {outcome.detail}")
 

@@ -9,9 +9,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from node.authority import Authority
 from node.observability.logs import configure_logging
 from node.observability.tracing import Tracing
-from node.sdk.authority import Authority
 from node.server.app import NodeApp
 from node.server.config import NodeConfig, parse_config
 
