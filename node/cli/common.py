@@ -331,14 +331,19 @@ class Context:
     def wait(self, message_hash: bytes, timeout: float = 60.0) -> block_pb2.CommittedMessage:
         try:
             return self.client.wait_committed(message_hash, timeout=timeout)
-        except Dropped as exc:
-            text = str(exc)
-            match = DROPPED_RE.search(text)
-            if match:
-                raise CliError(match.group(1), f"dropped at commit: {match.group(2) or text}") from None
-            raise CliError("DROPPED", text) from None
-        except TimeoutError as exc:
-            raise CliError("TIMEOUT", str(exc)) from None
+        except (Dropped, TimeoutError) as exc:
+            raise commit_failure(exc) from None
+
+
+def commit_failure(exc: Dropped | TimeoutError) -> CliError:
+    """A message that did not commit, as chainctl reports it (the drop reason when the node gave one)."""
+    if isinstance(exc, TimeoutError):
+        return CliError("TIMEOUT", str(exc))
+    text = str(exc)
+    match = DROPPED_RE.search(text)
+    if match:
+        return CliError(match.group(1), f"dropped at commit: {match.group(2) or text}")
+    return CliError("DROPPED", text)
 
 
 def committed_json(cm: block_pb2.CommittedMessage) -> dict[str, Any]:

@@ -16,8 +16,8 @@ import pytest
 from chain.v1 import rpc_pb2
 from node.sdk.keys import Secp256k1Key
 from node.storage import schema
-from tests.node.cli.test_cli_push import Cli
-from tests.node.sdk.test_git import make_history
+from tests.node.cli.runner import Cli
+from tests.node.sdk.gitrepos import make_history
 from tests.node.server.nodeproc import ROOT, NodeProcess
 
 

@@ -1,0 +1,359 @@
+"""Push a local git repository onto a project: plan the bundles and ref updates, then submit them.
+
+    with ChainClient("localhost:50051") as client:
+        builder = MessageBuilder(owner, signer, network=pb.NETWORK_DEVNET)
+        plan = plan_push(client, GitRepo("path/to/repo"), project_id)
+        result = submit_push(client, builder, plan, on_bundle=lambda e: print(e.index + 1, "/", e.total))
+
+``plan_push`` reads the repository and the project's refs and commits on chain and sends nothing: which
+refs move (created, fast-forward, forced or up to date, with the nonce each update will carry) and which
+commits the project lacks, in topological order, cut into COMMIT_BUNDLE-sized groups. ``submit_push``
+signs and submits the bundles (several per BatchSubmitMessages), waits for each to commit, reporting
+every committed bundle to ``on_bundle``, then submits the REF_UPDATEs and waits for them. ``push`` does
+both. ``chainctl push`` is a thin wrapper over these.
+
+Failures: ``GitError`` (the repository), ``PushError`` (a refusal with a stable ``reason``: NOTHING_TO_PUSH,
+INVALID_ARGUMENT, NOT_FAST_FORWARD, or the node's reason code for a rejected message), ``Dropped`` and
+``TimeoutError`` (from node.sdk.rpc, while waiting for a commit), ``grpc.RpcError`` (a failed call).
+Without ``force`` a ref whose chain commit is not an ancestor of the local one is refused here; a chain
+commit this repository does not have is left for the node to judge (it refuses a non-fast-forward).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import grpc
+
+from chain.v1 import message_pb2 as pb
+from chain.v1 import rpc_pb2, state_pb2
+from node import constants as C
+from node.sdk import git
+from node.sdk.messages import MessageBuilder
+from node.sdk.rpc import ChainClient
+
+DEFAULT_BUNDLE = 500
+BUNDLES_PER_BATCH = 16
+COMMIT_TIMEOUT = 60.0
+
+
+class PushError(Exception):
+    """A push refused before or at submission; ``reason`` is a stable code."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+        self.detail = detail
+
+
+def ref_bytes(name: str) -> bytes:
+    """A local ref name as the chain stores it (undecodable bytes kept as they are)."""
+    return name.encode("utf-8", errors="surrogateescape")
+
+
+@dataclass(frozen=True)
+class RefPlan:
+    """One local ref against the chain's ref of the same name."""
+
+    name: str
+    sha: str  # the local commit (git id)
+    new_hash: bytes  # its chain hash
+    current: state_pb2.Ref | None  # the chain's ref, if any
+    fast_forward: bool | None  # None: the chain's commit is not in the local repository
+
+    @property
+    def up_to_date(self) -> bool:
+        return self.current is not None and bytes(self.current.hash) == self.new_hash
+
+    @property
+    def status(self) -> str:
+        """``up-to-date``, ``created``, ``updated`` (fast-forward) or ``forced``."""
+        if self.up_to_date:
+            return "up-to-date"
+        if self.current is None:
+            return "created"
+        return "updated" if self.fast_forward else "forced"
+
+    @property
+    def old_hash(self) -> bytes:
+        return bytes(self.current.hash) if self.current is not None else b""
+
+    @property
+    def nonce(self) -> int:
+        """The nonce the REF_UPDATE carries (the chain's current one when nothing moves)."""
+        current = self.current.nonce if self.current is not None else 0
+        return current + (0 if self.up_to_date else 1)
+
+
+@dataclass(frozen=True)
+class PushPlan:
+    """What a push sends: computed by ``plan_push``, sent by ``submit_push``."""
+
+    project_id: bytes
+    refs: list[RefPlan]
+    commits: list[git.GitCommit]  # the commits the project lacks, parents first
+    already_on_chain: int  # commits reachable from the moving refs that the project has
+    bundles: list[list[pb.CommitMeta]]  # ``commits`` cut into COMMIT_BUNDLE bodies
+    force: bool = False
+
+    @property
+    def moving(self) -> list[RefPlan]:
+        return [p for p in self.refs if not p.up_to_date]
+
+    def ref_updates(self, builder: MessageBuilder) -> list[pb.Message]:
+        """Signed REF_UPDATEs for the refs that move (``force`` only where it is not a fast-forward)."""
+        return [
+            builder.ref_update(
+                self.project_id,
+                ref_bytes(p.name),
+                p.new_hash,
+                p.nonce,
+                old_hash=p.old_hash,
+                force=self.force and p.current is not None and p.fast_forward is not True,
+            )
+            for p in self.moving
+        ]
+
+
+@dataclass(frozen=True)
+class BundleCommitted:
+    """Progress: bundle ``index`` (0-based) of ``total`` is committed."""
+
+    index: int
+    total: int
+    commits: int
+    message_hash: bytes
+    block_number: int
+
+
+@dataclass
+class PushResult:
+    plan: PushPlan
+    bundle_hashes: list[bytes] = field(default_factory=list)
+    ref_update_hashes: list[bytes] = field(default_factory=list)
+
+
+# ---- reading the chain ----
+
+
+def _chain_refs(client: ChainClient, pid: bytes) -> dict[bytes, state_pb2.Ref]:
+    refs: dict[bytes, state_pb2.Ref] = {}
+    token = ""
+    while True:
+        req = rpc_pb2.ListRefsRequest(project_id=pid, page_size=C.MAX_PAGE_SIZE, page_token=token)
+        resp = client.stub.ListRefs(req, timeout=client.timeout)
+        for r in resp.refs:
+            refs[bytes(r.name)] = r
+        token = resp.next_page_token
+        if not token:
+            return refs
+
+
+def _get_commit(client: ChainClient, pid: bytes, commit_hash: bytes) -> state_pb2.Commit | None:
+    try:
+        req = rpc_pb2.GetCommitRequest(project_id=pid, commit_hash=commit_hash)
+        return client.stub.GetCommit(req, timeout=client.timeout).commit
+    except grpc.RpcError as err:
+        if isinstance(err, grpc.Call) and err.code() == grpc.StatusCode.NOT_FOUND:
+            return None
+        raise
+
+
+def _locate(client: ChainClient, repo: git.GitRepo, pid: bytes, hashes: Sequence[bytes]) -> dict[bytes, str]:
+    """Local git ids of chain commits: read from their ``content_digest`` and checked by re-mapping."""
+    id_len = repo.id_len()
+    claimed: dict[bytes, str] = {}
+    for h in dict.fromkeys(hashes):
+        commit = _get_commit(client, pid, h)
+        sha = git.git_id_of_content_digest(bytes(commit.content_digest), id_len) if commit is not None else None
+        if sha is not None:
+            claimed[h] = sha
+    present = repo.existing_commits(list(claimed.values()))
+    read = repo.read_commits([s for s in dict.fromkeys(claimed.values()) if s in present])
+    return {h: sha for h, sha in claimed.items() if sha in read and read[sha].chain_hash == h}
+
+
+def _on_chain(client: ChainClient, project: state_pb2.Project, hashes: Sequence[bytes]) -> set[bytes]:
+    """Which of ``hashes`` the project already has: GetCommit each, or ListCommits when that is fewer calls."""
+    pid = bytes(project.project_id)
+    if not hashes or (project.commit_count == 0 and not project.forked_from):
+        return set()
+    pages = math.ceil(project.commit_count / C.MAX_PAGE_SIZE)
+    if project.forked_from or len(hashes) <= pages:
+        return {h for h in hashes if _get_commit(client, pid, h) is not None}
+    have: set[bytes] = set()
+    token = ""
+    while True:
+        req = rpc_pb2.ListCommitsRequest(project_id=pid, page_size=C.MAX_PAGE_SIZE, page_token=token)
+        resp = client.stub.ListCommits(req, timeout=client.timeout)
+        have.update(bytes(c.hash) for c in resp.commits)
+        token = resp.next_page_token
+        if not token:
+            break
+    return have.intersection(hashes)
+
+
+# ---- planning ----
+
+
+def check_full_history(repo: git.GitRepo) -> None:
+    """A shallow clone cannot be pushed: its oldest commits name parents it does not have."""
+    if repo.is_shallow():
+        raise git.GitError("shallow repository: fetch the whole history first (git fetch --unshallow)")
+
+
+def _local_refs(repo: git.GitRepo, names: Sequence[str], on_skip: Callable[[str], None]) -> list[git.LocalRef]:
+    if names:
+        local, skipped = repo.resolve_refs([repo.full_ref_name(r) for r in names])
+        if skipped:
+            raise git.GitError(f"{', '.join(skipped)}: does not point at a commit")
+    else:
+        local, skipped = repo.refs()
+        for name in skipped:
+            on_skip(name)
+    if not local:
+        raise PushError("NOTHING_TO_PUSH", "the repository has no branches or tags")
+    for ref in local:
+        if len(ref_bytes(ref.name)) > C.MAX_REF_NAME_LEN:
+            raise PushError("INVALID_ARGUMENT", f"ref name {ref.name!r} is longer than {C.MAX_REF_NAME_LEN} bytes")
+    return local
+
+
+def _ref_plans(
+    repo: git.GitRepo, local: Sequence[git.LocalRef], current: dict[bytes, state_pb2.Ref], known: dict[bytes, str]
+) -> list[RefPlan]:
+    tips = repo.read_commits(list(dict.fromkeys(r.sha for r in local)))
+    plans: list[RefPlan] = []
+    for ref in local:
+        cur = current.get(ref_bytes(ref.name))
+        new_hash = tips[ref.sha].chain_hash
+        ff: bool | None = None
+        if cur is not None and bytes(cur.hash) != new_hash:
+            old_sha = known.get(bytes(cur.hash))
+            ff = repo.is_ancestor(old_sha, ref.sha) if old_sha is not None else None
+        plans.append(RefPlan(ref.name, ref.sha, new_hash, cur, ff))
+    return plans
+
+
+def _missing_commits(
+    client: ChainClient, repo: git.GitRepo, project: state_pb2.Project, tips: Sequence[str], known: Sequence[str]
+) -> tuple[list[git.GitCommit], int, dict[str, bytes]]:
+    """Commits reachable from ``tips``, not from ``known``, that the project lacks (parents first); how many
+    it already had; the chain hash of every commit they and their parents name."""
+    candidates = repo.rev_list(tips, exclude=known)
+    commits = repo.read_commits(candidates)
+    hashes = {sha: c.chain_hash for sha, c in commits.items()}
+    present = _on_chain(client, project, [hashes[s] for s in candidates])
+    new = [commits[s] for s in candidates if hashes[s] not in present]
+    outside = [p for c in new for p in c.parents if p not in hashes]
+    for sha, c in repo.read_commits(list(dict.fromkeys(outside))).items():
+        hashes[sha] = c.chain_hash
+    for c in new:
+        if len(c.parents) > C.MAX_COMMIT_PARENTS:
+            raise git.GitError(f"commit {c.sha} has {len(c.parents)} parents; the chain allows {C.MAX_COMMIT_PARENTS}")
+    return new, len(candidates) - len(new), hashes
+
+
+def plan_push(
+    client: ChainClient,
+    repo: git.GitRepo,
+    project_id: bytes,
+    *,
+    refs: Sequence[str] = (),
+    force: bool = False,
+    bundle_size: int = DEFAULT_BUNDLE,
+    on_skip: Callable[[str], None] = lambda name: None,
+) -> PushPlan:
+    """Plan a push of ``refs`` (branch/tag names or full ref names; default: every branch and tag).
+
+    Reads only: nothing is signed or sent. ``on_skip`` hears of refs that do not lead to a commit (when
+    pushing every ref). Raises ``PushError`` NOT_FAST_FORWARD for a rewritten ref unless ``force``."""
+    if not 1 <= bundle_size <= C.MAX_COMMITS_PER_BUNDLE:
+        raise PushError("INVALID_ARGUMENT", f"bundle size must be 1-{C.MAX_COMMITS_PER_BUNDLE}")
+    check_full_history(repo)
+    project = client.stub.GetProject(rpc_pb2.GetProjectRequest(project_id=project_id), timeout=client.timeout).project
+    local = _local_refs(repo, refs, on_skip)
+    # Where the chain's refs are, and which of those commits this repository has.
+    current = _chain_refs(client, project_id)
+    known = _locate(client, repo, project_id, [bytes(cur.hash) for cur in current.values()])
+    plans = _ref_plans(repo, local, current, known)
+    rejected = [p.name for p in plans if p.fast_forward is False and not p.up_to_date]
+    if rejected and not force:
+        raise PushError(
+            "NOT_FAST_FORWARD",
+            f"{', '.join(rejected)}: the chain's commit is not an ancestor of the local one (use --force)",
+        )
+    moving = [p.sha for p in plans if not p.up_to_date]
+    new, already, hashes = _missing_commits(client, repo, project, moving, list(known.values()))
+    groups = git.bundles([c.meta(hashes) for c in new], bundle_size)
+    return PushPlan(project_id, plans, new, already, groups, force)
+
+
+# ---- submitting ----
+
+
+def _accepted(results: Sequence[rpc_pb2.SubmitResult]) -> list[bytes]:
+    for r in results:
+        if not r.accepted:
+            raise PushError(r.reason_code or "REJECTED", r.detail or "message rejected")
+    return [bytes(r.hash) for r in results]
+
+
+def _send_bundles(
+    client: ChainClient,
+    builder: MessageBuilder,
+    plan: PushPlan,
+    on_bundle: Callable[[BundleCommitted], None],
+    timeout: float,
+) -> list[bytes]:
+    """Submit every bundle (BUNDLES_PER_BATCH per call), then wait for each in order."""
+    groups = plan.bundles
+    sent: list[bytes] = []
+    for start in range(0, len(groups), BUNDLES_PER_BATCH):
+        chunk = groups[start : start + BUNDLES_PER_BATCH]
+        sent.extend(_accepted(client.batch([builder.commit_bundle(plan.project_id, list(g)) for g in chunk])))
+    for index, (h, group) in enumerate(zip(sent, groups, strict=True)):
+        committed = client.wait_committed(h, timeout=timeout)
+        on_bundle(BundleCommitted(index, len(groups), len(group), h, int(committed.block_number)))
+    return sent
+
+
+def submit_push(
+    client: ChainClient,
+    builder: MessageBuilder,
+    plan: PushPlan,
+    *,
+    on_bundle: Callable[[BundleCommitted], None] = lambda event: None,
+    timeout: float = COMMIT_TIMEOUT,
+) -> PushResult:
+    """Send a plan: its bundles (each reported to ``on_bundle`` once committed), then its ref updates.
+
+    ``builder`` signs as the pushing account (owner and delegated key). Returns once every message is
+    committed; ``timeout`` bounds the wait for each."""
+    result = PushResult(plan)
+    result.bundle_hashes = _send_bundles(client, builder, plan, on_bundle, timeout)
+    updates = plan.ref_updates(builder)
+    for start in range(0, len(updates), C.MAX_BATCH_SUBMIT):
+        hashes = _accepted(client.batch(updates[start : start + C.MAX_BATCH_SUBMIT]))
+        for h in hashes:
+            client.wait_committed(h, timeout=timeout)
+        result.ref_update_hashes.extend(hashes)
+    return result
+
+
+def push(
+    client: ChainClient,
+    builder: MessageBuilder,
+    repo: git.GitRepo,
+    project_id: bytes,
+    *,
+    refs: Sequence[str] = (),
+    force: bool = False,
+    bundle_size: int = DEFAULT_BUNDLE,
+    on_bundle: Callable[[BundleCommitted], None] = lambda event: None,
+) -> PushResult:
+    """``plan_push`` then ``submit_push``."""
+    plan = plan_push(client, repo, project_id, refs=refs, force=force, bundle_size=bundle_size)
+    return submit_push(client, builder, plan, on_bundle=on_bundle)

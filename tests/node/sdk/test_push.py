@@ -1,0 +1,127 @@
+"""The SDK's programmatic push against a real chain-node subprocess, without chainctl."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from chain.v1 import rpc_pb2
+from node.sdk import git
+from node.sdk.push import BundleCommitted, PushError, plan_push, push, submit_push
+from node.sdk.rpc import ChainClient
+from tests.node.sdk.gitrepos import commit, make_history, sh
+from tests.node.server.actors import RemoteActor, new_account
+from tests.node.server.nodeproc import NodeProcess
+
+
+@dataclass
+class World:
+    node: NodeProcess
+    client: ChainClient
+    alice: RemoteActor
+    bob: RemoteActor
+
+    def project(self, name: str, owner: RemoteActor | None = None) -> bytes:
+        msg = (owner or self.alice).b.project_create(name)
+        self.client.commit(msg)
+        return bytes(msg.hash)
+
+    def refs(self, pid: bytes) -> dict[bytes, tuple[bytes, int]]:
+        resp = self.client.stub.ListRefs(rpc_pb2.ListRefsRequest(project_id=pid))
+        return {bytes(r.name): (bytes(r.hash), r.nonce) for r in resp.refs}
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory) -> Iterator[World]:
+    node = NodeProcess(tmp_path_factory.mktemp("sdk-push") / "data", "--web-addr", "").start()
+    try:
+        with node.client() as client:
+            authority = node.authority()
+            yield World(node, client, new_account(client, authority, 2), new_account(client, authority, 1))
+    finally:
+        node.stop()
+
+
+def test_plan_sends_nothing_then_submit_reports_each_bundle(world, tmp_path):
+    repo_path = tmp_path / "repo"
+    ids = make_history(repo_path)
+    repo = git.GitRepo(repo_path)
+    pid = world.project("planned")
+
+    plan = plan_push(world.client, repo, pid, bundle_size=4)
+    assert [c.sha for c in plan.commits] == repo.rev_list(list(ids.values()))
+    assert [len(b) for b in plan.bundles] == [4, 2]
+    assert plan.already_on_chain == 0
+    assert {p.name: (p.status, p.nonce) for p in plan.refs} == {
+        "refs/heads/main": ("created", 1),
+        "refs/heads/feature": ("created", 1),
+        "refs/tags/v1": ("created", 1),
+        "refs/tags/light": ("created", 1),
+    }
+    assert world.refs(pid) == {}  # planning sent nothing
+
+    events: list[BundleCommitted] = []
+    result = submit_push(world.client, world.alice.b, plan, on_bundle=events.append)
+    assert [(e.index, e.total, e.commits) for e in events] == [(0, 2, 4), (1, 2, 2)]
+    assert [e.message_hash for e in events] == result.bundle_hashes
+    assert all(e.block_number > 0 for e in events)
+    assert len(result.ref_update_hashes) == 4
+    assert world.refs(pid) == {p.name.encode(): (p.new_hash, 1) for p in plan.refs}
+
+    again = plan_push(world.client, repo, pid)
+    assert (again.commits, again.bundles, again.moving) == ([], [], [])
+    assert {p.status for p in again.refs} == {"up-to-date"}
+    assert again.already_on_chain == 0
+    nothing = submit_push(world.client, world.alice.b, again, on_bundle=events.append)
+    assert (nothing.bundle_hashes, nothing.ref_update_hashes, len(events)) == ([], [], 2)
+
+
+def test_rewritten_ref_needs_force_and_only_new_commits_go(world, tmp_path):
+    repo_path = tmp_path / "repo"
+    make_history(repo_path)
+    repo = git.GitRepo(repo_path)
+    pid = world.project("forced")
+    push(world.client, world.alice.b, repo, pid, refs=["feature"])
+    sh(repo_path, "checkout", "-q", "feature")
+    sh(repo_path, "reset", "-q", "--hard", "HEAD~1")
+    rewritten = commit(repo_path, "b2 rewritten", 1_700_003_000, "b.txt")
+
+    with pytest.raises(PushError) as refused:
+        plan_push(world.client, repo, pid, refs=["feature"])
+    assert refused.value.reason == "NOT_FAST_FORWARD"
+    assert refused.value.detail.startswith("refs/heads/feature")
+
+    plan = plan_push(world.client, repo, pid, refs=["feature"], force=True)
+    assert [c.sha for c in plan.commits] == [rewritten]
+    assert plan.already_on_chain == 0
+    assert [(p.status, p.nonce) for p in plan.refs] == [("forced", 2)]
+    submit_push(world.client, world.alice.b, plan)
+    log = world.client.stub.GetRefLog(rpc_pb2.GetRefLogRequest(project_id=pid, ref_name=b"refs/heads/feature")).entries
+    assert [(e.nonce, e.force) for e in log] == [(2, True), (1, False)]
+
+
+def test_refusals_carry_reason_codes(world, tmp_path: Path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    sh(empty, "init", "-q", "-b", "main")
+    pid = world.project("refusals")
+    with pytest.raises(PushError) as nothing:
+        plan_push(world.client, git.GitRepo(empty), pid)
+    assert nothing.value.reason == "NOTHING_TO_PUSH"
+    with pytest.raises(PushError) as size:
+        plan_push(world.client, git.GitRepo(empty), pid, bundle_size=0)
+    assert size.value.reason == "INVALID_ARGUMENT"
+
+    # Bob may not write to Alice's project: the node rejects the first bundle and nothing moves.
+    repo_path = tmp_path / "repo"
+    make_history(repo_path)
+    plan = plan_push(world.client, git.GitRepo(repo_path), pid)
+    events: list[BundleCommitted] = []
+    with pytest.raises(PushError) as rejected:
+        submit_push(world.client, world.bob.b, plan, on_bundle=events.append)
+    assert rejected.value.reason == "PERMISSION_DENIED"
+    assert events == []
+    assert world.refs(pid) == {}
