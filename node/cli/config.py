@@ -235,12 +235,6 @@ class KeyStore:
             raise StoreError("KEY_NOT_FOUND", f"no key named {name!r} in {self.keys_dir}")
         path.unlink()
 
-    def find_by_public_key(self, public_key: bytes) -> StoredKey | None:
-        for key in self.list():
-            if key.public_key == public_key:
-                return key
-        return None
-
 
 @dataclass
 class AccountEntry:

@@ -34,7 +34,13 @@ PROJECT_FIELDS = {
 def register(sub: SubParsers) -> None:
     project = sub.add_parser("project", help="create, list, show, fork, archive projects; collaborators")
     ps = project.add_subparsers(dest="project_command", required=True, metavar="COMMAND")
+    _register_project(ps)
+    _register_collaborator(ps)
+    _register_social(sub)
+    _register_mr(sub)
 
+
+def _register_project(ps: SubParsers) -> None:
     p = ps.add_parser("create", help="create a project (its id is the message hash)")
     p.add_argument("name")
     p.add_argument("--description", default="")
@@ -75,6 +81,8 @@ def register(sub: SubParsers) -> None:
     p.add_argument("project")
     p.set_defaults(func=project_refs)
 
+
+def _register_collaborator(ps: SubParsers) -> None:
     collab = ps.add_parser("collaborator", help="add or remove collaborators")
     cs = collab.add_subparsers(dest="collaborator_command", required=True, metavar="COMMAND")
     p = cs.add_parser("add")
@@ -90,6 +98,8 @@ def register(sub: SubParsers) -> None:
     p.add_argument("project")
     p.set_defaults(func=collaborator_list)
 
+
+def _register_social(sub: SubParsers) -> None:
     for name, remove in (("star", False), ("unstar", True)):
         p = sub.add_parser(name, help=f"{name} a project")
         p.add_argument("project")
@@ -105,6 +115,8 @@ def register(sub: SubParsers) -> None:
         p.add_argument("--repo", default="", help="git repository to map a revision through")
         p.set_defaults(func=like, remove=remove)
 
+
+def _register_mr(sub: SubParsers) -> None:
     mr = sub.add_parser("mr", help="merge requests")
     ms = mr.add_subparsers(dest="mr_command", required=True, metavar="COMMAND")
     p = ms.add_parser("open", help="open a merge request from SOURCE into TARGET")

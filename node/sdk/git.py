@@ -19,7 +19,7 @@ the commit object alone, so every clone of a repository computes the same chain 
   the author date in unix seconds; ``author_address`` is left empty (the chain records the pushing
   account).
 
-Nothing here talks to a node; ``node.cli.push`` does.
+Nothing here talks to a node; ``node.sdk.push`` does.
 """
 
 from __future__ import annotations
@@ -248,9 +248,6 @@ class GitRepo:
             raise GitError(f"{rev!r} does not name a commit")
         return sha
 
-    def has_commit(self, sha: str) -> bool:
-        return sha in self.existing_commits([sha])
-
     def existing_commits(self, shas: Sequence[str]) -> set[str]:
         """Which of ``shas`` are commits present in the object store."""
         if not shas:
@@ -295,11 +292,6 @@ class GitRepo:
         if done.returncode > 1:
             raise GitError(f"git merge-base failed: {done.stderr.decode('utf-8', errors='replace').strip()}")
         return done.returncode == 0
-
-
-def commit_metas(commits: Sequence[GitCommit], chain_hashes: dict[str, bytes]) -> list[pb.CommitMeta]:
-    """CommitMeta for each commit, in the given (topological) order."""
-    return [c.meta(chain_hashes) for c in commits]
 
 
 def bundles(
