@@ -1,0 +1,1 @@
+"""``chainctl``: the command line over the SDK (node.sdk), with a local key store (``config``)."""
