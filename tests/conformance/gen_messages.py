@@ -91,6 +91,7 @@ def family(s: Scenario) -> dict[str, Any]:
         ),
         "network": pb.Network.Name(fixed.NETWORK),
         "genesis": {
+            "network": pb.Network.Name(fixed.NETWORK),
             "storage_authorities": [h(s.h.authority.address)],
             "webauthn_rp_id": POLICY.rp_id,
             "genesis_time_ms": fixed.T0 * 1000,

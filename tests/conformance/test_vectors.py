@@ -107,6 +107,7 @@ def test_messages_replay_to_the_proofs_root(tmp_path: Path) -> None:
     doc = load("messages")
     genesis = doc["genesis"]
     params = ChainParams(
+        network=pb.Network.Value(genesis["network"]),
         storage_authorities=frozenset(b(a) for a in genesis["storage_authorities"]),
         webauthn_rp_id=genesis["webauthn_rp_id"],
         genesis_time_ms=genesis["genesis_time_ms"],

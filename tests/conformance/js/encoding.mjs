@@ -79,6 +79,8 @@ export function encodeCanonical(r) {
     if (!r.isSet(field)) continue;
     const value = r.get(field);
     if (field.fieldKind === "list") {
+      const numeric = field.listKind === "enum" || (field.listKind === "scalar" && ![ScalarType.BYTES, ScalarType.STRING].includes(field.scalar));
+      if (numeric) throw new Error(`packed repeated ${field.name} is not used by chain.v1 messages`);
       for (const item of value) one(out, field, field.listKind, item, field.scalar);
     } else if (field.fieldKind === "map") {
       throw new Error("maps are not used by chain.v1 messages");
