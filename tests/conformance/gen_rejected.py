@@ -142,6 +142,12 @@ def _envelope_cases() -> list[tuple[str, pb.Message, Reason, dict[str, str]]]:
         ("unspecified_type", _resign(_data(good, type=0)), Reason.UNKNOWN_MESSAGE_TYPE, {}),
         ("body_mismatch", _resign(_data(good, type=pb.MESSAGE_TYPE_PROJECT_REMOVE)), Reason.BODY_MISMATCH, {}),
         (
+            "empty_body",  # the set oneof member is written even when empty: data_bytes ends with its tag, length 0
+            _carol().project_remove(b""),
+            Reason.INVALID_FIELD,
+            {"field": "project_id"},
+        ),
+        (
             "owner_19_bytes",
             _resign(_data(good, owner_address=good.data.owner_address[:19])),
             Reason.INVALID_FIELD,

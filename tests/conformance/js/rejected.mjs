@@ -49,6 +49,12 @@ class Rejected extends Error {
   }
 }
 
+// The body checks the vectors exercise (node/state/structural.py has them all): [field, proto name, length].
+const BODY_LENGTHS = {
+  projectArchive: [["projectId", "project_id", 32]],
+  projectRemove: [["projectId", "project_id", 32]],
+};
+
 function structure(data, network) {
   const kind = REGISTRY[data.type];
   if (!kind) throw new Rejected(DISABLED.includes(data.type) ? "DISABLED_MESSAGE_TYPE" : "UNKNOWN_MESSAGE_TYPE");
@@ -56,6 +62,8 @@ function structure(data, network) {
   if (data.body.case !== kind[0]) throw new Rejected("BODY_MISMATCH");
   if (data.ownerAddress.length !== 20) throw new Rejected("INVALID_FIELD", { field: "owner_address" });
   if (data.timestamp === 0n) throw new Rejected("INVALID_FIELD", { field: "timestamp" });
+  for (const [name, field, length] of BODY_LENGTHS[kind[0]] ?? [])
+    if (data.body.value[name].length !== length) throw new Rejected("INVALID_FIELD", { field });
   return kind;
 }
 
