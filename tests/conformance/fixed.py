@@ -60,8 +60,12 @@ class P256(P256Key):
         return ecdsa.join_raw(ecdsa.low_s(rs, ecdsa.P256_N))
 
 
+def p256_private(name: str) -> ec.EllipticCurvePrivateKey:
+    return ec.derive_private_key(int.from_bytes(seed(name), "big"), ec.SECP256R1())
+
+
 def p256(name: str) -> P256:
-    return P256(P256Key.from_private_bytes(seed(name))._private_key)
+    return P256(p256_private(name))
 
 
 class Authenticator(SoftwareAuthenticator):
@@ -86,8 +90,7 @@ class WebAuthn:
     signature_type = 3
 
     def __init__(self, name: str, *, origin: str = ORIGIN, rp_id: str = RP_ID, **flags: bool) -> None:
-        private = P256Key.from_private_bytes(seed(name))._private_key
-        self.authenticator = Authenticator(private, rp_id=rp_id, origin=origin, **flags)
+        self.authenticator = Authenticator(p256_private(name), rp_id=rp_id, origin=origin, **flags)
 
     @property
     def public_key(self) -> bytes:
