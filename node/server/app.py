@@ -19,12 +19,10 @@ from dataclasses import dataclass
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_health.v1._async import HealthServicer as AsyncHealthServicer
 from grpc_reflection.v1alpha import reflection
 from opentelemetry.trace import TracerProvider
 
 from chain.v1 import (
-    admin_service_pb2,
     admin_service_pb2_grpc,
     keychain_service_pb2,
     keychain_service_pb2_grpc,
@@ -62,7 +60,6 @@ from node.state.params import ChainParams
 log = logging.getLogger("chain.node")
 CHAIN_SERVICE = service_pb2.DESCRIPTOR.services_by_name["ChainService"].full_name
 KEYCHAIN_SERVICE = keychain_service_pb2.DESCRIPTOR.services_by_name["KeychainService"].full_name
-ADMIN_SERVICE = admin_service_pb2.DESCRIPTOR.services_by_name["AdminService"].full_name
 NETWORKS = {"mainnet": message_pb2.NETWORK_MAINNET, "testnet": message_pb2.NETWORK_TESTNET}
 
 
@@ -95,7 +92,8 @@ class NodeApp:
         self._server: grpc.aio.Server | None = None
         self._admin: grpc.aio.Server | None = None
         self._web_runner: object | None = None
-        self._health = AsyncHealthServicer()
+        # the public asyncio servicer (grpc_health.v1.health.aio); the grpc-stubs typing predates it
+        self._health = health.aio.HealthServicer()  # type: ignore[attr-defined]
         self._verifier: Verifier | None = None
         self._health_task: asyncio.Task[None] | None = None
         self._etcd: EtcdClient | None = None

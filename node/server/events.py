@@ -1,7 +1,7 @@
 """Live events: committed blocks and messages fanned out to subscribers.
 
 Each subscriber owns a bounded queue. Publishing never waits: a subscriber
-whose queue is full is marked overflowed and detached, and its stream ends
+whose queue is full is detached and handed an end-of-stream marker, and its stream ends
 with RESOURCE_EXHAUSTED, so a slow client can never stall block production.
 """
 
@@ -21,7 +21,6 @@ class Overflowed(Exception):
 class Subscriber:
     kind: str  # "blocks" or "messages"
     queue: asyncio.Queue[block_pb2.Block | block_pb2.CommittedMessage | None]
-    overflowed: bool = False
     delivered: int = field(default=0)
 
     async def next(self) -> block_pb2.Block | block_pb2.CommittedMessage:
@@ -59,7 +58,6 @@ class EventHub:
                 sub.queue.put_nowait(item)
 
     def _drop(self, sub: Subscriber) -> None:
-        sub.overflowed = True
         self._subscribers.discard(sub)
         self.dropped_subscribers += 1
         sub.queue.put_nowait(None)

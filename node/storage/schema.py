@@ -112,10 +112,6 @@ def project_key(project_id: bytes) -> bytes:
     return _p(Prefix.PROJECT, project_id)
 
 
-def projects_prefix() -> bytes:
-    return _p(Prefix.PROJECT)
-
-
 def project_name_key(owner: bytes, name: str) -> bytes:
     return _p(Prefix.PROJECT_NAME, owner, name.lower().encode())
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 import re
 import shutil
-from typing import Any
+
+from grpc.aio import ServicerContext
 
 from chain.v1 import admin_service_pb2_grpc, node_info_pb2, rpc_pb2
 from node.errors import InvalidArgument, NotFound
@@ -36,16 +37,24 @@ class AdminServicer(admin_service_pb2_grpc.AdminServiceServicer):
         self.snapshots = snapshots
 
     async def CreateSnapshot(
-        self, request: rpc_pb2.CreateSnapshotRequest, context: Any
+        self,
+        request: rpc_pb2.CreateSnapshotRequest,
+        context: ServicerContext[rpc_pb2.CreateSnapshotRequest, rpc_pb2.CreateSnapshotResponse],
     ) -> rpc_pb2.CreateSnapshotResponse:
         info = await asyncio.to_thread(self.snapshots.create)
         return rpc_pb2.CreateSnapshotResponse(snapshot=info)
 
-    async def ListSnapshots(self, request: rpc_pb2.ListSnapshotsRequest, context: Any) -> rpc_pb2.ListSnapshotsResponse:
+    async def ListSnapshots(
+        self,
+        request: rpc_pb2.ListSnapshotsRequest,
+        context: ServicerContext[rpc_pb2.ListSnapshotsRequest, rpc_pb2.ListSnapshotsResponse],
+    ) -> rpc_pb2.ListSnapshotsResponse:
         return rpc_pb2.ListSnapshotsResponse(snapshots=self.snapshots.list())
 
     async def DeleteSnapshot(
-        self, request: rpc_pb2.DeleteSnapshotRequest, context: Any
+        self,
+        request: rpc_pb2.DeleteSnapshotRequest,
+        context: ServicerContext[rpc_pb2.DeleteSnapshotRequest, rpc_pb2.DeleteSnapshotResponse],
     ) -> rpc_pb2.DeleteSnapshotResponse:
         info = await asyncio.to_thread(delete_snapshot, self.snapshots, request.name)
         return rpc_pb2.DeleteSnapshotResponse(snapshot=info)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import grpc
+from grpc.aio import ServicerContext
 
 from chain.v1 import block_pb2, keychain_service_pb2_grpc, node_info_pb2, rpc_pb2, service_pb2_grpc
 from chain.v1 import message_pb2 as pb
@@ -57,14 +58,20 @@ class ChainServicer(service_pb2_grpc.ChainServiceServicer):
             return fn(Reader(view, nodes))
 
     # ---- writes ----
-    async def SubmitMessage(self, request: rpc_pb2.SubmitMessageRequest, context: Any) -> rpc_pb2.SubmitMessageResponse:
+    async def SubmitMessage(
+        self,
+        request: rpc_pb2.SubmitMessageRequest,
+        context: ServicerContext[rpc_pb2.SubmitMessageRequest, rpc_pb2.SubmitMessageResponse],
+    ) -> rpc_pb2.SubmitMessageResponse:
         outcome = (await self.node.orderer.submit([request.message]))[0]
         if not outcome.accepted:
             raise MessageRejected(Reason(outcome.reason), outcome.detail, hash=outcome.hash.hex())
         return rpc_pb2.SubmitMessageResponse(hash=outcome.hash, accepted=True)
 
     async def BatchSubmitMessages(
-        self, request: rpc_pb2.BatchSubmitMessagesRequest, context: Any
+        self,
+        request: rpc_pb2.BatchSubmitMessagesRequest,
+        context: ServicerContext[rpc_pb2.BatchSubmitMessagesRequest, rpc_pb2.BatchSubmitMessagesResponse],
     ) -> rpc_pb2.BatchSubmitMessagesResponse:
         if len(request.messages) > self.node.max_batch:
             raise MessageRejected(
@@ -76,117 +83,203 @@ class ChainServicer(service_pb2_grpc.ChainServiceServicer):
         outcomes = await self.node.orderer.submit(list(request.messages))
         return rpc_pb2.BatchSubmitMessagesResponse(results=[_result(o) for o in outcomes])
 
-    async def DryRunMessage(self, request: rpc_pb2.DryRunMessageRequest, context: Any) -> rpc_pb2.DryRunMessageResponse:
+    async def DryRunMessage(
+        self,
+        request: rpc_pb2.DryRunMessageRequest,
+        context: ServicerContext[rpc_pb2.DryRunMessageRequest, rpc_pb2.DryRunMessageResponse],
+    ) -> rpc_pb2.DryRunMessageResponse:
         o = await self.node.pipeline.dry_run(request.message)
         return rpc_pb2.DryRunMessageResponse(hash=o.hash, valid=o.accepted, reason_code=o.reason, detail=o.detail)
 
     # ---- projects ----
-    async def GetProject(self, request: rpc_pb2.GetProjectRequest, context: Any) -> rpc_pb2.GetProjectResponse:
+    async def GetProject(
+        self,
+        request: rpc_pb2.GetProjectRequest,
+        context: ServicerContext[rpc_pb2.GetProjectRequest, rpc_pb2.GetProjectResponse],
+    ) -> rpc_pb2.GetProjectResponse:
         return self._read(lambda r: r.get_project(request))
 
     async def GetProjectByName(
-        self, request: rpc_pb2.GetProjectByNameRequest, context: Any
+        self,
+        request: rpc_pb2.GetProjectByNameRequest,
+        context: ServicerContext[rpc_pb2.GetProjectByNameRequest, rpc_pb2.GetProjectByNameResponse],
     ) -> rpc_pb2.GetProjectByNameResponse:
         return self._read(lambda r: r.get_project_by_name(request))
 
     async def SearchProjects(
-        self, request: rpc_pb2.SearchProjectsRequest, context: Any
+        self,
+        request: rpc_pb2.SearchProjectsRequest,
+        context: ServicerContext[rpc_pb2.SearchProjectsRequest, rpc_pb2.SearchProjectsResponse],
     ) -> rpc_pb2.SearchProjectsResponse:
         return self._read(lambda r: r.search_projects(request))
 
-    async def ListProjects(self, request: rpc_pb2.ListProjectsRequest, context: Any) -> rpc_pb2.ListProjectsResponse:
+    async def ListProjects(
+        self,
+        request: rpc_pb2.ListProjectsRequest,
+        context: ServicerContext[rpc_pb2.ListProjectsRequest, rpc_pb2.ListProjectsResponse],
+    ) -> rpc_pb2.ListProjectsResponse:
         return self._read(lambda r: r.list_projects(request))
 
     async def GetProjectActivity(
-        self, request: rpc_pb2.GetProjectActivityRequest, context: Any
+        self,
+        request: rpc_pb2.GetProjectActivityRequest,
+        context: ServicerContext[rpc_pb2.GetProjectActivityRequest, rpc_pb2.GetProjectActivityResponse],
     ) -> rpc_pb2.GetProjectActivityResponse:
         return self._read(lambda r: r.get_project_activity(request))
 
     async def GetMergeRequest(
-        self, request: rpc_pb2.GetMergeRequestRequest, context: Any
+        self,
+        request: rpc_pb2.GetMergeRequestRequest,
+        context: ServicerContext[rpc_pb2.GetMergeRequestRequest, rpc_pb2.GetMergeRequestResponse],
     ) -> rpc_pb2.GetMergeRequestResponse:
         return self._read(lambda r: r.get_merge_request(request))
 
     async def ListMergeRequests(
-        self, request: rpc_pb2.ListMergeRequestsRequest, context: Any
+        self,
+        request: rpc_pb2.ListMergeRequestsRequest,
+        context: ServicerContext[rpc_pb2.ListMergeRequestsRequest, rpc_pb2.ListMergeRequestsResponse],
     ) -> rpc_pb2.ListMergeRequestsResponse:
         return self._read(lambda r: r.list_merge_requests(request))
 
     async def ListMergeRequestsByRequester(
-        self, request: rpc_pb2.ListMergeRequestsByRequesterRequest, context: Any
+        self,
+        request: rpc_pb2.ListMergeRequestsByRequesterRequest,
+        context: ServicerContext[
+            rpc_pb2.ListMergeRequestsByRequesterRequest, rpc_pb2.ListMergeRequestsByRequesterResponse
+        ],
     ) -> rpc_pb2.ListMergeRequestsByRequesterResponse:
         return self._read(lambda r: r.list_merge_requests_by_requester(request))
 
     # ---- git objects ----
-    async def GetRef(self, request: rpc_pb2.GetRefRequest, context: Any) -> rpc_pb2.GetRefResponse:
+    async def GetRef(
+        self, request: rpc_pb2.GetRefRequest, context: ServicerContext[rpc_pb2.GetRefRequest, rpc_pb2.GetRefResponse]
+    ) -> rpc_pb2.GetRefResponse:
         return self._read(lambda r: r.get_ref(request))
 
-    async def ListRefs(self, request: rpc_pb2.ListRefsRequest, context: Any) -> rpc_pb2.ListRefsResponse:
+    async def ListRefs(
+        self,
+        request: rpc_pb2.ListRefsRequest,
+        context: ServicerContext[rpc_pb2.ListRefsRequest, rpc_pb2.ListRefsResponse],
+    ) -> rpc_pb2.ListRefsResponse:
         return self._read(lambda r: r.list_refs(request))
 
-    async def GetRefLog(self, request: rpc_pb2.GetRefLogRequest, context: Any) -> rpc_pb2.GetRefLogResponse:
+    async def GetRefLog(
+        self,
+        request: rpc_pb2.GetRefLogRequest,
+        context: ServicerContext[rpc_pb2.GetRefLogRequest, rpc_pb2.GetRefLogResponse],
+    ) -> rpc_pb2.GetRefLogResponse:
         return self._read(lambda r: r.get_ref_log(request))
 
-    async def GetCommit(self, request: rpc_pb2.GetCommitRequest, context: Any) -> rpc_pb2.GetCommitResponse:
+    async def GetCommit(
+        self,
+        request: rpc_pb2.GetCommitRequest,
+        context: ServicerContext[rpc_pb2.GetCommitRequest, rpc_pb2.GetCommitResponse],
+    ) -> rpc_pb2.GetCommitResponse:
         return self._read(lambda r: r.get_commit(request))
 
-    async def ListCommits(self, request: rpc_pb2.ListCommitsRequest, context: Any) -> rpc_pb2.ListCommitsResponse:
+    async def ListCommits(
+        self,
+        request: rpc_pb2.ListCommitsRequest,
+        context: ServicerContext[rpc_pb2.ListCommitsRequest, rpc_pb2.ListCommitsResponse],
+    ) -> rpc_pb2.ListCommitsResponse:
         return self._read(lambda r: r.list_commits(request))
 
     async def GetCommitAncestors(
-        self, request: rpc_pb2.GetCommitAncestorsRequest, context: Any
+        self,
+        request: rpc_pb2.GetCommitAncestorsRequest,
+        context: ServicerContext[rpc_pb2.GetCommitAncestorsRequest, rpc_pb2.GetCommitAncestorsResponse],
     ) -> rpc_pb2.GetCommitAncestorsResponse:
         return self._read(lambda r: r.get_commit_ancestors(request))
 
     async def ListCollaborators(
-        self, request: rpc_pb2.ListCollaboratorsRequest, context: Any
+        self,
+        request: rpc_pb2.ListCollaboratorsRequest,
+        context: ServicerContext[rpc_pb2.ListCollaboratorsRequest, rpc_pb2.ListCollaboratorsResponse],
     ) -> rpc_pb2.ListCollaboratorsResponse:
         return self._read(lambda r: r.list_collaborators(request))
 
     # ---- accounts ----
-    async def GetAccount(self, request: rpc_pb2.GetAccountRequest, context: Any) -> rpc_pb2.GetAccountResponse:
+    async def GetAccount(
+        self,
+        request: rpc_pb2.GetAccountRequest,
+        context: ServicerContext[rpc_pb2.GetAccountRequest, rpc_pb2.GetAccountResponse],
+    ) -> rpc_pb2.GetAccountResponse:
         return self._read(lambda r: r.get_account(request))
 
     async def GetAccountActivity(
-        self, request: rpc_pb2.GetAccountActivityRequest, context: Any
+        self,
+        request: rpc_pb2.GetAccountActivityRequest,
+        context: ServicerContext[rpc_pb2.GetAccountActivityRequest, rpc_pb2.GetAccountActivityResponse],
     ) -> rpc_pb2.GetAccountActivityResponse:
         return self._read(lambda r: r.get_account_activity(request))
 
-    async def GetKey(self, request: rpc_pb2.GetKeyRequest, context: Any) -> rpc_pb2.GetKeyResponse:
+    async def GetKey(
+        self, request: rpc_pb2.GetKeyRequest, context: ServicerContext[rpc_pb2.GetKeyRequest, rpc_pb2.GetKeyResponse]
+    ) -> rpc_pb2.GetKeyResponse:
         return self._read(lambda r: r.get_key(request))
 
-    async def ListKeys(self, request: rpc_pb2.ListKeysRequest, context: Any) -> rpc_pb2.ListKeysResponse:
+    async def ListKeys(
+        self,
+        request: rpc_pb2.ListKeysRequest,
+        context: ServicerContext[rpc_pb2.ListKeysRequest, rpc_pb2.ListKeysResponse],
+    ) -> rpc_pb2.ListKeysResponse:
         return self._read(lambda r: r.list_keys(request))
 
     async def ListVerifications(
-        self, request: rpc_pb2.ListVerificationsRequest, context: Any
+        self,
+        request: rpc_pb2.ListVerificationsRequest,
+        context: ServicerContext[rpc_pb2.ListVerificationsRequest, rpc_pb2.ListVerificationsResponse],
     ) -> rpc_pb2.ListVerificationsResponse:
         return self._read(lambda r: r.list_verifications(request))
 
-    async def ListLinks(self, request: rpc_pb2.ListLinksRequest, context: Any) -> rpc_pb2.ListLinksResponse:
+    async def ListLinks(
+        self,
+        request: rpc_pb2.ListLinksRequest,
+        context: ServicerContext[rpc_pb2.ListLinksRequest, rpc_pb2.ListLinksResponse],
+    ) -> rpc_pb2.ListLinksResponse:
         return self._read(lambda r: r.list_links(request))
 
     async def ListLinksByTarget(
-        self, request: rpc_pb2.ListLinksByTargetRequest, context: Any
+        self,
+        request: rpc_pb2.ListLinksByTargetRequest,
+        context: ServicerContext[rpc_pb2.ListLinksByTargetRequest, rpc_pb2.ListLinksByTargetResponse],
     ) -> rpc_pb2.ListLinksByTargetResponse:
         return self._read(lambda r: r.list_links_by_target(request))
 
-    async def ListReactions(self, request: rpc_pb2.ListReactionsRequest, context: Any) -> rpc_pb2.ListReactionsResponse:
+    async def ListReactions(
+        self,
+        request: rpc_pb2.ListReactionsRequest,
+        context: ServicerContext[rpc_pb2.ListReactionsRequest, rpc_pb2.ListReactionsResponse],
+    ) -> rpc_pb2.ListReactionsResponse:
         return self._read(lambda r: r.list_reactions(request))
 
     async def ListReactionsByTarget(
-        self, request: rpc_pb2.ListReactionsByTargetRequest, context: Any
+        self,
+        request: rpc_pb2.ListReactionsByTargetRequest,
+        context: ServicerContext[rpc_pb2.ListReactionsByTargetRequest, rpc_pb2.ListReactionsByTargetResponse],
     ) -> rpc_pb2.ListReactionsByTargetResponse:
         return self._read(lambda r: r.list_reactions_by_target(request))
 
     # ---- blocks and messages ----
-    async def GetBlock(self, request: rpc_pb2.GetBlockRequest, context: Any) -> rpc_pb2.GetBlockResponse:
+    async def GetBlock(
+        self,
+        request: rpc_pb2.GetBlockRequest,
+        context: ServicerContext[rpc_pb2.GetBlockRequest, rpc_pb2.GetBlockResponse],
+    ) -> rpc_pb2.GetBlockResponse:
         return self._read(lambda r: r.get_block(request))
 
-    async def ListBlocks(self, request: rpc_pb2.ListBlocksRequest, context: Any) -> rpc_pb2.ListBlocksResponse:
+    async def ListBlocks(
+        self,
+        request: rpc_pb2.ListBlocksRequest,
+        context: ServicerContext[rpc_pb2.ListBlocksRequest, rpc_pb2.ListBlocksResponse],
+    ) -> rpc_pb2.ListBlocksResponse:
         return self._read(lambda r: r.list_blocks(request))
 
-    async def GetMessage(self, request: rpc_pb2.GetMessageRequest, context: Any) -> rpc_pb2.GetMessageResponse:
+    async def GetMessage(
+        self,
+        request: rpc_pb2.GetMessageRequest,
+        context: ServicerContext[rpc_pb2.GetMessageRequest, rpc_pb2.GetMessageResponse],
+    ) -> rpc_pb2.GetMessageResponse:
         try:
             return self._read(lambda r: r.get_message(request))
         except NotFound:
@@ -198,32 +291,48 @@ class ChainServicer(service_pb2_grpc.ChainServiceServicer):
                 ) from None
             raise
 
-    async def ListMessages(self, request: rpc_pb2.ListMessagesRequest, context: Any) -> rpc_pb2.ListMessagesResponse:
+    async def ListMessages(
+        self,
+        request: rpc_pb2.ListMessagesRequest,
+        context: ServicerContext[rpc_pb2.ListMessagesRequest, rpc_pb2.ListMessagesResponse],
+    ) -> rpc_pb2.ListMessagesResponse:
         return self._read(lambda r: r.list_messages(request))
 
     # ---- proofs ----
     async def GetOperationProof(
-        self, request: rpc_pb2.GetOperationProofRequest, context: Any
+        self,
+        request: rpc_pb2.GetOperationProofRequest,
+        context: ServicerContext[rpc_pb2.GetOperationProofRequest, rpc_pb2.GetOperationProofResponse],
     ) -> rpc_pb2.GetOperationProofResponse:
         return self._read(lambda r: r.get_operation_proof(request))
 
     async def GetExclusionProof(
-        self, request: rpc_pb2.GetExclusionProofRequest, context: Any
+        self,
+        request: rpc_pb2.GetExclusionProofRequest,
+        context: ServicerContext[rpc_pb2.GetExclusionProofRequest, rpc_pb2.GetExclusionProofResponse],
     ) -> rpc_pb2.GetExclusionProofResponse:
         return self._read(lambda r: r.get_exclusion_proof(request))
 
     async def VerifyOperationProof(
-        self, request: rpc_pb2.VerifyOperationProofRequest, context: Any
+        self,
+        request: rpc_pb2.VerifyOperationProofRequest,
+        context: ServicerContext[rpc_pb2.VerifyOperationProofRequest, rpc_pb2.VerifyOperationProofResponse],
     ) -> rpc_pb2.VerifyOperationProofResponse:
         return self._read(lambda r: r.verify_operation_proof(request))
 
     async def GetStorageQuotaProof(
-        self, request: rpc_pb2.GetStorageQuotaProofRequest, context: Any
+        self,
+        request: rpc_pb2.GetStorageQuotaProofRequest,
+        context: ServicerContext[rpc_pb2.GetStorageQuotaProofRequest, rpc_pb2.GetStorageQuotaProofResponse],
     ) -> rpc_pb2.GetStorageQuotaProofResponse:
         return self._read(lambda r: r.get_storage_quota_proof(request))
 
     # ---- node operations ----
-    async def GetNodeStatus(self, request: rpc_pb2.GetNodeStatusRequest, context: Any) -> rpc_pb2.GetNodeStatusResponse:
+    async def GetNodeStatus(
+        self,
+        request: rpc_pb2.GetNodeStatusRequest,
+        context: ServicerContext[rpc_pb2.GetNodeStatusRequest, rpc_pb2.GetNodeStatusResponse],
+    ) -> rpc_pb2.GetNodeStatusResponse:
         head = self.node.chain.head().header
         status = node_info_pb2.NodeStatus(
             block_height=head.number,
@@ -240,15 +349,25 @@ class ChainServicer(service_pb2_grpc.ChainServiceServicer):
         )
         return rpc_pb2.GetNodeStatusResponse(status=status)
 
-    async def GetHealth(self, request: rpc_pb2.GetHealthRequest, context: Any) -> rpc_pb2.GetHealthResponse:
+    async def GetHealth(
+        self,
+        request: rpc_pb2.GetHealthRequest,
+        context: ServicerContext[rpc_pb2.GetHealthRequest, rpc_pb2.GetHealthResponse],
+    ) -> rpc_pb2.GetHealthResponse:
         ready = self.node.ready and self.node.orderer.serving
         return rpc_pb2.GetHealthResponse(live=True, ready=ready, detail="serving" if ready else "not serving")
 
-    async def GetChainStats(self, request: rpc_pb2.GetChainStatsRequest, context: Any) -> rpc_pb2.GetChainStatsResponse:
+    async def GetChainStats(
+        self,
+        request: rpc_pb2.GetChainStatsRequest,
+        context: ServicerContext[rpc_pb2.GetChainStatsRequest, rpc_pb2.GetChainStatsResponse],
+    ) -> rpc_pb2.GetChainStatsResponse:
         return rpc_pb2.GetChainStatsResponse(stats=self._read(lambda r: r.chain_stats()))
 
     async def GetSnapshotInfo(
-        self, request: rpc_pb2.GetSnapshotInfoRequest, context: Any
+        self,
+        request: rpc_pb2.GetSnapshotInfoRequest,
+        context: ServicerContext[rpc_pb2.GetSnapshotInfoRequest, rpc_pb2.GetSnapshotInfoResponse],
     ) -> rpc_pb2.GetSnapshotInfoResponse:
         latest = self.node.snapshots.latest()
         if latest is None:
@@ -256,7 +375,9 @@ class ChainServicer(service_pb2_grpc.ChainServiceServicer):
         return rpc_pb2.GetSnapshotInfoResponse(snapshot=latest)
 
     async def GetMempoolInfo(
-        self, request: rpc_pb2.GetMempoolInfoRequest, context: Any
+        self,
+        request: rpc_pb2.GetMempoolInfoRequest,
+        context: ServicerContext[rpc_pb2.GetMempoolInfoRequest, rpc_pb2.GetMempoolInfoResponse],
     ) -> rpc_pb2.GetMempoolInfoResponse:
         counts = [
             node_info_pb2.MessageTypeCount(type=pb.MessageType.ValueType(t), count=n)
@@ -269,7 +390,9 @@ class ChainServicer(service_pb2_grpc.ChainServiceServicer):
 
     # ---- streams ----
     async def SubscribeMessages(
-        self, request: rpc_pb2.SubscribeMessagesRequest, context: Any
+        self,
+        request: rpc_pb2.SubscribeMessagesRequest,
+        context: ServicerContext[rpc_pb2.SubscribeMessagesRequest, rpc_pb2.SubscribeMessagesResponse],
     ) -> AsyncIterator[rpc_pb2.SubscribeMessagesResponse]:
         types = set(request.types)
         project = bytes(request.project_id)
@@ -318,7 +441,9 @@ class ChainServicer(service_pb2_grpc.ChainServiceServicer):
         return int(self._read(lambda r: r.chain_stats()).total_messages)
 
     async def SubscribeBlocks(
-        self, request: rpc_pb2.SubscribeBlocksRequest, context: Any
+        self,
+        request: rpc_pb2.SubscribeBlocksRequest,
+        context: ServicerContext[rpc_pb2.SubscribeBlocksRequest, rpc_pb2.SubscribeBlocksResponse],
     ) -> AsyncIterator[rpc_pb2.SubscribeBlocksResponse]:
         sub = self.node.hub.subscribe("blocks")
         try:
@@ -347,7 +472,7 @@ class ChainServicer(service_pb2_grpc.ChainServiceServicer):
             self.node.hub.unsubscribe(sub)
 
 
-async def _next(sub: Subscriber, context: Any) -> block_pb2.Block | block_pb2.CommittedMessage:
+async def _next(sub: Subscriber, context: ServicerContext[Any, Any]) -> block_pb2.Block | block_pb2.CommittedMessage:
     try:
         return await sub.next()
     except Overflowed:
@@ -399,11 +524,17 @@ class KeychainServicer(keychain_service_pb2_grpc.KeychainServiceServicer):
         self.node = node
 
     async def ListCustodyKeys(
-        self, request: rpc_pb2.ListCustodyKeysRequest, context: Any
+        self,
+        request: rpc_pb2.ListCustodyKeysRequest,
+        context: ServicerContext[rpc_pb2.ListCustodyKeysRequest, rpc_pb2.ListCustodyKeysResponse],
     ) -> rpc_pb2.ListCustodyKeysResponse:
         with self.node.chain.read() as (view, nodes):
             return Reader(view, nodes).list_custody_keys(request)
 
-    async def GetCustodyKey(self, request: rpc_pb2.GetCustodyKeyRequest, context: Any) -> rpc_pb2.GetCustodyKeyResponse:
+    async def GetCustodyKey(
+        self,
+        request: rpc_pb2.GetCustodyKeyRequest,
+        context: ServicerContext[rpc_pb2.GetCustodyKeyRequest, rpc_pb2.GetCustodyKeyResponse],
+    ) -> rpc_pb2.GetCustodyKeyResponse:
         with self.node.chain.read() as (view, nodes):
             return Reader(view, nodes).get_custody_key(request)

@@ -8,18 +8,39 @@ dropped, etcd leader changes.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable, Sized
+from typing import Protocol
 
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
-
-if TYPE_CHECKING:
-    from node.server.rpc.servicer import NodeState
 
 SECONDS_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 INTERVAL_BUCKETS = (0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.5, 0.75, 1.0, 2.0, 5.0, 10.0, 30.0)
 COUNT_BUCKETS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000)
 MS_BUCKETS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000)
+
+
+class ObservedHub(Protocol):
+    """The event hub as the gauges read it: open subscribers and the ones dropped."""
+
+    dropped_subscribers: int
+
+    def __len__(self) -> int: ...
+
+
+class ObservedNode(Protocol):
+    """What the scrape-time gauges read from the running node (the servicer's NodeState fits it).
+
+    A protocol rather than NodeState itself, so the instruments do not import the RPC layer they measure.
+    """
+
+    @property
+    def mempool(self) -> Sized: ...
+
+    @property
+    def hub(self) -> ObservedHub: ...
+
+    @property
+    def orderer(self) -> object: ...
 
 
 class NodeMetrics:
@@ -75,10 +96,12 @@ class NodeMetrics:
             explicit_bucket_boundaries_advisory=SECONDS_BUCKETS,
         )
 
-    def observe(self, state: Callable[[], NodeState | None]) -> None:
+    def observe(self, state: Callable[[], ObservedNode | None]) -> None:
         """Gauges read from the node's objects at scrape time (`state()` is None before the node started)."""
 
-        def gauge(read: Callable[[NodeState], Iterable[Observation]]) -> Callable[[CallbackOptions], list[Observation]]:
+        def gauge(
+            read: Callable[[ObservedNode], Iterable[Observation]],
+        ) -> Callable[[CallbackOptions], list[Observation]]:
             def callback(_options: CallbackOptions) -> list[Observation]:
                 node = state()
                 return [] if node is None else list(read(node))
@@ -117,6 +140,6 @@ class NodeMetrics:
         )
 
 
-def _leader_changes(node: NodeState) -> list[Observation]:
+def _leader_changes(node: ObservedNode) -> list[Observation]:
     election = getattr(node.orderer, "election", None)
     return [Observation(int(getattr(election, "changes", 0)))]

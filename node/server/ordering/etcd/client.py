@@ -164,10 +164,6 @@ class EtcdClient:
         doc = await self.call("/v3/kv/put", op_put(key, value, lease)["request_put"])
         return int(doc["header"]["revision"])
 
-    async def delete_range(self, key: bytes, range_end: bytes = b"") -> int:
-        doc = await self.call("/v3/kv/deleterange", op_delete(key, range_end)["request_delete_range"])
-        return int(doc.get("deleted", 0))
-
     async def txn(self, compare: list[Json], success: list[Json], failure: Sequence[Json] = ()) -> TxnResult:
         doc = await self.call("/v3/kv/txn", {"compare": compare, "success": success, "failure": list(failure)})
         return TxnResult(bool(doc.get("succeeded", False)), int(doc["header"]["revision"]), doc.get("responses", []))
