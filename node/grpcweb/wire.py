@@ -21,6 +21,7 @@ import re
 import struct
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import NamedTuple
 
 import grpc
@@ -41,12 +42,14 @@ class Mode(enum.Enum):
     TEXT = "text"
 
 
-_CONTENT_TYPES: dict[str, Mode] = {
-    "application/grpc-web": Mode.BINARY,
-    "application/grpc-web+proto": Mode.BINARY,
-    "application/grpc-web-text": Mode.TEXT,
-    "application/grpc-web-text+proto": Mode.TEXT,
-}
+_CONTENT_TYPES: MappingProxyType[str, Mode] = MappingProxyType(
+    {
+        "application/grpc-web": Mode.BINARY,
+        "application/grpc-web+proto": Mode.BINARY,
+        "application/grpc-web-text": Mode.TEXT,
+        "application/grpc-web-text+proto": Mode.TEXT,
+    }
+)
 
 
 def parse_content_type(value: str | None) -> tuple[Mode, str] | None:
@@ -149,7 +152,7 @@ def percent_encode(message: str) -> str:
 
 
 _TIMEOUT = re.compile(r"^(\d{1,8})([HMSmun])$")
-_TIMEOUT_UNITS = {"H": 3600.0, "M": 60.0, "S": 1.0, "m": 1e-3, "u": 1e-6, "n": 1e-9}
+_TIMEOUT_UNITS = MappingProxyType({"H": 3600.0, "M": 60.0, "S": 1.0, "m": 1e-3, "u": 1e-6, "n": 1e-9})
 
 
 def parse_timeout(value: str) -> float:

@@ -16,6 +16,7 @@ import logging
 import secrets
 import socket
 from dataclasses import dataclass
+from types import MappingProxyType
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -60,7 +61,7 @@ from node.state.params import ChainParams
 log = logging.getLogger("chain.node")
 CHAIN_SERVICE = service_pb2.DESCRIPTOR.services_by_name["ChainService"].full_name
 KEYCHAIN_SERVICE = keychain_service_pb2.DESCRIPTOR.services_by_name["KeychainService"].full_name
-NETWORKS = {"mainnet": message_pb2.NETWORK_MAINNET, "testnet": message_pb2.NETWORK_TESTNET}
+NETWORKS = MappingProxyType({"mainnet": message_pb2.NETWORK_MAINNET, "testnet": message_pb2.NETWORK_TESTNET})
 
 
 def _reachable_host(listen_addr: str) -> str:
