@@ -31,8 +31,8 @@ from aiohttp import web
 
 from chain.v1 import message_pb2 as pb
 from chain.v1 import rpc_pb2, service_pb2_grpc
-from tests.node.server.actors import new_account
-from tests.node.server.nodeproc import ROOT, NodeProcess
+from tests.fixtures.actors import new_account
+from tests.fixtures.nodeproc import ROOT, NodeProcess
 
 
 def raise_fd_limit(wanted: int) -> int:

@@ -29,9 +29,9 @@ import grpc
 
 from chain.v1 import message_pb2 as pb
 from chain.v1 import rpc_pb2, service_pb2_grpc
+from tests.fixtures.actors import RemoteActor, new_account
+from tests.fixtures.nodeproc import NodeProcess
 from tests.harness import commit_meta
-from tests.node.server.actors import RemoteActor, new_account
-from tests.node.server.nodeproc import NodeProcess
 
 BATCH = 100
 

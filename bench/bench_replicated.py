@@ -29,9 +29,9 @@ import grpc
 from bench.bench_node import BATCH, percentile, submit_all, watch
 from chain.v1 import message_pb2 as pb
 from chain.v1 import rpc_pb2
-from tests.node.replicated.cluster import ENV, ReplicaSet, funded_actors, leader_index, status
-from tests.node.replicated.etcdproc import EtcdCluster
-from tests.node.server.nodeproc import NodeProcess
+from tests.fixtures.etcdproc import EtcdCluster
+from tests.fixtures.nodeproc import NodeProcess
+from tests.fixtures.replicaset import ENV, ReplicaSet, funded_actors, leader_index, status
 
 COMMON = ("--web-addr", "", "--verify-workers", "0", "--block-interval", "0.2")
 

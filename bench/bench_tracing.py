@@ -35,7 +35,7 @@ from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_serv
 
 from bench.bench_node import BATCH, unary_qps, workload, write_phase
 from chain.v1 import rpc_pb2
-from tests.node.server.nodeproc import NodeProcess
+from tests.fixtures.nodeproc import NodeProcess
 
 
 class Sink(trace_service_pb2_grpc.TraceServiceServicer):

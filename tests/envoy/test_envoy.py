@@ -19,8 +19,8 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from chain.v1 import rpc_pb2, service_pb2_grpc
 from node.grpcweb.wire import DATA_FLAG, TRAILERS_FLAG, Mode, encode_frame, iter_frames
-from tests.envoy.envoyproc import EnvoyProcess, render
-from tests.node.server.nodeproc import NodeProcess
+from tests.fixtures.envoyproc import EnvoyProcess, render
+from tests.fixtures.nodeproc import NodeProcess
 
 ORIGIN = "http://app.test"
 GRPC_WEB = "application/grpc-web+proto"

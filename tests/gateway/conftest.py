@@ -9,10 +9,10 @@
     async def test_config(node, make_gateway_client):     # in-process with other settings
         client = await make_gateway_client(sse_heartbeat=0.5)
 
-- `node` (module scope): a `NodeProcess` (tests/node/server/nodeproc.py) on loopback ports in a temporary
+- `node` (module scope): a `NodeProcess` (tests/fixtures/nodeproc.py) on loopback ports in a temporary
   directory: a devnet cutting blocks every 50 ms; `node.client()` is a gRPC client, `node.authority()`
-  the storage authority that funds accounts (see tests/node/server/actors.py::new_account).
-- `gateway` (module scope): a `GatewayProcess` (tests/gateway/gwproc.py) for `node`, with the gRPC-web
+  the storage authority that funds accounts (see tests/fixtures/actors.py::new_account).
+- `gateway` (module scope): a `GatewayProcess` (tests/fixtures/gwproc.py) for `node`, with the gRPC-web
   passthrough (`--node-web-url`) and CORS for `ORIGIN`.
 - `gateway_config(node, **overrides)`: the `GatewayConfig` the in-process fixtures use.
 - `make_gateway_client(**overrides)` / `gateway_client`: `build_app(config)` served in-process.
@@ -30,8 +30,8 @@ from aiohttp.test_utils import TestClient
 
 from gateway.app import build_app
 from gateway.config import GatewayConfig
-from tests.gateway.gwproc import GatewayProcess
-from tests.node.server.nodeproc import NodeProcess
+from tests.fixtures.gwproc import GatewayProcess
+from tests.fixtures.nodeproc import NodeProcess
 
 ORIGIN = "http://app.test"
 

@@ -17,8 +17,8 @@ import pytest
 from aiohttp import web
 
 from chain.v1 import message_pb2 as pb
-from tests.node.server.actors import new_account
-from tests.node.server.nodeproc import ROOT, NodeProcess
+from tests.fixtures.actors import new_account
+from tests.fixtures.nodeproc import ROOT, NodeProcess
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 

@@ -12,9 +12,9 @@ import pytest
 import requests
 
 from node.grpcweb.cors import ALLOWED_REQUEST_HEADERS, EXPOSED_RESPONSE_HEADERS
+from tests.fixtures.gwproc import GatewayProcess
+from tests.fixtures.nodeproc import NodeProcess
 from tests.gateway.conftest import ORIGIN
-from tests.gateway.gwproc import GatewayProcess
-from tests.node.server.nodeproc import NodeProcess
 
 METHOD = "chain.v1.ChainService/GetNodeStatus"
 GRPC_WEB = {"Content-Type": "application/grpc-web+proto", "X-Grpc-Web": "1"}

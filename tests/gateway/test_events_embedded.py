@@ -23,9 +23,9 @@ from gateway.app import build_app
 from gateway.config import GatewayConfig
 from gateway.events.model import Event, EventKey, Kind
 from gateway.keys import EVENTS
-from tests.gateway.test_events_helpers import bio_messages, commit_in_batches, event_ids, gateway, sse
-from tests.node.server.actors import RemoteActor, new_account
-from tests.node.server.nodeproc import NodeProcess
+from tests.fixtures.actors import RemoteActor, new_account
+from tests.fixtures.events import bio_messages, commit_in_batches, event_ids, gateway, sse
+from tests.fixtures.nodeproc import NodeProcess
 
 
 @pytest.fixture

@@ -21,9 +21,8 @@ from gateway.events.redis_streams import RedisStreams, origin_key, stream_name
 from gateway.events.relay import Relay
 from gateway.keys import EVENTS
 from gateway.nodes import NodePool
-from tests.gateway.gwproc import GatewayProcess
-from tests.gateway.redisproc import RedisProcess
-from tests.gateway.test_events_helpers import (
+from tests.fixtures.actors import RemoteActor, new_account
+from tests.fixtures.events import (
     SseStream,
     bio_messages,
     commit_in_batches,
@@ -32,9 +31,10 @@ from tests.gateway.test_events_helpers import (
     gateway,
     sse,
 )
-from tests.node.server.actors import RemoteActor, new_account
-from tests.node.server.nodeproc import NodeProcess
-from tests.procs import free_port
+from tests.fixtures.gwproc import GatewayProcess
+from tests.fixtures.nodeproc import NodeProcess
+from tests.fixtures.procs import free_port
+from tests.fixtures.redisproc import RedisProcess
 
 
 @pytest.fixture(scope="module")

@@ -28,9 +28,9 @@ from gateway.config import GatewayConfig
 from gateway.keys import DOCUMENT
 from gateway.rest.openapi import build_document
 from gateway.rest.routes import ROUTES
-from tests.gateway.gwproc import GatewayProcess
-from tests.node.server.actors import new_account
-from tests.node.server.nodeproc import NodeProcess
+from tests.fixtures.actors import new_account
+from tests.fixtures.gwproc import GatewayProcess
+from tests.fixtures.nodeproc import NodeProcess
 
 METHODS = {"get", "post", "put", "patch", "delete"}
 EXAMPLES = 12  # per operation and generation mode

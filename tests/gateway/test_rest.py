@@ -25,10 +25,10 @@ from chain.v1 import message_pb2 as pb
 from chain.v1 import rpc_pb2
 from node.sdk.keys import P256Key, Secp256k1Key
 from node.storage import schema
-from tests.gateway.gwproc import GatewayProcess
+from tests.fixtures.actors import RemoteActor, authority_builder
+from tests.fixtures.gwproc import GatewayProcess
+from tests.fixtures.nodeproc import NodeProcess
 from tests.harness import commit_meta
-from tests.node.server.actors import RemoteActor, authority_builder
-from tests.node.server.nodeproc import NodeProcess
 
 FAR = 4_102_444_800  # 2100-01-01: a custody key expiry that is not "never"
 MAIN = b"refs/heads/main"

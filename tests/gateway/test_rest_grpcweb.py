@@ -15,10 +15,10 @@ import requests
 from aiohttp.test_utils import TestClient
 
 from chain.v1 import rpc_pb2
+from tests.fixtures.actors import authority_builder
+from tests.fixtures.gwproc import GatewayProcess
+from tests.fixtures.nodeproc import NodeProcess
 from tests.gateway.conftest import ORIGIN, MakeClient
-from tests.gateway.gwproc import GatewayProcess
-from tests.node.server.actors import authority_builder
-from tests.node.server.nodeproc import NodeProcess
 
 Client = TestClient[Any, Any]
 SERVICE = "/v1/grpc-web/chain.v1.ChainService"

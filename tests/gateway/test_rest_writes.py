@@ -20,9 +20,9 @@ from chain.v1 import rpc_pb2
 from gateway.errors import error_middleware, grpc_error
 from node.sdk.keys import Secp256k1Key
 from node.sdk.messages import sign_message
+from tests.fixtures.actors import RemoteActor, new_account
+from tests.fixtures.nodeproc import NodeProcess
 from tests.gateway.conftest import MakeClient
-from tests.node.server.actors import RemoteActor, new_account
-from tests.node.server.nodeproc import NodeProcess
 
 Client = TestClient[Any, Any]
 PROTOBUF = {"Content-Type": "application/x-protobuf"}

@@ -18,12 +18,12 @@ from gateway.events.model import Kind
 from gateway.events.redis_streams import stream_name
 from gateway.telemetry import GatewayMetrics
 from node.observability.metrics import MetricsEndpoint
+from tests.fixtures.actors import RemoteActor
+from tests.fixtures.events import sse
+from tests.fixtures.nodeproc import NodeProcess
+from tests.fixtures.redisproc import RedisProcess
+from tests.fixtures.scrape import scrape, value
 from tests.gateway.conftest import gateway_config
-from tests.gateway.redisproc import RedisProcess
-from tests.gateway.test_events_helpers import sse
-from tests.node.server.actors import RemoteActor
-from tests.node.server.nodeproc import NodeProcess
-from tests.scrape import scrape, value
 
 
 @pytest.fixture(scope="module")

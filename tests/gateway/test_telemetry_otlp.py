@@ -18,9 +18,9 @@ from google.protobuf import json_format
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 from opentelemetry.proto.trace.v1 import trace_pb2
 
-from tests.gateway.gwproc import GatewayProcess
-from tests.node.server.actors import RemoteActor
-from tests.node.server.nodeproc import NodeProcess
+from tests.fixtures.actors import RemoteActor
+from tests.fixtures.gwproc import GatewayProcess
+from tests.fixtures.nodeproc import NodeProcess
 
 
 class Sink(trace_service_pb2_grpc.TraceServiceServicer):

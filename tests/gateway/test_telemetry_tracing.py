@@ -26,7 +26,7 @@ from gateway.config import GatewayConfig
 from node.observability.tracing import Tracing
 from node.server.app import NodeApp
 from node.server.config import NodeConfig
-from tests.node.server.actors import RemoteActor
+from tests.fixtures.actors import RemoteActor
 
 SUBMIT = "/chain.v1.ChainService/SubmitMessage"
 

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.node.replicated.etcdproc import EtcdCluster
-from tests.node.server.nodeproc import NodeProcess
+from tests.fixtures.etcdproc import EtcdCluster
+from tests.fixtures.nodeproc import NodeProcess
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import pytest
 
 from chain_operator.config import OperatorConfig
 from chain_operator.main import run_operator
-from tests.operator.cluster import NETWORKS, declare_resources, kubeconfig
+from tests.fixtures.kubecluster import NETWORKS, declare_resources, kubeconfig
 
 NAMESPACE = "chain"
 

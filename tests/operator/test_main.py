@@ -12,9 +12,9 @@ from pathlib import Path
 
 import aiohttp
 
-from tests.operator.cluster import SNAPSHOTS, StatefulSetDouble, live
+from tests.fixtures.kubecluster import SNAPSHOTS, StatefulSetDouble, live
+from tests.fixtures.procs import free_port
 from tests.operator.conftest import NAMESPACE, create_network, eventually, network
-from tests.procs import free_port
 
 
 async def test_console_script_runs_the_operator(cluster, tmp_path):

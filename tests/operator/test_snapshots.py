@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from chain.v1 import rpc_pb2
-from tests.operator.cluster import SNAPSHOTS, StatefulSetDouble, ever_created, live
+from tests.fixtures.kubecluster import SNAPSHOTS, StatefulSetDouble, ever_created, live
 from tests.operator.conftest import NAMESPACE, create_network, eventually, network, network_status
 
 

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from chain.v1 import rpc_pb2
-from tests.operator.cluster import StatefulSetDouble
+from tests.fixtures.kubecluster import StatefulSetDouble
 from tests.operator.conftest import NAMESPACE, create_network, eventually, network, network_status, patch_network
 
 OLD, NEW = "registry.test/chain-node:1.0", "registry.test/chain-node:1.1"

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from node.cli.main import main
-from tests.node.server.nodeproc import NodeProcess
+from tests.fixtures.nodeproc import NodeProcess
 
 
 @dataclass

@@ -16,9 +16,9 @@ import pytest
 from chain.v1 import rpc_pb2
 from node.sdk.keys import Secp256k1Key
 from node.storage import schema
+from tests.fixtures.nodeproc import ROOT, NodeProcess
 from tests.node.cli.runner import Cli
 from tests.node.sdk.gitrepos import make_history
-from tests.node.server.nodeproc import ROOT, NodeProcess
 
 
 @pytest.fixture(scope="module")

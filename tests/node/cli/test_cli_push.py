@@ -12,9 +12,9 @@ from chain.v1 import message_pb2 as pb
 from chain.v1 import rpc_pb2
 from node.cli.common import Progress
 from node.sdk import git
+from tests.fixtures.nodeproc import NodeProcess
 from tests.node.cli.runner import Cli
 from tests.node.sdk.gitrepos import commit, make_history, sh
-from tests.node.server.nodeproc import NodeProcess
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,6 @@ import logging
 import re
 import struct
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote
@@ -22,157 +21,20 @@ import grpc
 import grpc.aio
 import pytest
 from aiohttp import web
-from grpc_health.v1 import health_pb2, health_pb2_grpc
-from grpc_health.v1._async import HealthServicer as AsyncHealthServicer
+from grpc_health.v1 import health_pb2
 
-from chain.v1 import block_pb2, node_info_pb2, rpc_pb2, service_pb2_grpc
-from node.errors import MessageRejected
-from node.grpcweb.server import GrpcWebOptions, grpc_web_app, serve_grpc_web
-from node.server.rpc.status import to_status
-
-ALLOWED_ORIGIN = "https://app.example"
-MAX_MESSAGE = 64 * 1024
-STREAM_COUNT = 5
-NOT_FOUND_DETAIL = "project 0xab not found: ünïcode 100%\nsecond line"
-
-
-class DemoRejected(Exception):
-    """The test's typed error; `demo_error_mapper` maps it as the node's interceptor maps its errors."""
-
-    def __init__(self, message: str, reason: str) -> None:
-        super().__init__(message)
-        self.reason = reason
-
-
-def demo_error_mapper(exc: BaseException) -> tuple[grpc.StatusCode, str, tuple[tuple[str, str], ...]]:
-    if isinstance(exc, DemoRejected):
-        return grpc.StatusCode.INVALID_ARGUMENT, str(exc), (("reason-code", exc.reason),)
-    if isinstance(exc, MessageRejected):  # what the dispatcher raises for undecodable bodies: the node's mapping
-        return to_status(exc)
-    return grpc.StatusCode.INTERNAL, "internal error", (("reason-code", "INTERNAL"),)
-
-
-Context = grpc.aio.ServicerContext[Any, Any]
-
-
-class DemoServicer(service_pb2_grpc.ChainServiceServicer):
-    """A few ChainService methods with observable side effects, shared by the native and gRPC-web servers."""
-
-    def __init__(self) -> None:
-        self.calls = 0
-        self.seen: dict[str, Any] = {}
-        self.release = asyncio.Event()
-        self.stream_started = asyncio.Event()
-        self.stream_finally = asyncio.Event()
-        self.slow_cancelled = asyncio.Event()
-        self.done_callbacks: list[bool] = []
-
-    async def GetNodeStatus(
-        self, request: rpc_pb2.GetNodeStatusRequest, context: Context
-    ) -> rpc_pb2.GetNodeStatusResponse:
-        self.calls += 1
-        context.set_trailing_metadata((("x-served-by", "demo"), ("x-trace-bin", b"\x00\xff\x10")))
-        status = node_info_pb2.NodeStatus(block_height=self.calls, network="testnet", version="1.2.3")
-        return rpc_pb2.GetNodeStatusResponse(status=status)
-
-    async def GetProject(self, request: rpc_pb2.GetProjectRequest, context: Context) -> rpc_pb2.GetProjectResponse:
-        await context.abort(grpc.StatusCode.NOT_FOUND, NOT_FOUND_DETAIL, (("reason-code", "PROJECT_NOT_FOUND"),))
-
-    async def GetBlock(self, request: rpc_pb2.GetBlockRequest, context: Context) -> rpc_pb2.GetBlockResponse:
-        raise DemoRejected(f"block {request.block_number} is beyond the head", "BLOCK_OUT_OF_RANGE")
-
-    async def GetMessage(self, request: rpc_pb2.GetMessageRequest, context: Context) -> rpc_pb2.GetMessageResponse:
-        self.seen = {
-            "metadata": list(context.invocation_metadata() or ()),
-            "peer": context.peer(),
-            "time_remaining": context.time_remaining(),
-        }
-        # grpc-stubs wants its DoneCallback class; grpc.aio (and this transport) take any callable.
-        context.add_done_callback(lambda ctx: self.done_callbacks.append(ctx.cancelled()))  # type: ignore[arg-type]
-        return rpc_pb2.GetMessageResponse()
-
-    async def GetHealth(self, request: rpc_pb2.GetHealthRequest, context: Context) -> rpc_pb2.GetHealthResponse:
-        try:
-            await asyncio.sleep(30)
-        finally:
-            self.slow_cancelled.set()
-        return rpc_pb2.GetHealthResponse(live=True)
-
-    async def SubscribeBlocks(
-        self, request: rpc_pb2.SubscribeBlocksRequest, context: Context
-    ) -> AsyncIterator[rpc_pb2.SubscribeBlocksResponse]:
-        """STREAM_COUNT blocks from `from_block`; with include_chunks the third one fails instead."""
-        for i in range(STREAM_COUNT):
-            if request.include_chunks and i == 2:
-                raise DemoRejected("block stream broke", "STREAM_BROKEN")
-            block = block_pb2.Block(header=block_pb2.BlockHeader(number=request.from_block + i))
-            yield rpc_pb2.SubscribeBlocksResponse(event_id=100 + i, block=block)
-
-    async def SubscribeMessages(
-        self, request: rpc_pb2.SubscribeMessagesRequest, context: Context
-    ) -> AsyncIterator[rpc_pb2.SubscribeMessagesResponse]:
-        """One message, then a second only once `release` is set; records that its finally ran."""
-        try:
-            self.stream_started.set()
-            yield rpc_pb2.SubscribeMessagesResponse(event_id=1)
-            await self.release.wait()
-            yield rpc_pb2.SubscribeMessagesResponse(event_id=2)
-        finally:
-            self.stream_finally.set()
-
-
-def demo_servicer() -> DemoServicer:
-    # Only the methods the tests call are implemented; the others keep the generated base's UNIMPLEMENTED.
-    return DemoServicer()  # type: ignore[abstract]
-
-
-# --- servers ------------------------------------------------------------------------------------------------
-
-
-@dataclass
-class Stack:
-    servicer: DemoServicer
-    stub: Any
-    url: str
-    session: aiohttp.ClientSession
-    runner: web.AppRunner
-
-
-@asynccontextmanager
-async def running_stack(
-    *, error_mapper: Any = demo_error_mapper, options: GrpcWebOptions | None = None
-) -> AsyncIterator[Stack]:
-    """A native grpc.aio server and the gRPC-web app, both on 127.0.0.1:0, hosting ONE DemoServicer."""
-    servicer = demo_servicer()
-    health = AsyncHealthServicer()
-    await health.set("chain.v1.ChainService", health_pb2.HealthCheckResponse.SERVING)
-    services = [
-        (service_pb2_grpc.add_ChainServiceServicer_to_server, servicer),
-        (health_pb2_grpc.add_HealthServicer_to_server, health),
-    ]
-    server = grpc.aio.server()
-    for add, svc in services:
-        add(svc, server)
-    grpc_port = server.add_insecure_port("127.0.0.1:0")
-    await server.start()
-    app = grpc_web_app(
-        services,
-        cors_origins=[ALLOWED_ORIGIN],
-        error_mapper=error_mapper,
-        options=options or GrpcWebOptions(max_message_size=MAX_MESSAGE, disconnect_poll_interval=0.05),
-    )
-    runner, web_port = await serve_grpc_web(app, "127.0.0.1", 0)
-    channel = grpc.aio.insecure_channel(f"127.0.0.1:{grpc_port}")
-    session = aiohttp.ClientSession()
-    try:
-        yield Stack(
-            servicer, service_pb2_grpc.ChainServiceStub(channel), f"http://127.0.0.1:{web_port}", session, runner
-        )
-    finally:
-        await session.close()
-        await channel.close(None)
-        await runner.cleanup()
-        await server.stop(None)
+from chain.v1 import rpc_pb2, service_pb2_grpc
+from node.grpcweb.server import grpc_web_app, serve_grpc_web
+from tests.fixtures.grpcweb_stack import (
+    ALLOWED_ORIGIN,
+    MAX_MESSAGE,
+    NOT_FOUND_DETAIL,
+    STREAM_COUNT,
+    Context,
+    Stack,
+    demo_servicer,
+    running_stack,
+)
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 from chain.v1 import rpc_pb2
-from tests.node.grpcweb.test_grpcweb import ALLOWED_ORIGIN, NOT_FOUND_DETAIL, STREAM_COUNT, running_stack
+from tests.fixtures.grpcweb_stack import ALLOWED_ORIGIN, NOT_FOUND_DETAIL, STREAM_COUNT, running_stack
 
 ROOT = Path(__file__).resolve().parents[3]
 JS_DIR = Path(__file__).resolve().parent / "js"

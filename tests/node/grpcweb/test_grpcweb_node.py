@@ -7,9 +7,9 @@ import subprocess
 from pathlib import Path
 
 from chain.v1 import message_pb2 as pb
+from tests.fixtures.actors import new_account
+from tests.fixtures.nodeproc import NodeProcess
 from tests.node.grpcweb.conftest import JS_DIR, ROOT
-from tests.node.server.actors import new_account
-from tests.node.server.nodeproc import NodeProcess
 
 
 def test_connect_web_against_the_node(node: NodeProcess, generated_js: Path):

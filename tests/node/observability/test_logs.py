@@ -15,7 +15,7 @@ from opentelemetry.sdk.trace import TracerProvider
 
 from node.observability.logs import configure_logging, handler
 from node.server.config import parse_config
-from tests.node.server.nodeproc import NodeProcess
+from tests.fixtures.nodeproc import NodeProcess
 
 
 @pytest.fixture

@@ -3,8 +3,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.node.replicated.cluster import ReplicaSet
-from tests.node.replicated.etcdproc import EtcdCluster
+from tests.fixtures.etcdproc import EtcdCluster
+from tests.fixtures.replicaset import ReplicaSet
 
 
 @pytest.fixture

@@ -10,8 +10,8 @@ from pathlib import Path
 from chain.v1 import rpc_pb2
 from node.server.ordering.etcd.client import EtcdClient
 from node.server.ordering.etcd.log import MANIFEST, BlockLog, Keys, Tail
-from tests.node.replicated.cluster import ReplicaSet, assert_same_chain, funded_actors, status, wait_height
-from tests.node.replicated.etcdproc import EtcdCluster
+from tests.fixtures.etcdproc import EtcdCluster
+from tests.fixtures.replicaset import ReplicaSet, assert_same_chain, funded_actors, status, wait_height
 
 
 def read_tail(etcd: EtcdCluster) -> Tail:

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.node.replicated.cluster import (
+from tests.fixtures.etcdproc import EtcdCluster
+from tests.fixtures.replicaset import (
     Load,
     ReplicaSet,
     assert_same_chain,
@@ -18,7 +19,6 @@ from tests.node.replicated.cluster import (
     status,
     wait_height,
 )
-from tests.node.replicated.etcdproc import EtcdCluster
 
 
 def test_steady_state_load_on_every_node(three: ReplicaSet) -> None:

@@ -18,8 +18,8 @@ from node.sdk.rpc import reason_of
 from node.server.config import parse_config
 from node.server.ordering.etcd.client import EtcdClient, op_put
 from node.server.ordering.etcd.log import BlockLog, Keys
-from tests.node.replicated.cluster import ReplicaSet, status, wait_height
-from tests.node.replicated.etcdproc import EtcdCluster
+from tests.fixtures.etcdproc import EtcdCluster
+from tests.fixtures.replicaset import ReplicaSet, status, wait_height
 
 KEYS = Keys(b"/chain-node/")
 

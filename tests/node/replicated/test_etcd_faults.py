@@ -9,8 +9,8 @@ import grpc
 
 from chain.v1 import rpc_pb2
 from node.sdk.rpc import reason_of
-from tests.node.replicated.cluster import ReplicaSet, assert_same_chain, funded_actors, status, wait_height
-from tests.node.replicated.etcdproc import EtcdCluster
+from tests.fixtures.etcdproc import EtcdCluster
+from tests.fixtures.replicaset import ReplicaSet, assert_same_chain, funded_actors, status, wait_height
 
 
 def trailer(err: grpc.RpcError, key: str) -> str:

@@ -9,8 +9,8 @@ import grpc
 
 from chain.v1 import rpc_pb2
 from node.sdk.rpc import reason_of
-from tests.node.replicated.cluster import ENV, assert_same_chain, funded_actors, status, wait_height
-from tests.node.server.nodeproc import NodeProcess
+from tests.fixtures.nodeproc import NodeProcess
+from tests.fixtures.replicaset import ENV, assert_same_chain, funded_actors, status, wait_height
 
 
 def test_follow_replica_from_snapshot(tmp_path: Path) -> None:

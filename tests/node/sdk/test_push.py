@@ -12,9 +12,9 @@ from chain.v1 import rpc_pb2
 from node.sdk import git
 from node.sdk.push import BundleCommitted, PushError, plan_push, push, submit_push
 from node.sdk.rpc import ChainClient
+from tests.fixtures.actors import RemoteActor, new_account
+from tests.fixtures.nodeproc import NodeProcess
 from tests.node.sdk.gitrepos import commit, make_history, sh
-from tests.node.server.actors import RemoteActor, new_account
-from tests.node.server.nodeproc import NodeProcess
 
 
 @dataclass

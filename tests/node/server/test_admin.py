@@ -5,7 +5,7 @@ import pytest
 
 from chain.v1 import rpc_pb2
 from node.sdk.rpc import reason_of
-from tests.node.server.nodeproc import NodeProcess
+from tests.fixtures.nodeproc import NodeProcess
 
 
 @pytest.fixture(scope="module")

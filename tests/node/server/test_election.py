@@ -11,7 +11,7 @@ import pytest
 from node.server.ordering.etcd.client import EtcdClient
 from node.server.ordering.etcd.election import Election
 from node.server.ordering.etcd.log import Keys
-from tests.node.replicated.etcdproc import EtcdCluster
+from tests.fixtures.etcdproc import EtcdCluster
 
 KEYS = Keys(b"/election/")
 

@@ -10,8 +10,8 @@ from chain.v1 import block_pb2
 from node.errors import InvariantBroken
 from node.server.ordering.etcd.client import EtcdClient, EtcdUnavailable, cmp_absent, op_put, prefix_end
 from node.server.ordering.etcd.log import MANIFEST, BlockLog, Keys
-from tests.node.replicated.etcdproc import EtcdCluster
-from tests.procs import free_port
+from tests.fixtures.etcdproc import EtcdCluster
+from tests.fixtures.procs import free_port
 
 KEYS = Keys(b"/test/")
 

@@ -14,9 +14,9 @@ from node.server.write.forwarding import Forwarder
 from node.server.write.mempool import Mempool
 from node.server.write.pipeline import Pipeline
 from node.server.write.verify import Verifier
-from tests.node.replicated.cluster import ENV, funded_actors
-from tests.node.server.actors import authority_builder
-from tests.node.server.nodeproc import NodeProcess
+from tests.fixtures.actors import authority_builder
+from tests.fixtures.nodeproc import NodeProcess
+from tests.fixtures.replicaset import ENV, funded_actors
 
 
 async def test_state_rejections_defer_to_upstream_and_envelope_ones_do_not(tmp_path: Path) -> None:

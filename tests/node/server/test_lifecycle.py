@@ -11,8 +11,8 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from chain.v1 import rpc_pb2
 from node.server.config import parse_config
-from tests.node.server.actors import new_account
-from tests.node.server.nodeproc import NodeProcess
+from tests.fixtures.actors import new_account
+from tests.fixtures.nodeproc import NodeProcess
 
 
 def test_health_flips_to_not_serving_on_sigterm_before_the_port_closes(tmp_path):

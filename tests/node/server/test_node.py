@@ -12,9 +12,9 @@ from node.sdk.messages import sign_message
 from node.sdk.proofs import verify_operation_proof, verify_storage_quota_proof
 from node.sdk.rpc import reason_of
 from node.storage import schema
+from tests.fixtures.actors import new_account
+from tests.fixtures.nodeproc import NodeProcess
 from tests.harness import commit_meta
-from tests.node.server.actors import new_account
-from tests.node.server.nodeproc import NodeProcess
 
 
 def test_newcomer_flow_reads_back_through_every_rpc(node: NodeProcess):

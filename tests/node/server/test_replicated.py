@@ -18,7 +18,7 @@ from node.server.write.mempool import Mempool
 from node.server.write.pipeline import Pipeline
 from node.server.write.verify import Verifier
 from node.state.params import ChainParams
-from tests.node.replicated.etcdproc import EtcdCluster
+from tests.fixtures.etcdproc import EtcdCluster
 
 KEYS = Keys(b"/orderer-test/")
 PARAMS = ChainParams(genesis_time_ms=1_800_000_000_000)

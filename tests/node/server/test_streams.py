@@ -11,8 +11,8 @@ import pytest
 
 from chain.v1 import message_pb2 as pb
 from chain.v1 import rpc_pb2, service_pb2_grpc
-from tests.node.server.actors import new_account
-from tests.node.server.nodeproc import NodeProcess
+from tests.fixtures.actors import new_account
+from tests.fixtures.nodeproc import NodeProcess
 
 
 class Collector(threading.Thread):

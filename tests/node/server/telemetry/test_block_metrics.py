@@ -16,8 +16,8 @@ from node.server.telemetry.spans import NodeTelemetry
 from node.server.write.mempool import Mempool
 from node.server.write.pipeline import Pipeline
 from node.server.write.verify import Verifier
+from tests.fixtures.scrape import scrape
 from tests.harness import Harness
-from tests.scrape import scrape
 
 
 async def test_dropped_messages_are_counted_by_reason(tmp_path: Path):

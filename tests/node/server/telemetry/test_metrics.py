@@ -15,12 +15,12 @@ import requests
 from google.protobuf.message import Message
 
 from chain.v1 import rpc_pb2, service_pb2_grpc
-from tests.node.replicated.cluster import ReplicaSet, leader_index
-from tests.node.replicated.etcdproc import EtcdCluster
-from tests.node.server.actors import new_account
-from tests.node.server.nodeproc import NodeProcess
-from tests.scrape import Samples, value
-from tests.scrape import scrape as scrape_port
+from tests.fixtures.actors import new_account
+from tests.fixtures.etcdproc import EtcdCluster
+from tests.fixtures.nodeproc import NodeProcess
+from tests.fixtures.replicaset import ReplicaSet, leader_index
+from tests.fixtures.scrape import Samples, value
+from tests.fixtures.scrape import scrape as scrape_port
 
 SUBMIT = "SubmitMessage"
 OK, INVALID_ARGUMENT, ALREADY_EXISTS = 0, 3, 6
