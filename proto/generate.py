@@ -13,12 +13,12 @@ import argparse
 import sys
 from pathlib import Path
 
+from grpc_tools import protoc  # type: ignore[import-untyped]
+
 PROTO_ROOT = Path(__file__).resolve().parent
 
 
 def generate(out: Path) -> list[Path]:
-    from grpc_tools import protoc  # type: ignore[import-untyped]
-
     sources = sorted((PROTO_ROOT / "chain" / "v1").glob("*.proto"))
     bin_dir = Path(sys.executable).parent
     args = [

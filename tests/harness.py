@@ -12,13 +12,14 @@ from pathlib import Path
 from chain.v1 import message_pb2 as pb
 from chain.v1 import state_pb2
 from node.chain import Chain
+from node.codec import blake3_256
 from node.errors import MessageRejected, Reason
 from node.sdk.keys import Ed25519Key, Secp256k1Key
 from node.sdk.messages import MessageBuilder
 from node.state.access import StateAccess
 from node.state.params import ChainParams
 from node.state.transition import BlockOutput
-from node.storage.kv import Overlay
+from node.storage.kv import DictView, Overlay
 
 START = 1_800_000_000
 
@@ -96,8 +97,6 @@ class Harness:
         """A read-only view of committed state (valid until the next commit)."""
         with self.chain.read() as (view, _):
             items = dict(view.scan(b""))
-        from node.storage.kv import DictView
-
         return StateAccess(Overlay(DictView(items)))
 
     def project(self, project_id: bytes) -> state_pb2.Project:
@@ -110,8 +109,6 @@ class Harness:
 
 
 def commit_meta(seed: int, *parents: bytes) -> pb.CommitMeta:
-    from node.codec import blake3_256
-
     return pb.CommitMeta(
         hash=blake3_256(b"commit" + seed.to_bytes(8, "big")),
         parents=list(parents),

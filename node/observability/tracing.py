@@ -115,6 +115,7 @@ class Tracing:
             return
         exporter = self.exporter
         if exporter is None:
+            # lazy on purpose: the OTLP exporter is loaded only when tracing is on (pyproject per-file-ignores)
             from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 
             exporter = OTLPSpanExporter()
@@ -128,6 +129,7 @@ class Tracing:
         log.info("tracing on: %s spans of %s", type(exporter).__name__, self.service_name)
 
     def _instrument(self, provider: TracerProvider) -> None:
+        # lazy on purpose: about a second of imports, paid only when tracing is on (pyproject per-file-ignores)
         from opentelemetry.instrumentation.aiohttp_server import AioHttpServerInstrumentor
         from opentelemetry.instrumentation.grpc import GrpcAioInstrumentorClient, GrpcAioInstrumentorServer, filters
         from opentelemetry.instrumentation.redis import RedisInstrumentor

@@ -33,6 +33,7 @@ from chain.v1 import (
 )
 from node.chain import Chain
 from node.errors import InvariantBroken
+from node.grpcweb.server import grpc_web_app, serve_grpc_web
 from node.observability.metrics import MetricsEndpoint
 from node.server.config import NodeConfig
 from node.server.devnet import AUTHORITY_FILE, bootstrap_message, new_devnet
@@ -267,8 +268,6 @@ class NodeApp:
                 await self._set_health(serving)
 
     async def _start_web(self, chain_servicer: ChainServicer) -> None:
-        from node.grpcweb.server import grpc_web_app, serve_grpc_web
-
         assert self.state is not None
         app = grpc_web_app(
             [

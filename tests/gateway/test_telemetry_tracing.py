@@ -13,6 +13,7 @@ from pathlib import Path
 import aiohttp
 import grpc
 import pytest
+import redis.asyncio
 from aiohttp import web
 from google.protobuf import json_format
 from opentelemetry import trace
@@ -185,8 +186,6 @@ def otel_threads() -> list[str]:
 
 
 async def test_tracing_off_installs_nothing_and_makes_no_spans(tmp_path: Path):
-    import redis.asyncio
-
     tracing = Tracing.from_env("chain-test", env={})
     assert not tracing.enabled
     tracing.start()

@@ -25,6 +25,7 @@ from node.server.ordering.orderer import Orderer
 from node.server.snapshots import SnapshotManager
 from node.server.write.mempool import Mempool
 from node.server.write.pipeline import Outcome, Pipeline
+from node.state.kinds import project_of
 from node.storage import schema
 
 VERSION = importlib.metadata.version("chain-node")  # the one version: pyproject.toml's, as installed
@@ -494,8 +495,6 @@ def _shape(block: block_pb2.Block, include_chunks: bool) -> block_pb2.Block:
 
 
 def _project_of(m: block_pb2.CommittedMessage) -> bytes:
-    from node.state.kinds import project_of
-
     return project_of(m.message.data, m.message.hash)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import grpc
 import pytest
+from google.protobuf import descriptor_pb2
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from chain.v1 import message_pb2 as pb
@@ -187,8 +188,6 @@ def test_reflection_lists_every_rpc(node: NodeProcess):
     assert {"chain.v1.ChainService", "grpc.health.v1.Health", "grpc.reflection.v1alpha.ServerReflection"} <= services
     req = reflection_pb2.ServerReflectionRequest(file_containing_symbol="chain.v1.ChainService")
     resp = next(iter(stub.ServerReflectionInfo(iter([req]))))
-    from google.protobuf import descriptor_pb2
-
     names = set()
     for raw in resp.file_descriptor_response.file_descriptor_proto:
         fd = descriptor_pb2.FileDescriptorProto.FromString(raw)
