@@ -178,6 +178,59 @@ def test_functions_stay_short() -> None:
     assert long_ones == {}
 
 
+# Module-level tables under node/ are read-only (MappingProxyType, frozenset, tuple): a module holds no
+# mutable state. TODO(issue 11): these entries go when the errors, registry and sdk areas land.
+MUTABLE_TABLES_PENDING = frozenset(
+    {
+        "node/server/rpc/status.py",
+        "node/state/kinds.py",
+        "node/state/structural.py",
+        "node/state/transition.py",
+        "node/state/handlers/accounts.py",
+        "node/state/handlers/projects.py",
+        "node/cli/account.py",
+        "node/cli/project.py",
+        "node/cli/query.py",
+    }
+)
+MUTABLE_LITERALS = (ast.Dict, ast.Set, ast.List, ast.DictComp, ast.SetComp, ast.ListComp)
+
+
+def mutable_tables(tree: ast.Module) -> list[str]:
+    """Names bound at module level to a dict, set or list display (`__all__` aside)."""
+    found = []
+    for node in tree.body:
+        target = (
+            node.targets[0]
+            if isinstance(node, ast.Assign)
+            else node.target
+            if isinstance(node, ast.AnnAssign)
+            else None
+        )
+        value = node.value if isinstance(node, ast.Assign | ast.AnnAssign) else None
+        if target is not None and isinstance(value, MUTABLE_LITERALS) and ast.unparse(target) != "__all__":
+            found.append(f"{ast.unparse(target)}:{node.lineno}")
+    return found
+
+
+def test_module_level_tables_are_read_only() -> None:
+    offenders = {
+        path: names
+        for m in MODULES.values()
+        if m.name.startswith("node.")
+        and (path := str(m.path.relative_to(ROOT))) not in MUTABLE_TABLES_PENDING
+        and (names := mutable_tables(m.tree))
+    }
+    assert offenders == {}
+
+
+def test_the_table_check_sees_a_mutable_table() -> None:
+    assert mutable_tables(ast.parse("A = {1: 2}\nB: list[int] = []\n__all__ = ['A']\nC = frozenset({1})\n")) == [
+        "A:1",
+        "B:2",
+    ]
+
+
 def test_no_test_module_imports_another() -> None:
     tests = ROOT / "tests"
     offenders = []
