@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from chain.v1 import message_pb2 as pb
@@ -18,13 +19,15 @@ from node.sdk.keys import Ed25519Key
 from node.sdk.messages import MessageBuilder
 
 AUTHORITY_ENV = "CHAINCTL_AUTHORITY"
-SCOPES = {"owner": pb.KEY_SCOPE_OWNER, "signing": pb.KEY_SCOPE_SIGNING, "agent": pb.KEY_SCOPE_AGENT}
-ACCOUNT_FIELDS = {
-    "display_name": pb.ACCOUNT_FIELD_DISPLAY_NAME,
-    "avatar": pb.ACCOUNT_FIELD_AVATAR,
-    "bio": pb.ACCOUNT_FIELD_BIO,
-    "website": pb.ACCOUNT_FIELD_WEBSITE,
-}
+SCOPES = MappingProxyType({"owner": pb.KEY_SCOPE_OWNER, "signing": pb.KEY_SCOPE_SIGNING, "agent": pb.KEY_SCOPE_AGENT})
+ACCOUNT_FIELDS = MappingProxyType(
+    {
+        "display_name": pb.ACCOUNT_FIELD_DISPLAY_NAME,
+        "avatar": pb.ACCOUNT_FIELD_AVATAR,
+        "bio": pb.ACCOUNT_FIELD_BIO,
+        "website": pb.ACCOUNT_FIELD_WEBSITE,
+    }
+)
 
 
 def register(sub: SubParsers) -> None:

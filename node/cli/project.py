@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from types import MappingProxyType
 from typing import Any
 
 from chain.v1 import message_pb2 as pb
@@ -21,14 +22,16 @@ from node.cli.common import (
 )
 from node.sdk.git import GitError, GitRepo
 
-PERMISSIONS = {"read": pb.PERMISSION_READ, "write": pb.PERMISSION_WRITE, "admin": pb.PERMISSION_ADMIN}
-PROJECT_FIELDS = {
-    "description": pb.PROJECT_FIELD_DESCRIPTION,
-    "website": pb.PROJECT_FIELD_WEBSITE,
-    "visibility": pb.PROJECT_FIELD_VISIBILITY,
-    "default_branch": pb.PROJECT_FIELD_DEFAULT_BRANCH,
-    "topics": pb.PROJECT_FIELD_TOPICS,
-}
+PERMISSIONS = MappingProxyType({"read": pb.PERMISSION_READ, "write": pb.PERMISSION_WRITE, "admin": pb.PERMISSION_ADMIN})
+PROJECT_FIELDS = MappingProxyType(
+    {
+        "description": pb.PROJECT_FIELD_DESCRIPTION,
+        "website": pb.PROJECT_FIELD_WEBSITE,
+        "visibility": pb.PROJECT_FIELD_VISIBILITY,
+        "default_branch": pb.PROJECT_FIELD_DEFAULT_BRANCH,
+        "topics": pb.PROJECT_FIELD_TOPICS,
+    }
+)
 
 
 def register(sub: SubParsers) -> None:

@@ -29,20 +29,22 @@ from google.protobuf.message import Message as ProtoMessage
 from chain.v1 import keychain_service_pb2, rpc_pb2, service_pb2
 from node.cli.common import HEX_RE, CliError, Context, FieldDesc, SubParsers, dump_json, to_json
 
-WRITE_RPCS = {"SubmitMessage", "BatchSubmitMessages"}
+WRITE_RPCS = frozenset({"SubmitMessage", "BatchSubmitMessages"})
 MAX_PAGES = 10_000
-INT_TYPES = {
-    FieldDescriptor.TYPE_INT32,
-    FieldDescriptor.TYPE_INT64,
-    FieldDescriptor.TYPE_UINT32,
-    FieldDescriptor.TYPE_UINT64,
-    FieldDescriptor.TYPE_SINT32,
-    FieldDescriptor.TYPE_SINT64,
-    FieldDescriptor.TYPE_FIXED32,
-    FieldDescriptor.TYPE_FIXED64,
-    FieldDescriptor.TYPE_SFIXED32,
-    FieldDescriptor.TYPE_SFIXED64,
-}
+INT_TYPES = frozenset(
+    {
+        FieldDescriptor.TYPE_INT32,
+        FieldDescriptor.TYPE_INT64,
+        FieldDescriptor.TYPE_UINT32,
+        FieldDescriptor.TYPE_UINT64,
+        FieldDescriptor.TYPE_SINT32,
+        FieldDescriptor.TYPE_SINT64,
+        FieldDescriptor.TYPE_FIXED32,
+        FieldDescriptor.TYPE_FIXED64,
+        FieldDescriptor.TYPE_SFIXED32,
+        FieldDescriptor.TYPE_SFIXED64,
+    }
+)
 
 
 @dataclass(frozen=True)
