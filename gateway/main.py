@@ -12,6 +12,7 @@ from aiohttp import web
 from gateway.app import build_app
 from gateway.config import GatewayConfig, parse_config
 from gateway.telemetry import GatewayMetrics
+from node.listen import ListenError, check_free
 from node.observability.logs import configure_logging
 from node.observability.metrics import MetricsEndpoint
 from node.observability.tracing import Tracing
@@ -25,6 +26,7 @@ async def run(argv: Sequence[str] | None = None) -> None:
     except ValueError as err:
         raise SystemExit(f"chain-gateway: {err}") from None
     endpoint = MetricsEndpoint("chain-gateway", config.metrics_addr)
+    check_free("--http-addr", config.http_addr)  # a taken address stops here with one line (main)
     tracing.start()  # before the app, its channels and its Redis client exist
     try:
         metrics_port = endpoint.start()
@@ -39,8 +41,12 @@ async def _serve(config: GatewayConfig, metrics: GatewayMetrics | None, metrics_
     runner = web.AppRunner(app, handler_cancellation=True)
     await runner.setup()
     host, port = config.host_port
-    site = web.TCPSite(runner, host, port)
-    await site.start()
+    site = web.TCPSite(runner, host, port, reuse_port=False)  # exclusive: never share a port with another process
+    try:
+        await site.start()
+    except OSError as err:
+        await runner.cleanup()
+        raise ListenError("--http-addr", config.http_addr, err.strerror or str(err)) from None
     bound = port
     for address in runner.addresses:  # the bound port when asked for port 0
         bound = int(address[1])
@@ -58,7 +64,10 @@ async def _serve(config: GatewayConfig, metrics: GatewayMetrics | None, metrics_
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    asyncio.run(run(argv))
+    try:
+        asyncio.run(run(argv))
+    except ListenError as err:  # a taken address: one line naming the flag, no traceback, exit status 1
+        raise SystemExit(err.line("chain-gateway")) from None
 
 
 if __name__ == "__main__":

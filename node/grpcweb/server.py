@@ -420,7 +420,7 @@ async def serve_grpc_web(
                 bind_host, 0, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
             )
             bind_host = str(infos[0][4][0])
-        site = web.TCPSite(runner, bind_host, port)
+        site = web.TCPSite(runner, bind_host, port, reuse_port=False)  # exclusive (node/listen.py)
         await site.start()
     except BaseException:
         await runner.cleanup()

@@ -23,6 +23,8 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from prometheus_client import CollectorRegistry, start_http_server
 
+from node.listen import ListenError
+
 
 def split_addr(addr: str) -> tuple[str, int]:
     """`host:port` (host may be empty: localhost; IPv6 in brackets); ValueError when malformed."""
@@ -32,7 +34,7 @@ def split_addr(addr: str) -> tuple[str, int]:
     return host.strip("[]") or "localhost", int(port)
 
 
-class MetricsAddressError(OSError):
+class MetricsAddressError(ListenError):
     """The metrics listener cannot bind its address (taken, not local, ...)."""
 
 
@@ -66,7 +68,7 @@ class MetricsEndpoint:
         try:
             self._server, self._thread = start_http_server(port, addr=host, registry=self.registry)
         except OSError as err:
-            raise MetricsAddressError(f"metrics address {self.addr}: {err.strerror or err}") from err
+            raise MetricsAddressError("--metrics-addr", self.addr, err.strerror or str(err)) from err
         self.port = int(self._server.server_port)
         return self.port
 

@@ -34,6 +34,7 @@ from chain.v1 import (
 from node.chain import Chain
 from node.errors import InvariantBroken
 from node.grpcweb.server import grpc_web_app, serve_grpc_web
+from node.listen import GRPC_EXCLUSIVE, check_free, grpc_add_port
 from node.observability.metrics import MetricsEndpoint
 from node.server.config import NodeConfig
 from node.server.devnet import AUTHORITY_FILE, bootstrap_message, new_devnet
@@ -196,6 +197,10 @@ class NodeApp:
     async def start(self) -> None:
         cfg = self.config
         self.ports.metrics = self.metrics_endpoint.start()  # first: a taken port fails before the store opens
+        listeners = {"--grpc-addr": cfg.grpc_addr, "--web-addr": cfg.web_addr, "--admin-addr": cfg.admin_addr}
+        for flag, addr in listeners.items():
+            if addr:
+                check_free(flag, addr)  # ListenError: main prints one line naming the flag
         if self.metrics is not None:
             self.metrics.observe(lambda: self.state)
         chain, bootstrap = await self._open_replicated() if cfg.orderer == "etcd" else self._open_chain()
@@ -218,6 +223,7 @@ class NodeApp:
         options = [
             ("grpc.max_receive_message_length", cfg.max_message_bytes * (cfg.max_batch + 1)),
             ("grpc.max_send_message_length", 64 * 1024 * 1024),
+            GRPC_EXCLUSIVE,
         ]
         interceptors: list[Interceptor] = [ErrorInterceptor()]
         if self.metrics is not None:  # outside the error mapping: it reads the final status and reason code
@@ -229,16 +235,16 @@ class NodeApp:
         reflection.enable_server_reflection(
             [CHAIN_SERVICE, KEYCHAIN_SERVICE, health.SERVICE_NAME, reflection.SERVICE_NAME], self._server
         )
-        self.ports.grpc = self._server.add_insecure_port(cfg.grpc_addr)
+        self.ports.grpc = grpc_add_port(self._server, "--grpc-addr", cfg.grpc_addr)
         await self._server.start()
 
         admin_interceptors: list[Interceptor] = [ErrorInterceptor()]
         if cfg.admin_token:
             admin_interceptors.insert(0, TokenInterceptor(cfg.admin_token))
         if cfg.admin_addr:
-            self._admin = grpc.aio.server(interceptors=admin_interceptors)
+            self._admin = grpc.aio.server(interceptors=admin_interceptors, options=[GRPC_EXCLUSIVE])
             admin_service_pb2_grpc.add_AdminServiceServicer_to_server(AdminServicer(snapshots), self._admin)
-            self.ports.admin = self._admin.add_insecure_port(cfg.admin_addr)
+            self.ports.admin = grpc_add_port(self._admin, "--admin-addr", cfg.admin_addr)
             await self._admin.start()
 
         if cfg.web_addr:

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from node.authority import Authority
+from node.listen import ListenError
 from node.observability.logs import configure_logging
 from node.observability.tracing import Tracing
 from node.server.app import NodeApp
@@ -55,7 +56,10 @@ async def _serve(config: NodeConfig, tracing: Tracing) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    asyncio.run(run(argv))
+    try:
+        asyncio.run(run(argv))
+    except ListenError as err:  # a taken address: one line naming the flag, no traceback, exit status 1
+        raise SystemExit(err.line("chain-node")) from None
 
 
 if __name__ == "__main__":
