@@ -70,6 +70,10 @@ class Reason(StrEnum):
     MEMPOOL_FULL = "MEMPOOL_FULL"
     BATCH_TOO_LARGE = "BATCH_TOO_LARGE"
     NOT_LEADER = "NOT_LEADER"
+    # the node cannot write its store (disk full, I/O error): retry later or elsewhere (`retry-after-ms`)
+    STORAGE_FAILED = "STORAGE_FAILED"
+    # the node is shutting down: streams end with this; reconnect to another node and resume
+    DRAINING = "DRAINING"
     # replicated mode: this node's state differs from the log's (it stopped taking writes)
     STATE_DIVERGED = "STATE_DIVERGED"
 
@@ -125,6 +129,10 @@ class InvalidBlock(ChainError):
         self.expected = expected
         self.got = got
         super().__init__(f"block {number}: {field} expected {expected}, got {got}")
+
+
+class StorageFailed(ChainError):
+    """Writing to the store failed (disk full, I/O error); nothing of that write was committed."""
 
 
 class InvariantBroken(ChainError):

@@ -51,6 +51,7 @@ from node.server.rpc.interceptors import ErrorInterceptor, Interceptor, TokenInt
 from node.server.rpc.servicer import ChainServicer, KeychainServicer, NodeState
 from node.server.rpc.status import to_status
 from node.server.snapshots import SnapshotManager, restore
+from node.server.storage_health import StorageHealth
 from node.server.telemetry.node_metrics import NodeMetrics
 from node.server.telemetry.rpc import RpcMetricsInterceptor, grpc_web_metrics
 from node.server.telemetry.spans import NodeTelemetry
@@ -97,6 +98,7 @@ class NodeApp:
         self._web_runner: object | None = None
         # the public asyncio servicer (grpc_health.v1.health.aio); the grpc-stubs typing predates it
         self._health = health.aio.HealthServicer()  # type: ignore[attr-defined]
+        self.storage = StorageHealth()  # failing block commits: STORAGE_FAILED refusals, NOT_SERVING
         self._verifier: Verifier | None = None
         self._health_task: asyncio.Task[None] | None = None
         self._etcd: EtcdClient | None = None
@@ -174,8 +176,9 @@ class NodeApp:
                 hub,
                 block_interval=cfg.block_interval,
                 empty_block_interval=cfg.empty_block_interval,
+                storage=self.storage,
             )
-        applier = BlockApplier(chain, mempool, pipeline, hub)
+        applier = BlockApplier(chain, mempool, pipeline, hub, storage=self.storage)
         forwarder = Forwarder(pipeline, mempool, max_batch=cfg.max_batch)
         if cfg.follow:
             return FollowOrderer(chain, applier, forwarder, cfg.follow, max_lag_blocks=cfg.max_lag_blocks)
@@ -203,6 +206,7 @@ class NodeApp:
                 check_free(flag, addr)  # ListenError: main prints one line naming the flag
         if self.metrics is not None:
             self.metrics.observe(lambda: self.state)
+            self.metrics.observe_storage(self.storage)
         chain, bootstrap = await self._open_replicated() if cfg.orderer == "etcd" else self._open_chain()
         if self.metrics is not None:
             self.metrics.height = chain.height
@@ -268,7 +272,7 @@ class NodeApp:
         serving = self.state.orderer.serving
         while self.state.ready:
             await asyncio.sleep(0.2)
-            now = self.state.ready and self.state.orderer.serving
+            now = self.state.ready and self.state.orderer.serving and self.storage.ok
             if now != serving and self.state.ready:
                 serving = now
                 await self._set_health(serving)

@@ -15,6 +15,7 @@ from typing import Any
 
 import lmdb
 
+from node.errors import StorageFailed
 from node.storage.kv import prefix_end
 
 DEFAULT_MAP_SIZE = 64 * 1024**3
@@ -124,7 +125,13 @@ class LmdbStore:
         return ReadSnapshot(txn, LmdbReadView(txn, self._state), LmdbNodeView(txn, self._tree))
 
     def commit(self, writes: Mapping[bytes, bytes | None], tree_nodes: Mapping[bytes, bytes]) -> None:
-        """Write one block's changes atomically."""
+        """Write one block's changes atomically; StorageFailed (nothing written) when the disk refuses."""
+        try:
+            self._write(writes, tree_nodes)
+        except (lmdb.Error, OSError) as exc:  # ENOSPC shows as EIO; the transaction was aborted whole
+            raise StorageFailed(f"{type(exc).__name__}: {exc}") from exc
+
+    def _write(self, writes: Mapping[bytes, bytes | None], tree_nodes: Mapping[bytes, bytes]) -> None:
         with self._env.begin(write=True) as txn:
             state_cursor = txn.cursor(db=self._state)
             puts = sorted((k, v) for k, v in writes.items() if v is not None)

@@ -13,7 +13,9 @@ import asyncio
 
 from chain.v1 import block_pb2
 from node.chain import Chain
+from node.errors import StorageFailed
 from node.server.events import EventHub
+from node.server.storage_health import StorageHealth
 from node.server.telemetry.spans import BlockRecorder
 from node.server.write.mempool import Mempool
 from node.server.write.pipeline import Pipeline
@@ -21,8 +23,11 @@ from node.state.transition import BlockOutput
 
 
 class BlockApplier:
-    def __init__(self, chain: Chain, mempool: Mempool, pipeline: Pipeline, hub: EventHub) -> None:
+    def __init__(
+        self, chain: Chain, mempool: Mempool, pipeline: Pipeline, hub: EventHub, storage: StorageHealth | None = None
+    ) -> None:
         self.chain = chain
+        self.storage = storage or StorageHealth()
         self.mempool = mempool
         self.pipeline = pipeline
         self.hub = hub
@@ -37,7 +42,12 @@ class BlockApplier:
 
     async def commit(self, out: BlockOutput, record: BlockRecorder | None = None) -> None:
         record = record or self.pipeline.telemetry.block("local")
-        await asyncio.to_thread(self.chain.commit, out)
+        try:
+            await asyncio.to_thread(self.chain.commit, out)
+        except StorageFailed as exc:
+            self.storage.failed(exc)  # the caller's loop retries the block; admissions are refused meanwhile
+            raise
+        self.storage.succeeded()
         self.publish(out, record)
 
     def publish(self, out: BlockOutput, record: BlockRecorder | None = None) -> None:

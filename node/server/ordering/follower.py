@@ -23,7 +23,7 @@ import grpc
 from chain.v1 import message_pb2 as pb
 from chain.v1 import rpc_pb2, service_pb2_grpc
 from node.chain import Chain
-from node.errors import InvalidBlock, MessageRejected, Reason
+from node.errors import InvalidBlock, MessageRejected, Reason, StorageFailed
 from node.server.ordering.applier import BlockApplier
 from node.server.write.forwarding import Forwarder
 from node.server.write.pipeline import Outcome
@@ -144,6 +144,8 @@ class FollowOrderer:
                 if not self.halted:
                     log.critical("STATE DIVERGED, this replica stops: block %d: %s", exc.number, exc)
                 self.halted = str(exc)
+            except StorageFailed:  # logged once by StorageHealth (the applier's); retried after its backoff
+                await asyncio.sleep(self.applier.storage.retry_after_ms / 1000)
             except Exception:
                 log.exception("following %s failed; retrying", self.upstream)
             await asyncio.sleep(self.poll_interval)

@@ -4,7 +4,9 @@ Solo cuts a block every `block_interval` while the mempool is not empty (and
 an empty block at most every `empty_block_interval`), builds it with the
 state transition, commits it in one LMDB transaction, re-validates what is
 still pending, and publishes the events. Building runs in a worker thread so
-the event loop keeps serving reads and submissions meanwhile.
+the event loop keeps serving reads and submissions meanwhile. A commit the
+disk refuses (node/server/storage_health.py) is retried with backoff while
+submissions are refused with STORAGE_FAILED; the candidates stay pending.
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ from typing import Protocol
 
 from chain.v1 import message_pb2 as pb
 from node.chain import Chain
+from node.errors import StorageFailed
 from node.server.events import EventHub
+from node.server.storage_health import StorageHealth
 from node.server.write.mempool import Mempool
 from node.server.write.pipeline import Outcome, Pipeline
 from node.state.transition import BlockOutput
@@ -72,6 +76,7 @@ class SoloOrderer:
         empty_block_interval: float,
         clock: Callable[[], float] = time.time,
         on_block: Callable[[BlockOutput], None] | None = None,
+        storage: StorageHealth | None = None,
     ) -> None:
         self.chain = chain
         self.mempool = mempool
@@ -81,6 +86,7 @@ class SoloOrderer:
         self.empty_block_interval = empty_block_interval
         self.clock = clock
         self.on_block = on_block
+        self.storage = storage or StorageHealth()
         self._task: asyncio.Task[None] | None = None
         self._building = 0
         self._last_block = clock()
@@ -98,6 +104,7 @@ class SoloOrderer:
         return self.chain.height
 
     async def submit(self, msgs: Sequence[pb.Message]) -> list[Outcome]:
+        self.storage.check()  # STORAGE_FAILED: never "accepted" for a block that cannot be written
         return await self.pipeline.submit(msgs)
 
     async def start(self) -> None:
@@ -120,6 +127,8 @@ class SoloOrderer:
                 continue
             try:
                 await self.produce()
+            except StorageFailed as exc:
+                next_start = self.clock() + self.storage.failed(exc)  # retried with backoff, candidates kept
             except Exception:  # a long-running loop never dies on one bad block
                 log.exception("block production failed; retrying next interval")
 
@@ -136,6 +145,7 @@ class SoloOrderer:
             await asyncio.to_thread(self.chain.commit, out)
         finally:
             self._building = 0
+        self.storage.succeeded()
         log.debug(
             "block %d: %d messages (%d dropped), build %.0f ms, commit %.0f ms, mempool %d",
             out.block.header.number,

@@ -11,7 +11,16 @@ import json
 
 import grpc
 
-from node.errors import ChainError, InvalidArgument, InvalidBlock, InvariantBroken, MessageRejected, NotFound, Reason
+from node.errors import (
+    ChainError,
+    InvalidArgument,
+    InvalidBlock,
+    InvariantBroken,
+    MessageRejected,
+    NotFound,
+    Reason,
+    StorageFailed,
+)
 
 Trailers = tuple[tuple[str, str], ...]
 
@@ -59,7 +68,7 @@ def reason_status(reason: Reason) -> grpc.StatusCode:
         return grpc.StatusCode.PERMISSION_DENIED
     if reason in PRECONDITION:
         return grpc.StatusCode.FAILED_PRECONDITION
-    if reason in (R.NOT_LEADER, R.STATE_DIVERGED):
+    if reason in (R.NOT_LEADER, R.STATE_DIVERGED, R.STORAGE_FAILED, R.DRAINING):
         return grpc.StatusCode.UNAVAILABLE
     return grpc.StatusCode.INVALID_ARGUMENT
 
@@ -68,13 +77,15 @@ def to_status(exc: BaseException) -> tuple[grpc.StatusCode, str, Trailers]:
     if isinstance(exc, MessageRejected):
         values = json.dumps(exc.values, sort_keys=True, default=str)
         trailers: Trailers = (("reason-code", exc.reason.value), ("reason-values", values))
-        if "retry_after_ms" in exc.values:  # a retry hint (no leader yet): try again after this long
+        if "retry_after_ms" in exc.values:  # a retry hint (no leader, mempool full, storage failing): wait this long
             trailers += (("retry-after-ms", str(exc.values["retry_after_ms"])),)
         return reason_status(exc.reason), str(exc), trailers
     if isinstance(exc, NotFound):
         return grpc.StatusCode.NOT_FOUND, str(exc), (("reason-code", "NOT_FOUND"),)
     if isinstance(exc, InvalidArgument):
         return grpc.StatusCode.INVALID_ARGUMENT, str(exc), (("reason-code", "INVALID_ARGUMENT"), ("field", exc.field))
+    if isinstance(exc, StorageFailed):
+        return grpc.StatusCode.UNAVAILABLE, f"storage failed: {exc}", (("reason-code", R.STORAGE_FAILED.value),)
     if isinstance(exc, (InvalidBlock, InvariantBroken)):
         return grpc.StatusCode.INTERNAL, f"internal error: {exc}", (("reason-code", "INTERNAL"),)
     if isinstance(exc, ChainError):

@@ -27,6 +27,16 @@ class ObservedHub(Protocol):
     def __len__(self) -> int: ...
 
 
+class ObservedStorage(Protocol):
+    """Whether block commits fail (node/server/storage_health.py's StorageHealth fits it)."""
+
+    @property
+    def ok(self) -> bool: ...
+
+    @property
+    def failures_total(self) -> int: ...
+
+
 class ObservedNode(Protocol):
     """What the scrape-time gauges read from the running node (the servicer's NodeState fits it).
 
@@ -137,6 +147,21 @@ class NodeMetrics:
             [gauge(_leader_changes)],
             unit="{change}",
             description="Leaders this member has seen elected (etcd orderer; 0 otherwise)",
+        )
+
+    def observe_storage(self, storage: ObservedStorage) -> None:
+        """Whether block commits fail now, and how many have failed (node/server/storage_health.py)."""
+        self.meter.create_observable_gauge(
+            "chain.storage.failed",
+            [lambda _o: [Observation(0 if storage.ok else 1)]],
+            unit="{state}",
+            description="1 while the node cannot commit blocks (disk full, I/O error) and refuses submissions",
+        )
+        self.meter.create_observable_counter(
+            "chain.storage.failures",
+            [lambda _o: [Observation(storage.failures_total)]],
+            unit="{attempt}",
+            description="Block commits the store refused (each retry counts)",
         )
 
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 from chain.v1 import message_pb2 as pb
 from node.chain import Chain
-from node.errors import ChainError, InvalidBlock, InvariantBroken, MessageRejected, Reason
+from node.errors import ChainError, InvalidBlock, InvariantBroken, MessageRejected, Reason, StorageFailed
 from node.server.ordering.applier import BlockApplier
 from node.server.ordering.etcd.client import EtcdClient, EtcdUnavailable, prefix_end
 from node.server.ordering.etcd.election import Election
@@ -125,6 +125,7 @@ class ReplicatedOrderer:
         if current is None:
             raise no_leader("no leader is elected")
         if self.election.is_leader:
+            self.applier.storage.check()  # STORAGE_FAILED while this leader cannot commit
             return await self.applier.pipeline.submit(msgs)
         return await self.forwarder.submit(msgs, current.addr)
 
@@ -174,6 +175,8 @@ class ReplicatedOrderer:
                     warned = time.monotonic()
             except InvalidBlock as exc:
                 self._halt(f"STATE DIVERGED: block {exc.number} from the log does not match this node's state: {exc}")
+            except StorageFailed:  # logged once by StorageHealth; the block is retried from the log
+                wait = max(wait, self.applier.storage.retry_after_ms / 1000)
             except Exception:  # a long-running loop never dies on one bad round
                 log.exception("replication round failed; retrying")
                 wait = max(wait, 0.5)

@@ -1,0 +1,128 @@
+"""Disk full under a running node (issue 12 item 4), on a real tmpfs holding its data dir.
+
+Fill the file system, keep submitting: the node refuses with UNAVAILABLE `STORAGE_FAILED` and a
+`retry-after-ms` hint, readiness turns NOT_SERVING, `chain_storage_failed` is 1 and a log line says why.
+Free the space: it recovers by itself, and every message it answered "accepted" is committed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from chain.v1 import message_pb2 as pb
+from chain.v1 import rpc_pb2
+from node.sdk.rpc import reason_of
+from tests.node.server.actors import RemoteActor
+from tests.node.server.nodeproc import NodeProcess
+from tests.scrape import scrape, value
+
+SERVING = health_pb2.HealthCheckResponse.SERVING
+NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
+
+
+@pytest.fixture
+def tmpfs(tmp_path: Path) -> Iterator[Path]:
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root (the suite runs as root in CI)")
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=24m", "tmpfs", str(mnt)], capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def fill(path: Path) -> None:
+    """Write `path` until the file system is full (unbuffered, down to single pages)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    try:
+        for size in (1 << 20, 65536, 4096, 512):
+            with contextlib.suppress(OSError):
+                while True:
+                    os.write(fd, b"\0" * size)
+    finally:
+        os.close(fd)
+
+
+def fresh() -> pb.Message:
+    """A valid message that depends on nothing else: a new account adding its own signer."""
+    actor = RemoteActor()
+    return actor.b.signer_add(actor.wallet, 0)
+
+
+def readiness(channel: grpc.Channel, service: str = "") -> int:
+    return int(
+        health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(service=service), timeout=5).status
+    )
+
+
+def eventually(check: Callable[[], bool], timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
+def trailer(err: grpc.RpcError, key: str) -> str:
+    assert isinstance(err, grpc.Call)
+    return next((str(v) for k, v in (err.trailing_metadata() or ()) if k == key), "")
+
+
+def test_disk_full_refuses_then_recovers_and_loses_nothing(tmpfs: Path) -> None:
+    node = NodeProcess(tmpfs / "data", "--web-addr", "").start()
+    try:
+        client = node.client(timeout=10)
+        channel = grpc.insecure_channel(node.grpc_target)
+        before = [fresh() for _ in range(3)]
+        client.commit(*before)
+        assert readiness(channel) == SERVING
+
+        fill(tmpfs / "ballast")
+        accepted: list[bytes] = []
+        refusal: grpc.RpcError | None = None
+        deadline = time.monotonic() + 60
+        while refusal is None and time.monotonic() < deadline:
+            try:
+                accepted.append(client.submit(fresh()))
+            except grpc.RpcError as err:
+                refusal = err
+        assert refusal is not None, "the node kept accepting on a full disk"
+        assert isinstance(refusal, grpc.Call)
+        assert refusal.code() == grpc.StatusCode.UNAVAILABLE and reason_of(refusal) == "STORAGE_FAILED"
+        assert int(trailer(refusal, "retry-after-ms")) > 0
+        assert eventually(lambda: readiness(channel) == NOT_SERVING, 10)
+        assert value(scrape(node.ready["metrics_port"]), "chain_storage_failed") == 1
+        assert any("STORAGE FAILED" in line for line in node.stderr_lines)
+        height_while_full = client.stub.GetNodeStatus(rpc_pb2.GetNodeStatusRequest()).status.block_height
+
+        (tmpfs / "ballast").unlink()
+        assert eventually(lambda: readiness(channel) == SERVING, 60), "no recovery after space returned"
+        for message_hash in accepted:  # every message answered "accepted" is committed, none dropped
+            client.wait_committed(message_hash, timeout=30)
+        for msg in before:
+            client.wait_committed(bytes(msg.hash), timeout=5)
+        client.commit(fresh())
+        status = client.stub.GetNodeStatus(rpc_pb2.GetNodeStatusRequest()).status
+        assert status.block_height > height_while_full
+        assert value(scrape(node.ready["metrics_port"]), "chain_storage_failed") == 0
+        assert any("storage recovered" in line for line in node.stderr_lines)
+        channel.close()
+        client.close()
+    finally:
+        node.stop()
