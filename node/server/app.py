@@ -4,8 +4,11 @@
 
 Listeners: native gRPC (ChainService, KeychainService, health, reflection),
 gRPC-web over HTTP/1.1 (same servicer objects), AdminService on its own
-address. Health is SERVING once the store is open and the node caught up,
-and NOT_SERVING as soon as draining starts.
+address. Health (grpc.health.v1) has two meanings under distinct names:
+`liveness` is SERVING while the process and its event loop answer (a lagging
+or halted member stays live: a restart would not help it); `readiness` (and
+`""`, `chain.v1.ChainService`) is SERVING while the node serves, is caught up
+and can write its store, and NOT_SERVING as soon as draining starts.
 """
 
 from __future__ import annotations
@@ -64,6 +67,9 @@ from node.state.params import ChainParams
 log = logging.getLogger("chain.node")
 CHAIN_SERVICE = service_pb2.DESCRIPTOR.services_by_name["ChainService"].full_name
 KEYCHAIN_SERVICE = keychain_service_pb2.DESCRIPTOR.services_by_name["KeychainService"].full_name
+LIVENESS = "liveness"
+READINESS = "readiness"
+READINESS_NAMES = ("", CHAIN_SERVICE, READINESS)  # "" and ChainService kept as they were documented
 NETWORKS = MappingProxyType({"mainnet": message_pb2.NETWORK_MAINNET, "testnet": message_pb2.NETWORK_TESTNET})
 
 
@@ -217,7 +223,7 @@ class NodeApp:
         hub = EventHub(cfg.subscriber_queue)
         snapshots = SnapshotManager(chain, cfg.snapshots)
         orderer = self._orderer(chain, mempool, pipeline, hub, snapshots)
-        self.state = NodeState(chain, mempool, pipeline, hub, orderer, snapshots, cfg.max_batch)
+        self.state = NodeState(chain, mempool, pipeline, hub, orderer, snapshots, cfg.max_batch, storage=self.storage)
         if bootstrap:
             outcome = (await pipeline.submit([bootstrap_message(cfg.data_dir)]))[0]
             if not outcome.accepted:
@@ -258,21 +264,22 @@ class NodeApp:
             orderer.addr = cfg.advertise_addr or f"{_reachable_host(cfg.grpc_addr)}:{self.ports.grpc}"
         await orderer.start()
         self.state.ready = True
-        await self._set_health(orderer.serving)
+        await self._health.set(LIVENESS, health_pb2.HealthCheckResponse.SERVING)  # answered on the event loop
+        await self._set_health(self.state.serving)
         self._health_task = asyncio.create_task(self._watch_health(), name="health")
 
     async def _set_health(self, serving: bool) -> None:
         status = health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
-        for service in ("", CHAIN_SERVICE):
+        for service in READINESS_NAMES:
             await self._health.set(service, status)
 
     async def _watch_health(self) -> None:
-        """NOT_SERVING while the orderer says so (catching up, halted); back to SERVING after."""
+        """Readiness NOT_SERVING while the orderer says so (catching up, halted) or block commits fail."""
         assert self.state is not None
-        serving = self.state.orderer.serving
+        serving = self.state.serving
         while self.state.ready:
             await asyncio.sleep(0.2)
-            now = self.state.ready and self.state.orderer.serving and self.storage.ok
+            now = self.state.serving
             if now != serving and self.state.ready:
                 serving = now
                 await self._set_health(serving)
@@ -314,7 +321,7 @@ class NodeApp:
             self.state.ready = False
         if self._health_task is not None:
             await self._health_task
-        await self._health.enter_graceful_shutdown()
+        await self._set_health(False)  # readiness only: liveness stays SERVING while the node drains
         await asyncio.sleep(self.config.drain_seconds)
         if self.state is not None:
             await self.state.orderer.stop()

@@ -171,9 +171,9 @@ def test_node_statefulset_probes_ports_and_volumes(rendered, profile):
     assert ports == {"grpc": 50051, "grpc-web": 50052, "admin": 50053, "metrics": 9464}
     for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
         assert c[probe]["grpc"]["port"] == 50051, probe
-    assert c["readinessProbe"]["grpc"]["service"] == "chain.v1.ChainService"
+    assert c["readinessProbe"]["grpc"]["service"] == "readiness"  # issue 12: readiness and liveness apart
     assert c["startupProbe"]["grpc"]["service"] == "chain.v1.ChainService"
-    assert c["livenessProbe"]["grpc"]["service"] == ""
+    assert c["livenessProbe"]["grpc"]["service"] == "liveness"
     env = env_of(c)
     assert env["CHAIN_NODE_GRPC_ADDR"] == "0.0.0.0:50051"
     assert env["CHAIN_NODE_METRICS_ADDR"] == "0.0.0.0:9464"

@@ -23,6 +23,7 @@ from node.query.reader import Reader
 from node.server.events import EventHub, Overflowed, Subscriber
 from node.server.ordering.orderer import Orderer
 from node.server.snapshots import SnapshotManager
+from node.server.storage_health import StorageHealth
 from node.server.write.mempool import Mempool
 from node.server.write.pipeline import Outcome, Pipeline
 from node.state.kinds import project_of
@@ -44,6 +45,12 @@ class NodeState:
     max_batch: int
     started_at: float = field(default_factory=time.monotonic)
     ready: bool = False
+    storage: StorageHealth = field(default_factory=StorageHealth)
+
+    @property
+    def serving(self) -> bool:
+        """Readiness: started and not draining, caught up (the orderer says so), and the store takes commits."""
+        return self.ready and self.orderer.serving and self.storage.ok
 
 
 def _result(o: Outcome) -> rpc_pb2.SubmitResult:
@@ -355,8 +362,11 @@ class ChainServicer(service_pb2_grpc.ChainServiceServicer):
         request: rpc_pb2.GetHealthRequest,
         context: ServicerContext[rpc_pb2.GetHealthRequest, rpc_pb2.GetHealthResponse],
     ) -> rpc_pb2.GetHealthResponse:
-        ready = self.node.ready and self.node.orderer.serving
-        return rpc_pb2.GetHealthResponse(live=True, ready=ready, detail="serving" if ready else "not serving")
+        ready = self.node.serving
+        detail = "serving" if ready else "not serving"
+        if not self.node.storage.ok:
+            detail = f"not serving: storage failed: {self.node.storage.failure}"
+        return rpc_pb2.GetHealthResponse(live=True, ready=ready, detail=detail)
 
     async def GetChainStats(
         self,

@@ -106,13 +106,15 @@ def test_disk_full_refuses_then_recovers_and_loses_nothing(tmpfs: Path) -> None:
         assert isinstance(refusal, grpc.Call)
         assert refusal.code() == grpc.StatusCode.UNAVAILABLE and reason_of(refusal) == "STORAGE_FAILED"
         assert int(trailer(refusal, "retry-after-ms")) > 0
-        assert eventually(lambda: readiness(channel) == NOT_SERVING, 10)
+        assert eventually(lambda: readiness(channel, "readiness") == NOT_SERVING, 10)
+        assert readiness(channel) == NOT_SERVING  # "" follows readiness
+        assert readiness(channel, "liveness") == SERVING  # a restart would not free the disk
         assert value(scrape(node.ready["metrics_port"]), "chain_storage_failed") == 1
         assert any("STORAGE FAILED" in line for line in node.stderr_lines)
         height_while_full = client.stub.GetNodeStatus(rpc_pb2.GetNodeStatusRequest()).status.block_height
 
         (tmpfs / "ballast").unlink()
-        assert eventually(lambda: readiness(channel) == SERVING, 60), "no recovery after space returned"
+        assert eventually(lambda: readiness(channel, "readiness") == SERVING, 60), "no recovery after space returned"
         for message_hash in accepted:  # every message answered "accepted" is committed, none dropped
             client.wait_committed(message_hash, timeout=30)
         for msg in before:
