@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from typing import Any, cast
 
 import grpc
 from redis.exceptions import RedisError
@@ -63,7 +63,13 @@ class _Feed:
                 await self.follow()
             except asyncio.CancelledError:
                 raise
-            except (grpc.aio.AioRpcError, RedisError, OSError) as err:
+            except grpc.aio.AioRpcError as err:
+                if draining(err):  # the node shuts down: resume on the next node now, no backoff
+                    log.info("%s feed: %s is draining; resuming on another node", self.kind.value, self.source)
+                    self.backoff.reset()
+                    continue
+                log.warning("%s feed (%s): %s; reconnecting", self.kind.value, self.source, _brief(err))
+            except (RedisError, OSError) as err:
                 log.warning("%s feed (%s): %s; reconnecting", self.kind.value, self.source, _brief(err))
             except Exception:
                 log.exception("%s feed (%s) failed; reconnecting", self.kind.value, self.source)
@@ -164,6 +170,17 @@ class RedisFeed(_Feed):
                 self.hub.start_at(start_position(self.kind, origin))
                 return
             await asyncio.sleep(0.1)
+
+
+def draining(err: BaseException) -> bool:
+    """A node ended the stream because it shuts down (UNAVAILABLE, reason DRAINING): reconnect elsewhere."""
+    if not isinstance(err, grpc.aio.AioRpcError) or err.code() != grpc.StatusCode.UNAVAILABLE:
+        return False
+    for item in err.trailing_metadata() or ():
+        key, value = cast(tuple[str, str | bytes], item)
+        if key == "reason-code" and value in ("DRAINING", b"DRAINING"):
+            return True
+    return False
 
 
 def _brief(err: BaseException) -> str:

@@ -17,7 +17,7 @@ import grpc
 from redis.exceptions import RedisError
 
 from gateway.events.backoff import Backoff
-from gateway.events.feeds import event_of, node_head, open_node_stream
+from gateway.events.feeds import draining, event_of, node_head, open_node_stream
 from gateway.events.model import Event, Kind
 from gateway.events.redis_streams import RedisStreams, stream_name
 from gateway.nodes import NodePool
@@ -46,7 +46,12 @@ class Relay:
             except asyncio.CancelledError:
                 raise
             except Exception as err:
-                for e in err.exceptions if isinstance(err, ExceptionGroup) else [err]:
+                errors = err.exceptions if isinstance(err, ExceptionGroup) else (err,)
+                if any(draining(e) for e in errors):  # the node shuts down: resume on the next node now
+                    log.info("relay to %s: the node is draining; resuming on another node", stream_name(self.kind))
+                    self.backoff.reset()
+                    continue
+                for e in errors:
                     if isinstance(e, grpc.aio.AioRpcError | RedisError | OSError):
                         detail = f"{e.code().name}: {e.details()}" if isinstance(e, grpc.aio.AioRpcError) else repr(e)
                         log.warning("relay to %s: %s; reconnecting", stream_name(self.kind), detail)

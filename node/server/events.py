@@ -2,7 +2,9 @@
 
 Each subscriber owns a bounded queue. Publishing never waits: a subscriber
 whose queue is full is detached and handed an end-of-stream marker, and its stream ends
-with RESOURCE_EXHAUSTED, so a slow client can never stall block production.
+with RESOURCE_EXHAUSTED (SLOW_SUBSCRIBER), so a slow client can never stall block production.
+When the node drains, `close()` ends every stream with UNAVAILABLE (DRAINING) instead: the
+client did nothing wrong and should resume from its last event id on another node.
 """
 
 from __future__ import annotations
@@ -17,16 +19,26 @@ class Overflowed(Exception):
     """The subscriber fell too far behind and was dropped."""
 
 
+class Draining(Exception):
+    """The node is shutting down: the stream ends so the client resumes elsewhere."""
+
+
+_DRAINING = object()  # the queue item that ends a stream on drain (None ends it on overflow)
+
+
 @dataclass(eq=False)
 class Subscriber:
     kind: str  # "blocks" or "messages"
-    queue: asyncio.Queue[block_pb2.Block | block_pb2.CommittedMessage | None]
+    queue: asyncio.Queue[block_pb2.Block | block_pb2.CommittedMessage | object | None]
     delivered: int = field(default=0)
 
     async def next(self) -> block_pb2.Block | block_pb2.CommittedMessage:
         item = await self.queue.get()
         if item is None:
             raise Overflowed
+        if item is _DRAINING:
+            raise Draining
+        assert isinstance(item, block_pb2.Block | block_pb2.CommittedMessage)
         return item
 
 
@@ -63,5 +75,9 @@ class EventHub:
         sub.queue.put_nowait(None)
 
     def close(self) -> None:
+        """Drain: end every stream with DRAINING (after what is already queued for it)."""
         for sub in list(self._subscribers):
-            self._drop(sub)
+            self._subscribers.discard(sub)
+            if sub.queue.full():  # the slot kept for a marker is taken only by an overflow marker
+                continue
+            sub.queue.put_nowait(_DRAINING)

@@ -20,7 +20,7 @@ from chain.v1 import message_pb2 as pb
 from node.chain import Chain
 from node.errors import MessageRejected, NotFound, Reason
 from node.query.reader import Reader
-from node.server.events import EventHub, Overflowed, Subscriber
+from node.server.events import Draining, EventHub, Overflowed, Subscriber
 from node.server.ordering.orderer import Orderer
 from node.server.snapshots import SnapshotManager
 from node.server.storage_health import StorageHealth
@@ -493,6 +493,13 @@ async def _next(sub: Subscriber, context: ServicerContext[Any, Any]) -> block_pb
             (("reason-code", "SLOW_SUBSCRIBER"),),
         )
         raise  # abort raises; this is for type checkers
+    except Draining:
+        await context.abort(
+            grpc.StatusCode.UNAVAILABLE,
+            "this node is shutting down; resume with after_event_id on another node",
+            (("reason-code", Reason.DRAINING.value),),
+        )
+        raise
 
 
 def _shape(block: block_pb2.Block, include_chunks: bool) -> block_pb2.Block:
