@@ -3,8 +3,10 @@
     {"error": {"code": "NONCE_MISMATCH", "message": "...", "details": {"expected": 4, "got": 6}}}
 
 - A gRPC error from a node: the status follows `GRPC_HTTP_STATUS` (`RESOURCE_EXHAUSTED` is 413 for the
-  size reasons in `SIZE_REASONS`, 429 otherwise); `code` is the node's `reason-code` trailer (the gRPC
-  status name when there is none); `details` holds the node's `reason-values` and `field` trailers.
+  size reasons in `SIZE_REASONS`, 429 otherwise; the retryable reasons of `RETRYABLE_REASONS` have their own
+  status and a `Retry-After` header from the node's `retry-after-ms` trailer); `code` is the node's
+  `reason-code` trailer (the gRPC status name when there is none); `details` holds the node's
+  `reason-values` and `field` trailers.
 - `ApiError`, raised by the gateway itself (request validation, body decoding, passthrough).
 - aiohttp's HTTP errors (unknown route, wrong method, body too large) keep their status.
 - Anything else is a 500 `INTERNAL` with its traceback logged and no detail sent.
@@ -41,6 +43,10 @@ GRPC_HTTP_STATUS: dict[grpc.StatusCode, int] = {
 }
 # RESOURCE_EXHAUSTED reasons that are about the size of the request, not about load or quota.
 SIZE_REASONS = frozenset({"MESSAGE_TOO_LARGE", "BATCH_TOO_LARGE"})
+# Retryable refusals: their status whatever the gRPC code, and a `Retry-After` header (whole seconds, rounded
+# up, at least 1) from the node's `retry-after-ms` trailer. 429: this client should slow down; 503: this node
+# cannot take it now (another node, or the same one later, can).
+RETRYABLE_REASONS: dict[str, int] = {"MEMPOOL_FULL": 429, "STORAGE_FAILED": 503, "NOT_LEADER": 503, "DRAINING": 503}
 
 HTTP_CODES: dict[int, str] = {
     400: "INVALID_ARGUMENT",
@@ -109,6 +115,7 @@ def grpc_error(err: grpc.aio.AioRpcError) -> tuple[int, str, str, dict[str, Any]
     status = GRPC_HTTP_STATUS.get(err.code(), 500)
     if err.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and code in SIZE_REASONS:
         status = 413
+    status = RETRYABLE_REASONS.get(code, status)
     details: dict[str, Any] = {}
     raw = trailers.get("reason-values")
     if raw:
@@ -124,6 +131,14 @@ def grpc_error(err: grpc.aio.AioRpcError) -> tuple[int, str, str, dict[str, Any]
     return status, code, err.details() or err.code().name.lower(), details
 
 
+def retry_after(err: grpc.aio.AioRpcError) -> dict[str, str]:
+    """The `Retry-After` header for a refusal that carries `retry-after-ms` (none otherwise)."""
+    raw = _trailers(err).get("retry-after-ms", "")
+    if not raw.isdigit():
+        return {}
+    return {"Retry-After": str(max(1, -(-int(raw) // 1000)))}
+
+
 @web.middleware
 async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     try:
@@ -134,7 +149,7 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         status, code, message, details = grpc_error(err)
         if status >= 500:
             log.warning("%s %s: node answered %s: %s", request.method, request.path, err.code().name, err.details())
-        return error_response(status, code, message, details)
+        return error_response(status, code, message, details, retry_after(err))
     except ApiError as err:
         if request.get(PREPARED):
             raise

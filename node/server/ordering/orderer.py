@@ -12,6 +12,7 @@ submissions are refused with STORAGE_FAILED; the candidates stay pending.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -90,7 +91,7 @@ class SoloOrderer:
         self._task: asyncio.Task[None] | None = None
         self._building = 0
         self._last_block = clock()
-        self._stopping = False
+        self._stopping = asyncio.Event()
 
     @property
     def pending_blocks(self) -> int:
@@ -111,16 +112,19 @@ class SoloOrderer:
         self._task = asyncio.create_task(self._run(), name="solo-orderer")
 
     async def stop(self) -> None:
-        self._stopping = True
+        self._stopping.set()  # wakes the loop now, not at the end of its interval
         if self._task is not None:
             await self._task
             self._task = None
 
     async def _run(self) -> None:
         next_start = self.clock() + self.block_interval
-        while not self._stopping:
+        while not self._stopping.is_set():
             # blocks start one interval apart: the time spent building counts toward the wait
-            await asyncio.sleep(max(0.0, next_start - self.clock()))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), max(0.0, next_start - self.clock()))
+            if self._stopping.is_set():
+                break
             next_start = max(next_start + self.block_interval, self.clock())
             due_empty = self.clock() - self._last_block >= self.empty_block_interval
             if not len(self.mempool) and not due_empty:

@@ -497,7 +497,7 @@ async def _next(sub: Subscriber, context: ServicerContext[Any, Any]) -> block_pb
         await context.abort(
             grpc.StatusCode.UNAVAILABLE,
             "this node is shutting down; resume with after_event_id on another node",
-            (("reason-code", Reason.DRAINING.value),),
+            (("reason-code", Reason.DRAINING.value), ("retry-after-ms", "100")),
         )
         raise
 

@@ -59,6 +59,17 @@ PRECONDITION = {
 }
 
 
+# Retryable refusals and the wait suggested when the refusal names none (`retry-after-ms` trailer; REST turns
+# it into `Retry-After`): a full mempool empties by a block, a leader is elected within a lease, a failing
+# store is retried with backoff (its own hint wins), a draining node's clients go elsewhere at once.
+RETRY_AFTER_MS = {R.MEMPOOL_FULL: 1000, R.NOT_LEADER: 1000, R.STORAGE_FAILED: 1000, R.DRAINING: 100}
+
+
+def retry_after_ms(reason: Reason, values: dict[str, object]) -> int | None:
+    hint = values.get("retry_after_ms", RETRY_AFTER_MS.get(reason))
+    return None if hint is None else int(str(hint))
+
+
 def reason_status(reason: Reason) -> grpc.StatusCode:
     if reason in RESOURCE:
         return grpc.StatusCode.RESOURCE_EXHAUSTED
@@ -77,15 +88,17 @@ def to_status(exc: BaseException) -> tuple[grpc.StatusCode, str, Trailers]:
     if isinstance(exc, MessageRejected):
         values = json.dumps(exc.values, sort_keys=True, default=str)
         trailers: Trailers = (("reason-code", exc.reason.value), ("reason-values", values))
-        if "retry_after_ms" in exc.values:  # a retry hint (no leader, mempool full, storage failing): wait this long
-            trailers += (("retry-after-ms", str(exc.values["retry_after_ms"])),)
+        hint = retry_after_ms(exc.reason, exc.values)
+        if hint is not None:  # a retryable refusal: try again after this long
+            trailers += (("retry-after-ms", str(hint)),)
         return reason_status(exc.reason), str(exc), trailers
     if isinstance(exc, NotFound):
         return grpc.StatusCode.NOT_FOUND, str(exc), (("reason-code", "NOT_FOUND"),)
     if isinstance(exc, InvalidArgument):
         return grpc.StatusCode.INVALID_ARGUMENT, str(exc), (("reason-code", "INVALID_ARGUMENT"), ("field", exc.field))
     if isinstance(exc, StorageFailed):
-        return grpc.StatusCode.UNAVAILABLE, f"storage failed: {exc}", (("reason-code", R.STORAGE_FAILED.value),)
+        trailers = (("reason-code", R.STORAGE_FAILED.value), ("retry-after-ms", str(RETRY_AFTER_MS[R.STORAGE_FAILED])))
+        return grpc.StatusCode.UNAVAILABLE, f"storage failed: {exc}", trailers
     if isinstance(exc, (InvalidBlock, InvariantBroken)):
         return grpc.StatusCode.INTERNAL, f"internal error: {exc}", (("reason-code", "INTERNAL"),)
     if isinstance(exc, ChainError):
