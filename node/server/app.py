@@ -61,6 +61,7 @@ from node.server.telemetry.spans import NodeTelemetry
 from node.server.write.forwarding import Forwarder
 from node.server.write.mempool import Mempool
 from node.server.write.pipeline import Pipeline
+from node.server.write.sizing import Resources
 from node.server.write.verify import Verifier
 from node.state.params import ChainParams
 
@@ -217,7 +218,7 @@ class NodeApp:
         if self.metrics is not None:
             self.metrics.height = chain.height
         mempool = Mempool(cfg.mempool_capacity)
-        self._verifier = Verifier(cfg.verify_workers, cfg.max_message_bytes)
+        self._verifier = Verifier(cfg.verify_workers, cfg.max_message_bytes, Resources.detect(cfg.cpu_limit))
         await self._verifier.warm_up()
         pipeline = Pipeline(chain, mempool, self._verifier, telemetry=self.telemetry)
         hub = EventHub(cfg.subscriber_queue)

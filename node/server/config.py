@@ -38,6 +38,7 @@ class NodeConfig:
     max_batch: int = C.MAX_BATCH_SUBMIT
     mempool_capacity: int = C.MEMPOOL_CAPACITY
     verify_workers: int = -1
+    cpu_limit: float = 0.0  # CPUs this node may use (chart: the pod's limits.cpu); 0: cgroup quota and affinity
     # Items a subscriber may fall behind by before it is dropped: more than two full blocks.
     subscriber_queue: int = 20_000
     drain_seconds: float = 1.0
@@ -82,6 +83,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--max-batch", type=int, default=d.max_batch)
     p.add_argument("--mempool-capacity", type=int, default=d.mempool_capacity)
     p.add_argument("--verify-workers", type=int, default=d.verify_workers, help="-1: one per extra core; 0: inline")
+    p.add_argument("--cpu-limit", type=float, default=d.cpu_limit, help="CPUs this node may use (sizes -1 workers)")
     p.add_argument("--subscriber-queue", type=int, default=d.subscriber_queue)
     p.add_argument("--drain-seconds", type=float, default=d.drain_seconds)
     p.add_argument("--log-level", default=d.log_level)

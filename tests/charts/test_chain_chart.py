@@ -159,6 +159,13 @@ def test_env_vars_are_flags_the_programs_know(rendered):
 # ---- nodes ----
 
 
+def test_node_verify_workers_follow_the_pods_cpu_limit(rendered):
+    env = env_of(node_container(rendered))
+    assert env["CHAIN_NODE_VERIFY_WORKERS"] == "-1"  # auto: sized by the node from what follows
+    ref = env["CHAIN_NODE_CPU_LIMIT"]["resourceFieldRef"]
+    assert ref == {"containerName": "node", "resource": "limits.cpu", "divisor": "1"}
+
+
 def test_node_statefulset_probes_ports_and_volumes(rendered, profile):
     sts = rendered.get("StatefulSet", NODE)
     assert sts["spec"]["serviceName"] == HEADLESS

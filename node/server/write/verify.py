@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import multiprocessing
-import os
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -20,6 +19,7 @@ from chain.v1 import message_pb2 as pb
 from node.codec import check_envelope, parse_message
 from node.crypto.ed25519 import Ed25519Verifier
 from node.errors import MessageRejected
+from node.server.write.sizing import Resources, auto_workers
 
 INLINE_BELOW = 16
 log = logging.getLogger("chain.verify")
@@ -56,9 +56,12 @@ def verify_raw_batch(raws: Sequence[bytes], max_bytes: int) -> list[Verdict]:
 class Verifier:
     """Verifies envelopes inline for small batches and in a process pool for large ones."""
 
-    def __init__(self, workers: int, max_bytes: int) -> None:
-        if workers < 0:
-            workers = max(0, (os.cpu_count() or 1) - 1)
+    def __init__(self, workers: int, max_bytes: int, resources: Resources | None = None) -> None:
+        if workers < 0:  # auto: from the CPU and memory this process may use, not the host's core count
+            res = resources or Resources.detect()
+            workers = auto_workers(res)
+            memory = "no memory limit" if res.memory_bytes is None else f"memory limit {res.memory_bytes >> 20} MiB"
+            log.info("verify workers: %d (%.2g CPUs by %s, %s)", workers, res.cpus, res.source, memory)
         self.max_bytes = max_bytes
         self._inline = Ed25519Verifier()
         self._workers = workers
