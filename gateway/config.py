@@ -31,6 +31,10 @@ class GatewayConfig:
     log_level: str = "info"
     log_format: str = "text"  # or "json" (docs/observability.md)
     metrics_addr: str = "localhost:9465"  # Prometheus endpoint; '' disables
+    # connection hygiene (gateway/connections.py)
+    header_timeout: float = 10.0  # a request's headers must be complete this long after its first byte
+    idle_timeout: float = 15.0  # an idle keep-alive connection is closed after this long
+    max_connections: int = 1024  # open HTTP connections; more are closed at once
 
     @property
     def host_port(self) -> tuple[str, int]:
@@ -65,6 +69,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--log-level", default=d.log_level)
     p.add_argument("--log-format", default=d.log_format, choices=["text", "json"], help="json: one object per line")
     p.add_argument("--metrics-addr", default=d.metrics_addr, help="Prometheus metrics listen address; '' disables")
+    p.add_argument("--header-timeout", type=float, default=d.header_timeout, help="seconds to send request headers")
+    p.add_argument("--idle-timeout", type=float, default=d.idle_timeout, help="seconds a keep-alive connection idles")
+    p.add_argument("--max-connections", type=int, default=d.max_connections, help="open HTTP connections at most")
     return p
 
 

@@ -11,6 +11,7 @@ from aiohttp import web
 
 from gateway.app import build_app
 from gateway.config import GatewayConfig, parse_config
+from gateway.connections import ConnectionGuard, GuardedSite
 from gateway.telemetry import GatewayMetrics
 from node.listen import ListenError, check_free
 from node.observability.logs import configure_logging
@@ -38,10 +39,12 @@ async def run(argv: Sequence[str] | None = None) -> None:
 
 async def _serve(config: GatewayConfig, metrics: GatewayMetrics | None, metrics_port: int) -> None:
     app = build_app(config, metrics)
-    runner = web.AppRunner(app, handler_cancellation=True)
+    guard = ConnectionGuard(config.header_timeout, config.max_connections)
+    app.middlewares.insert(0, guard.middleware)  # outermost: marks a request's headers complete
+    runner = web.AppRunner(app, handler_cancellation=True, keepalive_timeout=config.idle_timeout)
     await runner.setup()
     host, port = config.host_port
-    site = web.TCPSite(runner, host, port, reuse_port=False)  # exclusive: never share a port with another process
+    site = GuardedSite(runner, host, port, guard)  # exclusive (no SO_REUSEPORT), header deadline, connection cap
     try:
         await site.start()
     except OSError as err:

@@ -1,0 +1,143 @@
+"""Connection hygiene for the gateway's HTTP listener: a header deadline and a cap on open connections.
+
+    guard = ConnectionGuard(header_timeout=10.0, max_connections=1024)
+    app.middlewares.insert(0, guard.middleware)       # marks when a request's headers are complete
+    site = GuardedSite(runner, host, port, guard)      # every connection goes through the guard
+
+aiohttp has no deadline for reading a request's headers: a client that sends a header line every few
+seconds keeps its connection (and a file descriptor) forever, and a few hundred such connections hold the
+process (slowloris). The guard closes a connection whose request headers are not complete within
+`header_timeout` of the connection opening or of the first byte of its next request, and refuses
+connections beyond `max_connections` (closed at once, counted). Idle keep-alive connections are closed by
+aiohttp's own `keepalive_timeout` (`--idle-timeout`). A request whose headers arrived (a slow handler, a
+long SSE stream) is never cut by the guard.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from aiohttp import web
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+class _Guarded(asyncio.Protocol):
+    """Stands between the transport and aiohttp's protocol: forwards everything, times the headers."""
+
+    def __init__(self, guard: ConnectionGuard, inner: asyncio.Protocol) -> None:
+        self.guard = guard
+        self.inner = inner
+        self.transport: asyncio.Transport | None = None
+        self.in_request = False
+        self.admitted = False
+        self._timer: asyncio.TimerHandle | None = None
+
+    # ---- the guard's part ----
+    def _arm(self) -> None:
+        if self._timer is None and not self.in_request:
+            loop = asyncio.get_running_loop()
+            self._timer = loop.call_later(self.guard.header_timeout, self._expired)
+
+    def _disarm(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _expired(self) -> None:
+        self._timer = None
+        if not self.in_request and self.transport is not None and not self.transport.is_closing():
+            self.guard.timed_out += 1
+            self.transport.abort()
+
+    def request_started(self) -> None:
+        self.in_request = True
+        self._disarm()
+
+    def request_finished(self) -> None:
+        self.in_request = False  # idle now: aiohttp's keep-alive timeout applies until the next byte
+
+    # ---- asyncio.Protocol, forwarded ----
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        if len(self.guard.open) >= self.guard.max_connections:
+            self.guard.refused += 1
+            transport.abort()  # over the cap: aiohttp never sees it
+            return
+        self.admitted = True
+        self.guard.open[transport] = self
+        self._arm()
+        self.inner.connection_made(transport)
+
+    def data_received(self, data: bytes) -> None:
+        if not self.admitted:
+            return
+        if not self.in_request:
+            self._arm()  # the first byte of a request starts its header deadline
+        self.inner.data_received(data)
+
+    def eof_received(self) -> bool | None:
+        return self.inner.eof_received() if self.admitted else None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        if self.admitted and self.transport is not None:
+            self.guard.open.pop(self.transport, None)
+            self.inner.connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        self.inner.pause_writing()
+
+    def resume_writing(self) -> None:
+        self.inner.resume_writing()
+
+
+class ConnectionGuard:
+    def __init__(self, header_timeout: float, max_connections: int) -> None:
+        self.header_timeout = header_timeout
+        self.max_connections = max_connections
+        self.open: dict[asyncio.BaseTransport, _Guarded] = {}
+        self.timed_out = 0  # connections closed for not completing their headers in time
+        self.refused = 0  # connections refused over the cap
+
+    def factory(self, make: Callable[[], asyncio.Protocol]) -> Callable[[], asyncio.Protocol]:
+        return lambda: _Guarded(self, make())
+
+    @web.middleware
+    async def middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        conn = self.open.get(request.transport) if request.transport is not None else None
+        if conn is not None:
+            conn.request_started()
+        try:
+            return await handler(request)
+        finally:
+            if conn is not None:
+                conn.request_finished()
+
+
+class GuardedSite(web.TCPSite):
+    """A TCP site whose connections go through `guard` (binding exclusively, no SO_REUSEPORT)."""
+
+    def __init__(self, runner: web.AppRunner, host: str, port: int, guard: ConnectionGuard, **kwargs: Any) -> None:
+        super().__init__(runner, host, port, reuse_port=False, **kwargs)
+        self.guard = guard
+
+    async def start(self) -> None:
+        await web.BaseSite.start(self)  # registers the site with the runner
+        loop = asyncio.get_running_loop()
+        server = self._runner.server
+        assert server is not None
+        self._server = await loop.create_server(
+            self.guard.factory(server),
+            self._host,
+            self._port,
+            backlog=self._backlog,
+            reuse_address=self._reuse_address,
+            reuse_port=False,
+        )
