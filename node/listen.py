@@ -29,7 +29,9 @@ class ListenError(OSError):
         self.why = why
 
     def line(self, program: str) -> str:
-        return f"{program}: cannot listen on {self.flag} {self.addr}: {self.why}"
+        """e.g. `chain-node: --grpc-addr: cannot listen on grpc address 127.0.0.1:50051: address already in use`"""
+        what = self.flag.removeprefix("--").removesuffix("-addr")
+        return f"{program}: {self.flag}: cannot listen on {what} address {self.addr}: {self.why}"
 
 
 def split_host_port(addr: str) -> tuple[str, int]:
