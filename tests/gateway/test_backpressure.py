@@ -20,14 +20,15 @@ from gateway.errors import error_middleware, retry_after
 from node.errors import MessageRejected, Reason
 from node.sdk.rpc import reason_of
 from node.server.rpc.status import to_status
-from tests.gateway.gwproc import GatewayProcess
-from tests.node.server.actors import RemoteActor
-from tests.node.server.nodeproc import NodeProcess
+from tests.fixtures.actors import RemoteActor
+from tests.fixtures.gwproc import GatewayProcess
+from tests.fixtures.nodeproc import NodeProcess
 
 
 def fresh() -> pb.Message:
     actor = RemoteActor()
-    return actor.b.signer_add(actor.wallet, 0)
+    msg: pb.Message = actor.b.signer_add(actor.wallet, 0)
+    return msg
 
 
 @pytest.fixture(scope="module")

@@ -14,8 +14,8 @@ from collections.abc import Iterator
 import pytest
 import requests
 
-from tests.gateway.gwproc import GatewayProcess
-from tests.procs import free_port
+from tests.fixtures.gwproc import GatewayProcess
+from tests.fixtures.procs import free_port
 
 SLOW = 40
 

@@ -9,8 +9,8 @@ import subprocess
 import pytest
 import requests
 
-from tests.gateway.gwproc import ROOT, GatewayProcess, gateway_command
-from tests.procs import free_port
+from tests.fixtures.gwproc import ROOT, GatewayProcess, gateway_command
+from tests.fixtures.procs import free_port
 
 
 @pytest.fixture(scope="module")

@@ -21,9 +21,9 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from chain.v1 import message_pb2 as pb
 from chain.v1 import rpc_pb2
 from node.sdk.rpc import reason_of
-from tests.node.server.actors import RemoteActor
-from tests.node.server.nodeproc import NodeProcess
-from tests.scrape import scrape, value
+from tests.fixtures.actors import RemoteActor
+from tests.fixtures.nodeproc import NodeProcess
+from tests.fixtures.scrape import scrape, value
 
 SERVING = health_pb2.HealthCheckResponse.SERVING
 NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
@@ -61,7 +61,8 @@ def fill(path: Path) -> None:
 def fresh() -> pb.Message:
     """A valid message that depends on nothing else: a new account adding its own signer."""
     actor = RemoteActor()
-    return actor.b.signer_add(actor.wallet, 0)
+    msg: pb.Message = actor.b.signer_add(actor.wallet, 0)
+    return msg
 
 
 def readiness(channel: grpc.Channel, service: str = "") -> int:

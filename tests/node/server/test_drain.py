@@ -14,8 +14,8 @@ import requests
 
 from chain.v1 import rpc_pb2
 from node.sdk.rpc import reason_of
-from tests.gateway.gwproc import GatewayProcess
-from tests.node.server.nodeproc import NodeProcess
+from tests.fixtures.gwproc import GatewayProcess
+from tests.fixtures.nodeproc import NodeProcess
 
 FAST = ("--web-addr", "", "--empty-block-interval", "0.1", "--drain-seconds", "0.3")
 

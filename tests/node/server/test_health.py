@@ -14,8 +14,8 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from chain.v1 import rpc_pb2
-from tests.node.server.nodeproc import NodeProcess
-from tests.procs import free_port
+from tests.fixtures.nodeproc import NodeProcess
+from tests.fixtures.procs import free_port
 
 SERVING = health_pb2.HealthCheckResponse.SERVING
 NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from chain.v1 import rpc_pb2
-from tests.node.server.nodeproc import ROOT, NodeProcess
+from tests.fixtures.nodeproc import ROOT, NodeProcess
 
 FLAGS = {
     "--grpc-addr": "grpc_port",
