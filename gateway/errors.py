@@ -2,12 +2,14 @@
 
     {"error": {"code": "NONCE_MISMATCH", "message": "...", "details": {"expected": 4, "got": 6}}}
 
-- A gRPC error from a node: the status follows `GRPC_HTTP_STATUS` (`RESOURCE_EXHAUSTED` is 413 for the
-  size reasons in `SIZE_REASONS`, 429 otherwise; the retryable reasons of `RETRYABLE_REASONS` have their own
-  status and a `Retry-After` header from the node's `retry-after-ms` trailer); `code` is the node's
-  `reason-code` trailer (the gRPC status name when there is none); `details` holds the node's
-  `reason-values` and `field` trailers.
-- `ApiError`, raised by the gateway itself (request validation, body decoding, passthrough).
+- A gRPC error from a node: `code` is the node's `reason-code` trailer (the gRPC status name when there is
+  none); the status is `REASON_HTTP_STATUS[code]`, one total table over `Reason` (413 for the size
+  reasons, 429 for the other `RESOURCE_EXHAUSTED` ones), or `GRPC_HTTP_STATUS` of the gRPC status when
+  the node named no reason this gateway knows; `details` holds the `reason-values` and `field` trailers.
+  A retryable refusal (429 `MEMPOOL_FULL`; 503 `NOT_LEADER`, `STORAGE_FAILED`, `DRAINING`) also gets a
+  `Retry-After` header (whole seconds, rounded up, at least 1) from the node's `retry-after-ms` trailer.
+- `ApiError`, raised by the gateway itself (request validation, body decoding, passthrough), with a
+  `Reason` as its code and that reason's status.
 - aiohttp's HTTP errors (unknown route, wrong method, body too large) keep their status.
 - Anything else is a 500 `INTERNAL` with its traceback logged and no detail sent.
 
@@ -19,52 +21,148 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, cast
+from types import MappingProxyType
+from typing import Any
 
 import grpc
 from aiohttp import web
+
+from node.errors import FIELD, REASON_CODE, REASON_VALUES, RETRY_AFTER_MS, Reason, trailer
 
 log = logging.getLogger(__name__)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
-GRPC_HTTP_STATUS: dict[grpc.StatusCode, int] = {
-    grpc.StatusCode.INVALID_ARGUMENT: 400,
-    grpc.StatusCode.OUT_OF_RANGE: 400,
-    grpc.StatusCode.NOT_FOUND: 404,
-    grpc.StatusCode.ALREADY_EXISTS: 409,
-    grpc.StatusCode.FAILED_PRECONDITION: 409,
-    grpc.StatusCode.ABORTED: 409,
-    grpc.StatusCode.PERMISSION_DENIED: 403,
-    grpc.StatusCode.UNAUTHENTICATED: 401,
-    grpc.StatusCode.RESOURCE_EXHAUSTED: 429,
-    grpc.StatusCode.UNAVAILABLE: 503,
-    grpc.StatusCode.DEADLINE_EXCEEDED: 504,
-}
-# RESOURCE_EXHAUSTED reasons that are about the size of the request, not about load or quota.
-SIZE_REASONS = frozenset({"MESSAGE_TOO_LARGE", "BATCH_TOO_LARGE"})
-# Retryable refusals: their status whatever the gRPC code, and a `Retry-After` header (whole seconds, rounded
-# up, at least 1) from the node's `retry-after-ms` trailer. 429: this client should slow down; 503: this node
-# cannot take it now (another node, or the same one later, can).
-RETRYABLE_REASONS: dict[str, int] = {"MEMPOOL_FULL": 429, "STORAGE_FAILED": 503, "NOT_LEADER": 503, "DRAINING": 503}
+R = Reason
 
-HTTP_CODES: dict[int, str] = {
-    400: "INVALID_ARGUMENT",
-    401: "UNAUTHENTICATED",
-    403: "PERMISSION_DENIED",
-    404: "NOT_FOUND",
-    405: "METHOD_NOT_ALLOWED",
-    406: "NOT_ACCEPTABLE",
-    409: "CONFLICT",
-    413: "PAYLOAD_TOO_LARGE",
-    415: "UNSUPPORTED_MEDIA_TYPE",
-    429: "RESOURCE_EXHAUSTED",
-    500: "INTERNAL",
-    501: "UNIMPLEMENTED",
-    502: "BAD_GATEWAY",
-    503: "UNAVAILABLE",
-    504: "DEADLINE_EXCEEDED",
-}
+# A node's failure without a reason this gateway knows: the HTTP status of its gRPC status (else 500).
+GRPC_HTTP_STATUS: Mapping[grpc.StatusCode, int] = MappingProxyType(
+    {
+        grpc.StatusCode.INVALID_ARGUMENT: 400,
+        grpc.StatusCode.OUT_OF_RANGE: 400,
+        grpc.StatusCode.NOT_FOUND: 404,
+        grpc.StatusCode.ALREADY_EXISTS: 409,
+        grpc.StatusCode.FAILED_PRECONDITION: 409,
+        grpc.StatusCode.ABORTED: 409,
+        grpc.StatusCode.PERMISSION_DENIED: 403,
+        grpc.StatusCode.UNAUTHENTICATED: 401,
+        grpc.StatusCode.RESOURCE_EXHAUSTED: 429,
+        grpc.StatusCode.UNAVAILABLE: 503,
+        grpc.StatusCode.DEADLINE_EXCEEDED: 504,
+    }
+)
+
+
+def _table(groups: Mapping[int, tuple[Reason, ...]]) -> Mapping[Reason, int]:
+    table = {reason: status for status, reasons in groups.items() for reason in reasons}
+    assert len(table) == sum(len(r) for r in groups.values()), "a reason is listed under two statuses"
+    return MappingProxyType(table)
+
+
+# Every reason's HTTP status (tests/gateway/test_error_tables.py checks it is total and agrees with the
+# node's gRPC status of each reason).
+REASON_HTTP_STATUS: Mapping[Reason, int] = _table(
+    {
+        400: (
+            R.MALFORMED_MESSAGE,
+            R.DATA_BYTES_MISMATCH,
+            R.HASH_MISMATCH,
+            R.INVALID_SIGNATURE,
+            R.WRONG_NETWORK,
+            R.UNKNOWN_MESSAGE_TYPE,
+            R.DISABLED_MESSAGE_TYPE,
+            R.BODY_MISMATCH,
+            R.INVALID_FIELD,
+            R.FUTURE_TIMESTAMP,
+            R.STALE_TIMESTAMP,
+            R.INVALID_ARGUMENT,
+        ),
+        401: (R.UNAUTHENTICATED,),
+        403: (
+            R.UNKNOWN_SIGNER,
+            R.INSUFFICIENT_SCOPE,
+            R.PROJECT_NOT_ALLOWED,
+            R.PERMISSION_DENIED,
+            R.CUSTODY_SIGNATURE_INVALID,
+            R.CUSTODY_KEY_UNKNOWN,
+            R.CUSTODY_KEY_REVOKED,
+            R.CUSTODY_KEY_EXPIRED,
+            R.CUSTODY_KEY_NOT_ADMIN,
+            R.NOT_STORAGE_AUTHORITY,
+        ),
+        404: (R.NOT_FOUND,),
+        405: (R.METHOD_NOT_ALLOWED,),
+        406: (R.NOT_ACCEPTABLE,),
+        409: (
+            R.DUPLICATE_MESSAGE,
+            R.ALREADY_EXISTS,
+            R.NAME_TAKEN,
+            R.STALE_UPDATE,
+            R.TOMBSTONED,
+            R.NOT_PRESENT,
+            R.NONCE_MISMATCH,
+            R.AUTH_WINDOW_INVALID,
+            R.AUTH_EXPIRED,
+            R.AUTH_NOT_YET_VALID,
+            R.PROJECT_NOT_FOUND,
+            R.PROJECT_ARCHIVED,
+            R.PROJECT_REMOVED,
+            R.REF_NONCE_MISMATCH,
+            R.REF_HASH_MISMATCH,
+            R.REF_NOT_FOUND,
+            R.NOT_FAST_FORWARD,
+            R.COMMIT_NOT_FOUND,
+            R.MERGE_REQUEST_NOT_FOUND,
+            R.CONFLICT,
+        ),
+        # the size of the request, not load or quota
+        413: (R.MESSAGE_TOO_LARGE, R.BATCH_TOO_LARGE, R.PAYLOAD_TOO_LARGE),
+        415: (R.UNSUPPORTED_MEDIA_TYPE,),
+        429: (
+            R.LIMIT_EXCEEDED,
+            R.QUOTA_EXCEEDED,
+            R.NO_STORAGE,
+            R.MEMPOOL_FULL,
+            R.RESOURCE_EXHAUSTED,
+            R.SLOW_SUBSCRIBER,
+        ),
+        500: (R.INTERNAL,),
+        501: (R.UNIMPLEMENTED,),
+        502: (R.BAD_GATEWAY,),
+        # this node cannot take it now (another node, or the same one later, can)
+        503: (
+            R.NOT_LEADER,
+            R.STATE_DIVERGED,
+            R.STORAGE_FAILED,
+            R.DRAINING,
+            R.UNAVAILABLE,
+            R.STREAM_GAP,
+            R.HISTORY_UNAVAILABLE,
+        ),
+        504: (R.DEADLINE_EXCEEDED,),
+    }
+)
+
+# The code of an aiohttp HTTP error (unknown route, wrong method, body too large) by its status.
+HTTP_CODES: Mapping[int, Reason] = MappingProxyType(
+    {
+        400: R.INVALID_ARGUMENT,
+        401: R.UNAUTHENTICATED,
+        403: R.PERMISSION_DENIED,
+        404: R.NOT_FOUND,
+        405: R.METHOD_NOT_ALLOWED,
+        406: R.NOT_ACCEPTABLE,
+        409: R.CONFLICT,
+        413: R.PAYLOAD_TOO_LARGE,
+        415: R.UNSUPPORTED_MEDIA_TYPE,
+        429: R.RESOURCE_EXHAUSTED,
+        500: R.INTERNAL,
+        501: R.UNIMPLEMENTED,
+        502: R.BAD_GATEWAY,
+        503: R.UNAVAILABLE,
+        504: R.DEADLINE_EXCEEDED,
+    }
+)
 
 # Set on a request once its response has been prepared (headers sent): an error after that point can
 # no longer become an error response, it can only end the stream.
@@ -74,7 +172,7 @@ PREPARED: web.RequestKey[bool] = web.RequestKey("prepared", bool)
 class ApiError(Exception):
     """A failure the gateway answers itself, with its HTTP status, a stable code and details."""
 
-    def __init__(self, status: int, code: str, message: str, **details: Any) -> None:
+    def __init__(self, status: int, code: Reason, message: str, **details: Any) -> None:
         super().__init__(message)
         self.status = status
         self.code = code
@@ -83,7 +181,7 @@ class ApiError(Exception):
 
 
 def invalid_argument(field: str, message: str, **details: Any) -> ApiError:
-    return ApiError(400, "INVALID_ARGUMENT", message, field=field, **details)
+    return ApiError(REASON_HTTP_STATUS[R.INVALID_ARGUMENT], R.INVALID_ARGUMENT, message, field=field, **details)
 
 
 def error_body(code: str, message: str, details: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -100,24 +198,22 @@ def error_response(
     return web.json_response(error_body(code, message, details), status=status, headers=headers)
 
 
-def _trailers(err: grpc.aio.AioRpcError) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for item in err.trailing_metadata() or ():
-        key, value = cast(tuple[str, str | bytes], item)
-        out[key] = value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
-    return out
+def http_status(reason: str | None, grpc_status: grpc.StatusCode) -> int:
+    """The HTTP status of a node's failure: by its reason when this gateway knows it, else by its gRPC status."""
+    known = Reason._value2member_map_.get(reason or "")
+    if isinstance(known, Reason):
+        return REASON_HTTP_STATUS[known]
+    return GRPC_HTTP_STATUS.get(grpc_status, 500)
 
 
 def grpc_error(err: grpc.aio.AioRpcError) -> tuple[int, str, str, dict[str, Any]]:
     """(HTTP status, code, message, details) for a failed node call."""
-    trailers = _trailers(err)
-    code = trailers.get("reason-code") or err.code().name
-    status = GRPC_HTTP_STATUS.get(err.code(), 500)
-    if err.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and code in SIZE_REASONS:
-        status = 413
-    status = RETRYABLE_REASONS.get(code, status)
+    trailers = err.trailing_metadata()
+    reason = trailer(trailers, REASON_CODE)
+    code = reason or err.code().name
+    status = http_status(reason, err.code())
     details: dict[str, Any] = {}
-    raw = trailers.get("reason-values")
+    raw = trailer(trailers, REASON_VALUES)
     if raw:
         try:
             values = json.loads(raw)
@@ -125,15 +221,16 @@ def grpc_error(err: grpc.aio.AioRpcError) -> tuple[int, str, str, dict[str, Any]
             values = {"reason_values": raw}
         if isinstance(values, dict):
             details.update(values)
-    if "field" in trailers:
-        details["field"] = trailers["field"]
+    field = trailer(trailers, FIELD)
+    if field is not None:
+        details[FIELD] = field
     details["grpc_status"] = err.code().name
     return status, code, err.details() or err.code().name.lower(), details
 
 
 def retry_after(err: grpc.aio.AioRpcError) -> dict[str, str]:
     """The `Retry-After` header for a refusal that carries `retry-after-ms` (none otherwise)."""
-    raw = _trailers(err).get("retry-after-ms", "")
+    raw = trailer(err.trailing_metadata(), RETRY_AFTER_MS) or ""
     if not raw.isdigit():
         return {}
     return {"Retry-After": str(max(1, -(-int(raw) // 1000)))}
@@ -157,7 +254,7 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
     except web.HTTPException as exc:
         if exc.status < 400 or request.get(PREPARED):
             raise
-        code = HTTP_CODES.get(exc.status, "HTTP_" + str(exc.status))
+        code = HTTP_CODES.get(exc.status) or "HTTP_" + str(exc.status)
         extra: dict[str, Any] = {}
         headers: dict[str, str] = {}
         if isinstance(exc, web.HTTPMethodNotAllowed):
@@ -169,7 +266,7 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         if request.get(PREPARED):
             raise
         log.exception("%s %s failed", request.method, request.path)
-        return error_response(500, "INTERNAL", "internal error")
+        return error_response(REASON_HTTP_STATUS[R.INTERNAL], R.INTERNAL, "internal error")
 
 
 async def mark_prepared(request: web.Request, response: web.StreamResponse) -> None:

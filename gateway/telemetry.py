@@ -29,6 +29,7 @@ from opentelemetry.metrics import CallbackOptions, Meter, Observation
 from chain.v1 import block_pb2
 from gateway.events.model import Event, Kind
 from gateway.events.service import EventService
+from node.errors import Reason
 from node.server.telemetry.node_metrics import SECONDS_BUCKETS
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -88,7 +89,7 @@ class GatewayMetrics:
     @web.middleware
     async def middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         started = time.perf_counter()
-        status, reason = 500, "INTERNAL"
+        status, reason = 500, Reason.INTERNAL.value
         try:
             response = await handler(request)
             status, reason = response.status, reason_of(response)

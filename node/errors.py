@@ -1,19 +1,54 @@
-"""Typed errors with stable reason codes.
+"""Typed errors and the one vocabulary of codes a client can see.
 
 One root per layer: `MessageRejected` (a message is invalid: structure,
 signature or state), `NotFound` (a read for something absent), `InvalidBlock`
-(a block does not match what applying it produced), `InvariantBroken` (a bug).
-The transport layers map them to gRPC and HTTP status in one place each.
+(a block does not match what applying it produced), `InvariantBroken` (a bug),
+`ConfigError` (an operator's mistake at start-up: bad flags, a snapshot dir that
+is not one; `main` prints it as one line and exits 2).
+
+The vocabulary, all here and nowhere else (docs/errors.md):
+- `Reason`: every code a node or the gateway answers with: the `reason-code`
+  trailer, the `code` of an HTTP error body, the `reason` of an SSE error frame.
+  The transports map it to gRPC status (node/server/rpc/status.py) and to HTTP
+  status (gateway/errors.py), each with one total table.
+- `CustodyReason`: why a custody signature was rejected; a client sees it as the
+  `cause` value of `CUSTODY_SIGNATURE_INVALID`.
+- `MerkleReason`: why the state tree refused a change or found a node corrupt
+  (bugs: a client only ever sees `INTERNAL`).
+- `CliCode`: the client side's own failure codes (chainctl's JSON error output,
+  the SDK); a node's reason passes through them unchanged.
+- The trailer names (`REASON_CODE`, `REASON_VALUES`, `RETRY_AFTER_MS`, `FIELD`),
+  read by `trailer` only.
+Operator condition reasons are Kubernetes CamelCase reasons shown by kubectl, not
+client codes: they are `ConditionReason` in operator/chain_operator/conditions.py.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from enum import StrEnum
 from typing import Any
 
+# Trailing-metadata names of a failed call (gRPC trailers; HTTP headers in gRPC-web).
+REASON_CODE = "reason-code"
+REASON_VALUES = "reason-values"
+RETRY_AFTER_MS = "retry-after-ms"
+FIELD = "field"
+
+# (key, value) pairs as grpc and grpc.aio hand them out (their stubs disagree on the item type).
+Metadata = Iterable[Any]
+
+
+def trailer(metadata: Metadata | None, name: str) -> str | None:
+    """The value of trailer `name` in `metadata`, None when absent: the one reader of the names above."""
+    for key, value in metadata or ():
+        if key == name:
+            return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+    return None
+
 
 class Reason(StrEnum):
-    """Stable rejection codes (part of the public interface; never renamed)."""
+    """Stable codes a client can see (part of the public interface; never renamed)."""
 
     # envelope / structure
     MALFORMED_MESSAGE = "MALFORMED_MESSAGE"
@@ -76,6 +111,74 @@ class Reason(StrEnum):
     DRAINING = "DRAINING"
     # replicated mode: this node's state differs from the log's (it stopped taking writes)
     STATE_DIVERGED = "STATE_DIVERGED"
+    # reads and transport (typed errors other than rejections; the gateway's own answers)
+    NOT_FOUND = "NOT_FOUND"
+    INVALID_ARGUMENT = "INVALID_ARGUMENT"
+    INTERNAL = "INTERNAL"
+    UNAVAILABLE = "UNAVAILABLE"
+    RESOURCE_EXHAUSTED = "RESOURCE_EXHAUSTED"
+    DEADLINE_EXCEEDED = "DEADLINE_EXCEEDED"
+    UNAUTHENTICATED = "UNAUTHENTICATED"
+    UNIMPLEMENTED = "UNIMPLEMENTED"
+    # HTTP-only answers of the gateway (routing, content negotiation, upstream)
+    METHOD_NOT_ALLOWED = "METHOD_NOT_ALLOWED"
+    NOT_ACCEPTABLE = "NOT_ACCEPTABLE"
+    CONFLICT = "CONFLICT"
+    PAYLOAD_TOO_LARGE = "PAYLOAD_TOO_LARGE"
+    UNSUPPORTED_MEDIA_TYPE = "UNSUPPORTED_MEDIA_TYPE"
+    BAD_GATEWAY = "BAD_GATEWAY"
+    # event streams
+    SLOW_SUBSCRIBER = "SLOW_SUBSCRIBER"
+    STREAM_GAP = "STREAM_GAP"
+    HISTORY_UNAVAILABLE = "HISTORY_UNAVAILABLE"
+
+
+class CustodyReason(StrEnum):
+    """Why a custody signature was rejected (the `cause` of `CUSTODY_SIGNATURE_INVALID`)."""
+
+    INVALID_SIGNATURE = "INVALID_SIGNATURE"
+    UNSUPPORTED_SIGNATURE_TYPE = "UNSUPPORTED_SIGNATURE_TYPE"
+    MALFORMED_SIGNATURE = "MALFORMED_SIGNATURE"
+    HIGH_S_SIGNATURE = "HIGH_S_SIGNATURE"
+    WEBAUTHN_FLAGS = "WEBAUTHN_FLAGS"
+    WEBAUTHN_TYPE = "WEBAUTHN_TYPE"
+    WEBAUTHN_CHALLENGE = "WEBAUTHN_CHALLENGE"
+    WEBAUTHN_ORIGIN = "WEBAUTHN_ORIGIN"
+    WEBAUTHN_RP_ID = "WEBAUTHN_RP_ID"
+
+
+class MerkleReason(StrEnum):
+    """Why the state tree refused a change or a stored node (callers' and storage bugs, never user input)."""
+
+    PATH_LENGTH = "path is not 32 bytes"
+    VALUE_HASH_LENGTH = "value hash is not 32 bytes"
+    CHANGE_LENGTH = "path or value hash is not 32 bytes"
+    DUPLICATE_PATH = "duplicate path"
+    BAD_ENCODING = "not a 65-byte leaf or internal encoding"
+    INTERNAL_TOO_DEEP = "internal node at depth"
+
+
+class CliCode(StrEnum):
+    """Failures of the client side itself (SDK, chainctl's JSON errors); node reasons pass through as `Reason`."""
+
+    INVALID_ARGUMENT = "INVALID_ARGUMENT"
+    WRONG_NETWORK = "WRONG_NETWORK"
+    NOT_FAST_FORWARD = "NOT_FAST_FORWARD"
+    ACCOUNT_NOT_INITIALIZED = "ACCOUNT_NOT_INITIALIZED"
+    REJECTED = "REJECTED"
+    DROPPED = "DROPPED"
+    TIMEOUT = "TIMEOUT"
+    UNKNOWN = "UNKNOWN"
+    UNKNOWN_RPC = "UNKNOWN_RPC"
+    GIT_ERROR = "GIT_ERROR"
+    INTERRUPTED = "INTERRUPTED"
+    NOTHING_TO_PUSH = "NOTHING_TO_PUSH"
+    INVALID_NAME = "INVALID_NAME"
+    INVALID_KEY = "INVALID_KEY"
+    WRONG_KEY_TYPE = "WRONG_KEY_TYPE"
+    KEY_EXISTS = "KEY_EXISTS"
+    KEY_NOT_FOUND = "KEY_NOT_FOUND"
+    INVALID_PROFILE = "INVALID_PROFILE"
 
 
 class ChainError(Exception):
@@ -137,3 +240,10 @@ class StorageFailed(ChainError):
 
 class InvariantBroken(ChainError):
     """Internal state is inconsistent: a bug, never user input."""
+
+
+class ConfigError(ChainError):
+    """An operator's mistake at start-up (flags, environment, files): `main` prints one line and exits 2."""
+
+
+CONFIG_EXIT_STATUS = 2

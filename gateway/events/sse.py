@@ -24,6 +24,7 @@ from gateway.events.hub import EndReason, Filter, Subscription
 from gateway.events.model import PING, Event, EventKey, Kind, error_frame
 from gateway.events.service import EventService
 from gateway.keys import EVENTS
+from node.errors import Reason
 
 log = logging.getLogger(__name__)
 
@@ -105,16 +106,16 @@ async def _serve(request: web.Request, kind: Kind) -> web.StreamResponse:
     ip = request.remote or "?"
     if not service.limiter.acquire(ip):
         limit = service.limiter.limit
-        raise ApiError(429, "RESOURCE_EXHAUSTED", f"at most {limit} open event streams per client address")
+        raise ApiError(429, Reason.RESOURCE_EXHAUSTED, f"at most {limit} open event streams per client address")
     try:
         hub = service.hubs[kind]
         if not hub.ready.is_set():
             with suppress(TimeoutError):
                 await asyncio.wait_for(hub.ready.wait(), READY_WAIT)
             if not hub.ready.is_set():
-                raise ApiError(503, "UNAVAILABLE", "the event source is not reachable yet; retry")
+                raise ApiError(503, Reason.UNAVAILABLE, "the event source is not reachable yet; retry")
         if hub.closed:
-            raise ApiError(503, "UNAVAILABLE", "the gateway is shutting down")
+            raise ApiError(503, Reason.UNAVAILABLE, "the gateway is shutting down")
         sub = hub.subscribe(params.wants)
         try:
             return await _Stream(request, service, kind, params, sub).run()
@@ -191,7 +192,7 @@ class _Stream:
         except (grpc.aio.AioRpcError, RedisError, HistoryUnavailable) as err:
             log.warning("history for %s after %s: %r", self.kind.value, after, err)
             message = "history is not available now; reconnect with Last-Event-ID"
-            await self._final(error_frame("UNAVAILABLE", message, reason="HISTORY_UNAVAILABLE", **self._at()))
+            await self._final(error_frame(Reason.UNAVAILABLE, message, reason=Reason.HISTORY_UNAVAILABLE, **self._at()))
             return False
         if self.sub.ended is not None:
             return False
@@ -280,13 +281,13 @@ class _Stream:
         if reason is EndReason.SLOW:
             queue = self.service.config.sse_queue
             return error_frame(
-                "RESOURCE_EXHAUSTED",
+                Reason.RESOURCE_EXHAUSTED,
                 f"the client fell more than {queue} events behind; reconnect with Last-Event-ID",
-                reason="SLOW_SUBSCRIBER",
+                reason=Reason.SLOW_SUBSCRIBER,
                 **self._at(),
             )
         message = "the gateway's event source skipped events; reconnect with Last-Event-ID"
-        return error_frame("UNAVAILABLE", message, reason="STREAM_GAP", **self._at())
+        return error_frame(Reason.UNAVAILABLE, message, reason=Reason.STREAM_GAP, **self._at())
 
     def _at(self) -> dict[str, str]:
         return {"last_event_id": str(self.delivered)} if self.delivered is not None else {}

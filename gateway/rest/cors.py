@@ -17,6 +17,7 @@ from aiohttp import web
 
 from gateway.errors import Handler, error_response
 from gateway.keys import CONFIG, CORS
+from node.errors import Reason
 from node.grpcweb.cors import CorsPolicy, vary_with_origin
 
 METHODS = ("GET", "POST")  # the gateway serves reads (GET) besides writes and gRPC-web (POST)
@@ -29,7 +30,7 @@ async def preflight_middleware(request: web.Request, handler: Handler) -> web.St
     cors = request.app[CORS]
     allowed = cors.preflight_origin(request.headers.get("Origin"), request.headers["Access-Control-Request-Method"])
     if allowed is None:
-        return error_response(403, "PERMISSION_DENIED", "CORS preflight refused: origin or method not allowed")
+        return error_response(403, Reason.PERMISSION_DENIED, "CORS preflight refused: origin or method not allowed")
     return web.Response(status=204, headers=cors.preflight_headers(allowed))
 
 

@@ -18,6 +18,7 @@ from aiohttp import web
 from gateway.errors import ApiError
 from gateway.keys import CONFIG, GRPC_WEB_SESSION
 from gateway.rest.grpcweb_bridge import bridge
+from node.errors import Reason
 
 # How often an idle stream checks that its client is still there. chain-gateway runs aiohttp with handler
 # cancellation, which ends a stream at once when its client leaves; this covers other runners.
@@ -62,7 +63,7 @@ async def passthrough(request: web.Request) -> web.StreamResponse:
     try:
         upstream = await request.app[GRPC_WEB_SESSION].post(f"{base}/{service}/{method}", data=body, headers=headers)
     except aiohttp.ClientError as err:
-        raise ApiError(503, "UNAVAILABLE", f"node gRPC-web endpoint unreachable: {err}") from None
+        raise ApiError(503, Reason.UNAVAILABLE, f"node gRPC-web endpoint unreachable: {err}") from None
     async with upstream:
         response = web.StreamResponse(status=upstream.status, reason=upstream.reason)
         for key, value in upstream.headers.items():

@@ -23,6 +23,7 @@ import chain.v1.keychain_service_pb2
 import chain.v1.service_pb2
 from gateway.errors import ApiError
 from gateway.keys import CONFIG, NODES
+from node.errors import Reason
 from node.grpcweb.responder import ClientGone, Responder, RpcStatus
 from node.grpcweb.wire import (
     Metadata,
@@ -75,7 +76,7 @@ async def bridge(request: web.Request) -> web.StreamResponse:
     parsed = parse_content_type(request.headers.get("Content-Type"))
     if parsed is None:
         accepted = ["application/grpc-web+proto", "application/grpc-web-text+proto"]
-        raise ApiError(415, "UNSUPPORTED_MEDIA_TYPE", "not a gRPC-web content type", accepted=accepted)
+        raise ApiError(415, Reason.UNSUPPORTED_MEDIA_TYPE, "not a gRPC-web content type", accepted=accepted)
     service, name = request.match_info["service"], request.match_info["method"]
     path = f"/{service}/{name}"
     out = Responder(request, *parsed, path)

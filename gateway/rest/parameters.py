@@ -21,6 +21,7 @@ from openapi_schema_validator import OAS31Validator
 from gateway.errors import ApiError
 from gateway.rest.shapes import Schema
 from gateway.rest.table import Inputs
+from node.errors import Reason
 
 Caster = Callable[[str], Any]
 
@@ -47,7 +48,7 @@ class CompiledParameter:
 
     def invalid(self, reason: str) -> ApiError:
         return ApiError(
-            400, "INVALID_ARGUMENT", f"Invalid {self.where} parameter: {self.name}",
+            400, Reason.INVALID_ARGUMENT, f"Invalid {self.where} parameter: {self.name}",
             field=self.name, reason=reason, **{"in": self.where},
         )  # fmt: skip
 
@@ -92,7 +93,7 @@ class CompiledOperation:
             if text is None or (text == "" and p.name in self.empty_is_absent):
                 if p.required:
                     raise ApiError(
-                        400, "INVALID_ARGUMENT", f"Missing required {p.where} parameter: {p.name}",
+                        400, Reason.INVALID_ARGUMENT, f"Missing required {p.where} parameter: {p.name}",
                         field=p.name, **{"in": p.where},
                     )  # fmt: skip
                 continue

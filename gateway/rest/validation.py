@@ -32,6 +32,7 @@ from openapi_core.validation.request.exceptions import (
 from gateway.errors import ApiError, Handler
 from gateway.keys import COMPILED, OPENAPI
 from gateway.rest.table import Inputs
+from node.errors import Reason
 
 INPUTS: web.RequestKey[Inputs] = web.RequestKey("inputs", Inputs)
 REST_PREFIX = "rest."
@@ -65,40 +66,40 @@ def to_api_error(error: Exception) -> ApiError:
         details: dict[str, Any] = {"field": error.name, "in": error.location}
         if reasons:
             details["reason"] = "; ".join(reasons)
-        return ApiError(400, "INVALID_ARGUMENT", str(error), **details)
+        return ApiError(400, Reason.INVALID_ARGUMENT, str(error), **details)
     if isinstance(error, RequestBodyValidationError):
         if isinstance(cause, MediaTypeNotFound):
             return ApiError(
                 415,
-                "UNSUPPORTED_MEDIA_TYPE",
+                Reason.UNSUPPORTED_MEDIA_TYPE,
                 f"Content-Type {cause.mimetype!r} is not accepted here",
                 accepted=list(cause.availableMimetypes),
             )
         if isinstance(cause, MediaTypeDeserializeError):
             # (not str(cause): openapi-core formats it by decoding the body as UTF-8, which may fail)
             message = f"the body does not parse as {cause.mimetype}"
-            return ApiError(400, "INVALID_ARGUMENT", message, field="body", **{"in": "body"})
+            return ApiError(400, Reason.INVALID_ARGUMENT, message, field="body", **{"in": "body"})
         if isinstance(error, MissingRequestBody):
-            return ApiError(400, "INVALID_ARGUMENT", "a request body is required", field="body", **{"in": "body"})
+            return ApiError(400, Reason.INVALID_ARGUMENT, "a request body is required", field="body", **{"in": "body"})
         errors = _schema_errors(cause)
         if errors:
             first = min(errors, key=lambda e: len(list(getattr(e, "absolute_path", ()))))
             field = _path(first) or "body"
             return ApiError(
                 400,
-                "INVALID_ARGUMENT",
+                Reason.INVALID_ARGUMENT,
                 f"invalid request body: {field}: {first.message}",
                 field=field,
                 reason="; ".join(e.message for e in errors),
                 **{"in": "body"},
             )
         message = f"invalid request body: {cause or error}"
-        return ApiError(400, "INVALID_ARGUMENT", message, field="body", **{"in": "body"})
+        return ApiError(400, Reason.INVALID_ARGUMENT, message, field="body", **{"in": "body"})
     if isinstance(error, OperationNotFound):
-        return ApiError(405, "METHOD_NOT_ALLOWED", str(error))
+        return ApiError(405, Reason.METHOD_NOT_ALLOWED, str(error))
     if isinstance(error, PathNotFound):
-        return ApiError(404, "NOT_FOUND", str(error))
-    return ApiError(400, "INVALID_ARGUMENT", str(error))
+        return ApiError(404, Reason.NOT_FOUND, str(error))
+    return ApiError(400, Reason.INVALID_ARGUMENT, str(error))
 
 
 class OpenAPIRequest:

@@ -20,6 +20,7 @@ from gateway.errors import ApiError, invalid_argument
 from gateway.rest import shapes
 from gateway.rest.shapes import JsonObject, ref
 from gateway.rest.table import Body, Call, Route
+from node.errors import Reason
 
 PROTOBUF = "application/x-protobuf"
 M = TypeVar("M", bound=Message)
@@ -35,7 +36,7 @@ def decode_body(c: Call, cls: type[M]) -> M:
             message = f"not a binary chain.v1.{cls.DESCRIPTOR.name}: {err}"
             raise invalid_argument("body", message, **{"in": "body"}) from None
     if c.inputs.content_type != "application/json":
-        raise ApiError(415, "UNSUPPORTED_MEDIA_TYPE", f"use application/json or {PROTOBUF}")
+        raise ApiError(415, Reason.UNSUPPORTED_MEDIA_TYPE, f"use application/json or {PROTOBUF}")
     try:
         return json_format.ParseDict(json.loads(raw), cls())
     except (json_format.ParseError, ValueError) as err:

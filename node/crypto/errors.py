@@ -1,22 +1,10 @@
-"""The typed rejection of a custody signature and its stable reason codes."""
+"""The typed rejection of a custody signature; its reason codes are `CustodyReason` (node/errors.py)."""
 
 from __future__ import annotations
 
-from enum import StrEnum
+from node.errors import CustodyReason
 
-
-class CustodyReason(StrEnum):
-    """Stable reason codes of ``CustodySignatureError`` (values are the wire/API codes)."""
-
-    INVALID_SIGNATURE = "INVALID_SIGNATURE"
-    UNSUPPORTED_SIGNATURE_TYPE = "UNSUPPORTED_SIGNATURE_TYPE"
-    MALFORMED_SIGNATURE = "MALFORMED_SIGNATURE"
-    HIGH_S_SIGNATURE = "HIGH_S_SIGNATURE"
-    WEBAUTHN_FLAGS = "WEBAUTHN_FLAGS"
-    WEBAUTHN_TYPE = "WEBAUTHN_TYPE"
-    WEBAUTHN_CHALLENGE = "WEBAUTHN_CHALLENGE"
-    WEBAUTHN_ORIGIN = "WEBAUTHN_ORIGIN"
-    WEBAUTHN_RP_ID = "WEBAUTHN_RP_ID"
+__all__ = ["CustodyReason", "CustodySignatureError"]
 
 
 class CustodySignatureError(Exception):

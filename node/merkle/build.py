@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from blake3 import blake3
 
+from node.errors import MerkleReason
 from node.merkle.codec import EMPTY, INTERNAL_TAG, LEAF_TAG, PATH_BITS
 from node.merkle.errors import InvalidChange
 
@@ -59,7 +60,7 @@ def build_sorted(
         if i < last:
             join = PATH_BITS - (sample ^ ints[i + 1]).bit_length()
             if join >= PATH_BITS:
-                raise InvalidChange("duplicate path", path)
+                raise InvalidChange(MerkleReason.DUPLICATE_PATH, path)
         else:
             join = depth - 1
         while st_join and st_join[-1] > join:

@@ -1,6 +1,12 @@
-"""Errors of the state tree: one root, split by meaning, each carrying the values that caused it."""
+"""Errors of the state tree: one root, split by meaning, each carrying the values that caused it.
+
+Their reasons are `MerkleReason` members (node/errors.py, the one vocabulary): all of them are bugs of the
+caller or of storage, which a client only ever sees as `INTERNAL`.
+"""
 
 from __future__ import annotations
+
+from node.errors import MerkleReason
 
 
 class MerkleError(Exception):
@@ -10,8 +16,8 @@ class MerkleError(Exception):
 class InvalidChange(MerkleError, ValueError):
     """A caller handed the tree a change it cannot apply (the caller's bug, not the tree's)."""
 
-    def __init__(self, reason: str, path: bytes) -> None:
-        super().__init__(f"{reason}: path={path.hex()}")
+    def __init__(self, reason: MerkleReason, path: bytes) -> None:
+        super().__init__(f"{reason.value}: path={path.hex()}")
         self.reason = reason
         self.path = path
 
@@ -27,10 +33,11 @@ class MissingNode(MerkleError):
 class CorruptNode(MerkleError):
     """Internal invariant broken: a stored node does not decode, or breaks the compressed-tree shape."""
 
-    def __init__(self, node_hash: bytes, reason: str) -> None:
-        super().__init__(f"node {node_hash.hex()} is corrupt: {reason}")
+    def __init__(self, node_hash: bytes, reason: MerkleReason, detail: str = "") -> None:
+        super().__init__(f"node {node_hash.hex()} is corrupt: {reason.value}" + (f" {detail}" if detail else ""))
         self.node_hash = node_hash
         self.reason = reason
+        self.detail = detail
 
 
 class ValueMismatch(MerkleError):

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from node.errors import MerkleReason
 from node.merkle.codec import EMPTY, HASH_LEN, PATH_BITS, Leaf, key_path, path_bit, value_hash
 from node.merkle.errors import CorruptNode, ValueMismatch
 from node.merkle.proof import MerkleProof
@@ -46,7 +47,7 @@ def witness(store: NodeStore, root: bytes, path: bytes) -> Witness:
         if isinstance(loaded, Leaf):
             return Witness(path, tuple(siblings), loaded)
         if depth >= PATH_BITS:
-            raise CorruptNode(node, f"internal node at depth {depth}")
+            raise CorruptNode(node, MerkleReason.INTERNAL_TOO_DEEP, str(depth))
         left, right = loaded
         if path_bit(path, depth):
             node = right
@@ -67,7 +68,7 @@ def get_hashed(store: NodeStore, root: bytes, path: bytes) -> bytes | None:
         if isinstance(loaded, Leaf):
             return loaded.value_hash if loaded.path == path else None
         if depth >= PATH_BITS:
-            raise CorruptNode(node, f"internal node at depth {depth}")
+            raise CorruptNode(node, MerkleReason.INTERNAL_TOO_DEEP, str(depth))
         node = loaded.right if path_bit(path, depth) else loaded.left
         depth += 1
     return None

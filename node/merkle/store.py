@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Protocol
 
+from node.errors import MerkleReason
 from node.merkle.codec import Node, decode
 from node.merkle.errors import CorruptNode, MissingNode
 
@@ -45,5 +46,5 @@ def load_node(store: NodeStore, node_hash: bytes) -> Node:
         raise MissingNode(node_hash)
     node = decode(data)
     if node is None:
-        raise CorruptNode(node_hash, "not a 65-byte leaf or internal encoding")
+        raise CorruptNode(node_hash, MerkleReason.BAD_ENCODING)
     return node

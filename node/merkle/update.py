@@ -14,6 +14,7 @@ from bisect import bisect_left
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from node.errors import MerkleReason
 from node.merkle.build import build_sorted
 from node.merkle.codec import (
     EMPTY,
@@ -50,9 +51,9 @@ def update_hashed(store: NodeStore, root: bytes, changes: Mapping[bytes, bytes |
     """Apply path -> value_hash changes (None deletes) to the tree at `root`."""
     for path, vhash in changes.items():
         if len(path) != HASH_LEN:
-            raise InvalidChange("path is not 32 bytes", path)
+            raise InvalidChange(MerkleReason.PATH_LENGTH, path)
         if vhash is not None and len(vhash) != HASH_LEN:
-            raise InvalidChange("value hash is not 32 bytes", path)
+            raise InvalidChange(MerkleReason.VALUE_HASH_LENGTH, path)
     if not changes:
         return UpdateResult(root, {})
     paths = sorted(changes)
@@ -71,7 +72,7 @@ def build_tree_hashed(items: Mapping[bytes, bytes]) -> UpdateResult:
     paths = sorted(items)
     for path in paths:
         if len(path) != HASH_LEN or len(items[path]) != HASH_LEN:
-            raise InvalidChange("path or value hash is not 32 bytes", path)
+            raise InvalidChange(MerkleReason.CHANGE_LENGTH, path)
     out: dict[bytes, bytes] = {}
     root = build_sorted([path_int(p) for p in paths], paths, [items[p] for p in paths], 0, out=out)
     return UpdateResult(root, out)
@@ -97,7 +98,7 @@ class _Batch:
         if isinstance(loaded, Leaf):
             return self._merge_leaf(node, loaded, depth, lo, hi)
         if depth >= PATH_BITS:
-            raise CorruptNode(node, f"internal node at depth {depth}")
+            raise CorruptNode(node, MerkleReason.INTERNAL_TOO_DEEP, str(depth))
         left, right = loaded
         shift = PATH_BITS - depth
         threshold = ((self.ints[lo] >> shift) << shift) | (1 << (shift - 1))

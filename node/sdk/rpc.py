@@ -21,15 +21,14 @@ from chain.v1 import (
     service_pb2_grpc,
 )
 from chain.v1 import message_pb2 as pb
+from node.errors import REASON_CODE, CliCode, trailer
 
 
 def reason_of(err: grpc.RpcError) -> str:
     """The stable reason code a node put in the trailing metadata of a failed call."""
-    trailers: Sequence[tuple[str, str | bytes]] = (err.trailing_metadata() or ()) if isinstance(err, grpc.Call) else ()
-    for item in trailers:
-        if item[0] == "reason-code":
-            return str(item[1])
-    return err.code().name if isinstance(err, grpc.Call) else "UNKNOWN"
+    if not isinstance(err, grpc.Call):
+        return CliCode.UNKNOWN
+    return trailer(err.trailing_metadata(), REASON_CODE) or err.code().name
 
 
 class Dropped(Exception):

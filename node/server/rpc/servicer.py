@@ -22,6 +22,7 @@ from node.errors import MessageRejected, NotFound, Reason
 from node.query.reader import Reader
 from node.server.events import Draining, EventHub, Overflowed, Subscriber
 from node.server.ordering.orderer import Orderer
+from node.server.rpc.status import reason_trailers
 from node.server.snapshots import SnapshotManager
 from node.server.storage_health import StorageHealth
 from node.server.write.mempool import Mempool
@@ -490,14 +491,14 @@ async def _next(sub: Subscriber, context: ServicerContext[Any, Any]) -> block_pb
         await context.abort(
             grpc.StatusCode.RESOURCE_EXHAUSTED,
             "subscriber fell too far behind; resume with after_event_id",
-            (("reason-code", "SLOW_SUBSCRIBER"),),
+            reason_trailers(Reason.SLOW_SUBSCRIBER),
         )
         raise  # abort raises; this is for type checkers
     except Draining:
         await context.abort(
             grpc.StatusCode.UNAVAILABLE,
             "this node is shutting down; resume with after_event_id on another node",
-            (("reason-code", Reason.DRAINING.value), ("retry-after-ms", "100")),
+            reason_trailers(Reason.DRAINING),
         )
         raise
 

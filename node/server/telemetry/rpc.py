@@ -20,6 +20,7 @@ import grpc
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 
+from node.errors import REASON_CODE, trailer
 from node.grpcweb.responder import STATUS_KEY
 from node.server.rpc.interceptors import Continuation, Handler, Interceptor
 from node.server.telemetry.node_metrics import NodeMetrics
@@ -34,9 +35,7 @@ def _outcome(context: Any, exc: BaseException | None) -> tuple[grpc.StatusCode, 
     reason = ""
     try:
         code = context.code() or grpc.StatusCode.UNKNOWN
-        for key, value in context.trailing_metadata() or ():
-            if key == "reason-code":
-                reason = str(value)
+        reason = trailer(context.trailing_metadata(), REASON_CODE) or ""
     except Exception:  # a context without them (should not happen): the call still counts
         pass
     if isinstance(code, int):
@@ -123,7 +122,7 @@ def grpc_web_metrics(metrics: NodeMetrics) -> Middleware:
         finally:
             status = request.get(STATUS_KEY)
             if status is not None:
-                reason = next((str(v) for k, v in status.trailing_metadata if k == "reason-code"), "")
+                reason = trailer(status.trailing_metadata, REASON_CODE) or ""
                 metrics.rpc_duration.record(
                     (time.perf_counter() - started) * 1000,
                     {
