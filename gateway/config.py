@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from node.envflags import env_defaults
+from node.errors import ConfigError, config_exit
 from node.observability.metrics import split_addr
 
 ENV_PREFIX = "CHAIN_GATEWAY_"
@@ -89,5 +90,5 @@ def parse_config(argv: Sequence[str] | None = None, env: Mapping[str, str] | Non
         try:
             split_addr(values["metrics_addr"])
         except ValueError as err:
-            parser.error(f"--metrics-addr: {err}")
+            config_exit(parser.prog, ConfigError(f"--metrics-addr: {err}"))
     return GatewayConfig(**values)

@@ -13,6 +13,7 @@ from gateway.app import build_app
 from gateway.config import GatewayConfig, parse_config
 from gateway.connections import ConnectionGuard, GuardedSite
 from gateway.telemetry import GatewayMetrics
+from node.errors import ConfigError, config_exit
 from node.listen import ListenError, check_free
 from node.observability.logs import configure_logging
 from node.observability.metrics import MetricsEndpoint
@@ -25,7 +26,7 @@ async def run(argv: Sequence[str] | None = None) -> None:
     try:
         tracing = Tracing.from_env("chain-gateway")  # on when OTEL_EXPORTER_OTLP_ENDPOINT is set
     except ValueError as err:
-        raise SystemExit(f"chain-gateway: {err}") from None
+        raise ConfigError(str(err)) from None
     endpoint = MetricsEndpoint("chain-gateway", config.metrics_addr)
     check_free("--http-addr", config.http_addr)  # a taken address stops here with one line (main)
     tracing.start()  # before the app, its channels and its Redis client exist
@@ -71,6 +72,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         asyncio.run(run(argv))
     except ListenError as err:  # a taken address: one line naming the flag, no traceback, exit status 1
         raise SystemExit(err.line("chain-gateway")) from None
+    except ConfigError as err:
+        config_exit("chain-gateway", err)
 
 
 if __name__ == "__main__":

@@ -25,9 +25,10 @@ client codes: they are `ConditionReason` in operator/chain_operator/conditions.p
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable
 from enum import StrEnum
-from typing import Any
+from typing import Any, NoReturn
 
 # Trailing-metadata names of a failed call (gRPC trailers; HTTP headers in gRPC-web).
 REASON_CODE = "reason-code"
@@ -247,3 +248,10 @@ class ConfigError(ChainError):
 
 
 CONFIG_EXIT_STATUS = 2
+
+
+def config_exit(prog: str, err: ConfigError) -> NoReturn:
+    """How every `main` ends on a `ConfigError`: one line on stderr, exit status 2, no traceback."""
+    sys.stderr.write(f"{prog}: {err}\n")
+    sys.stderr.flush()
+    raise SystemExit(CONFIG_EXIT_STATUS)

@@ -35,7 +35,7 @@ from chain.v1 import (
     service_pb2_grpc,
 )
 from node.chain import Chain
-from node.errors import InvariantBroken
+from node.errors import ConfigError, InvariantBroken
 from node.grpcweb.server import grpc_web_app, serve_grpc_web
 from node.listen import GRPC_EXCLUSIVE, check_free, grpc_add_port
 from node.observability.metrics import MetricsEndpoint
@@ -131,15 +131,15 @@ class NodeApp:
         elif fresh and self._published is not None:
             params = self._published
         elif fresh and cfg.follow:
-            raise InvariantBroken("a new --follow replica needs --restore SNAPSHOT or --genesis")
+            raise ConfigError("a new --follow replica needs --restore SNAPSHOT or --genesis")
         elif fresh:
             if cfg.network != "devnet":
-                raise InvariantBroken(f"a new {cfg.network} node needs --genesis")
+                raise ConfigError(f"a new {cfg.network} node needs --genesis")
             params, _ = new_devnet(cfg.data_dir)
             bootstrap = True
         chain = Chain.open(cfg.data_dir, params)
         if cfg.network != "devnet" and chain.params.network != NETWORKS[cfg.network]:
-            raise InvariantBroken(f"{cfg.data_dir} holds a {chain.params.network} chain, not {cfg.network}")
+            raise ConfigError(f"{cfg.data_dir} holds a {chain.params.network} chain, not {cfg.network}")
         if (cfg.data_dir / AUTHORITY_FILE).exists():
             self.devnet_authority = str(cfg.data_dir / AUTHORITY_FILE)
         return chain, bootstrap

@@ -12,9 +12,11 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from node import constants as C
 from node.envflags import env_defaults
+from node.errors import ConfigError, config_exit
 from node.observability.metrics import split_addr
 
 ENV_PREFIX = "CHAIN_NODE_"
@@ -110,15 +112,23 @@ def parse_config(argv: Sequence[str] | None = None, env: Mapping[str, str] | Non
     values = vars(ns)
     values["cors_origins"] = tuple(values["cors_origins"] or ())
     values["etcd_endpoints"] = tuple(e.strip() for e in values["etcd_endpoints"].split(",") if e.strip())
+    try:
+        _check(values)
+    except ConfigError as err:
+        config_exit(parser.prog, err)
+    return NodeConfig(**values)
+
+
+def _check(values: Mapping[str, Any]) -> None:
+    """Flag combinations argparse cannot express: a `ConfigError` (one line, exit 2) for the first wrong one."""
     if values["orderer"] not in ("solo", "etcd"):
-        parser.error(f"--orderer must be solo or etcd, not {values['orderer']!r}")
+        raise ConfigError(f"--orderer must be solo or etcd, not {values['orderer']!r}")
     if values["orderer"] == "etcd" and not values["etcd_endpoints"]:
-        parser.error("--orderer etcd needs --etcd-endpoints (or CHAIN_NODE_ETCD_ENDPOINTS)")
+        raise ConfigError("--orderer etcd needs --etcd-endpoints (or CHAIN_NODE_ETCD_ENDPOINTS)")
     if values["metrics_addr"]:
         try:
             split_addr(values["metrics_addr"])
         except ValueError as err:
-            parser.error(f"--metrics-addr: {err}")
+            raise ConfigError(f"--metrics-addr: {err}") from None
     if values["orderer"] == "etcd" and values["follow"]:
-        parser.error("--follow makes a read replica; it cannot also be an etcd member")
-    return NodeConfig(**values)
+        raise ConfigError("--follow makes a read replica; it cannot also be an etcd member")

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from node.authority import Authority
+from node.errors import ConfigError, config_exit
 from node.listen import ListenError
 from node.observability.logs import configure_logging
 from node.observability.tracing import Tracing
@@ -23,7 +24,7 @@ async def run(argv: Sequence[str] | None = None) -> None:
     try:
         tracing = Tracing.from_env("chain-node")  # on when OTEL_EXPORTER_OTLP_ENDPOINT is set
     except ValueError as err:
-        raise SystemExit(f"chain-node: {err}") from None
+        raise ConfigError(str(err)) from None
     tracing.start()
     try:
         await _serve(config, tracing)
@@ -60,6 +61,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         asyncio.run(run(argv))
     except ListenError as err:  # a taken address: one line naming the flag, no traceback, exit status 1
         raise SystemExit(err.line("chain-node")) from None
+    except ConfigError as err:
+        config_exit("chain-node", err)
 
 
 if __name__ == "__main__":

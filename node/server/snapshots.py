@@ -14,7 +14,7 @@ from pathlib import Path
 
 from chain.v1 import node_info_pb2
 from node.chain import Chain
-from node.errors import InvariantBroken
+from node.errors import ConfigError, InvariantBroken
 from node.storage.lmdb_store import LmdbStore
 
 INFO = "snapshot.json"
@@ -89,9 +89,9 @@ class SnapshotManager:
 def restore(snapshot: Path, data_dir: Path) -> node_info_pb2.SnapshotInfo:
     """Put a snapshot in place as the node's store (the data dir must hold no store yet)."""
     if not (snapshot / "data.mdb").exists() or not (snapshot / INFO).exists():
-        raise InvariantBroken(f"{snapshot} is not a snapshot (no data.mdb / {INFO})")
+        raise ConfigError(f"{snapshot} is not a snapshot (no data.mdb / {INFO})")
     if (data_dir / "data.mdb").exists():
-        raise InvariantBroken(f"{data_dir} already holds a store; restore into an empty data dir")
+        raise ConfigError(f"{data_dir} already holds a store; restore into an empty data dir")
     data_dir.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(snapshot / "data.mdb", data_dir / "data.mdb")
     return read_info(snapshot)

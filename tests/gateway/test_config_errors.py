@@ -1,0 +1,38 @@
+"""An operator's mistake at start-up: `chain-gateway` says what is wrong on one line of stderr and exits 2."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.procs import free_port
+
+GATEWAY = Path(sys.executable).with_name("chain-gateway")
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "says"),
+    [
+        (["--metrics-addr", "nowhere"], {}, "--metrics-addr"),
+        ([], {"OTEL_TRACES_SAMPLER_ARG": "often"}, "OTEL_TRACES_SAMPLER_ARG"),
+    ],
+)
+def test_bad_configuration_is_one_line_and_exit_2(args: list[str], env: dict[str, str], says: str) -> None:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("CHAIN_GATEWAY_", "OTEL_"))}
+    done = subprocess.run(
+        [str(GATEWAY), "--http-addr", f"127.0.0.1:{free_port()}", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**clean, **env},
+        check=False,
+    )
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2, done.stderr
+    assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
+    assert lines[0].startswith("chain-gateway: ") and says in lines[0]
+    assert done.stdout == ""  # no ready line
