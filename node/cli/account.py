@@ -14,6 +14,7 @@ from node import constants as C
 from node.cli import config
 from node.cli.common import CliError, Context, SubParsers, committed_json, hex0x, is_hex_of, parse_hex, to_json
 from node.cli.keys import need_custody
+from node.errors import CliCode
 from node.sdk.authority import Authority
 from node.sdk.keys import Ed25519Key
 from node.sdk.messages import MessageBuilder
@@ -142,7 +143,7 @@ def parse_expires(text: str) -> int:
     try:
         value = int(text.removeprefix("+"))
     except ValueError:
-        raise CliError("INVALID_ARGUMENT", f"--expires-at: {text!r} is not an integer") from None
+        raise CliError(CliCode.INVALID_ARGUMENT, f"--expires-at: {text!r} is not an integer") from None
     return int(time.time()) + value if text.startswith("+") else value
 
 
@@ -186,7 +187,7 @@ def account_init(ctx: Context, args: Any) -> None:
 def account_use(ctx: Context, args: Any) -> None:
     entry = ctx.profile.find(args.account)
     if entry is None:
-        raise CliError("ACCOUNT_NOT_INITIALIZED", f"no initialized account {args.account!r}")
+        raise CliError(CliCode.ACCOUNT_NOT_INITIALIZED, f"no initialized account {args.account!r}")
     ctx.profile.default = entry.owner
     ctx.profile.save()
     ctx.emit({"default": hex0x(entry.owner)}, f"default account: {hex0x(entry.owner)}")
@@ -285,13 +286,13 @@ def account_remove_key(ctx: Context, args: Any) -> None:
 def account_fund(ctx: Context, args: Any) -> None:
     path = args.authority or (Path(os.environ[AUTHORITY_ENV]) if os.environ.get(AUTHORITY_ENV) else None)
     if path is None:
-        raise CliError("INVALID_ARGUMENT", f"--authority FILE is required (or set {AUTHORITY_ENV})")
+        raise CliError(CliCode.INVALID_ARGUMENT, f"--authority FILE is required (or set {AUTHORITY_ENV})")
     try:
         authority = Authority.load(Path(path))
     except FileNotFoundError:
-        raise CliError("INVALID_ARGUMENT", f"authority file {path} not found") from None
+        raise CliError(CliCode.INVALID_ARGUMENT, f"authority file {path} not found") from None
     except (ValueError, KeyError) as exc:
-        raise CliError("INVALID_ARGUMENT", f"authority file {path}: {exc}") from None
+        raise CliError(CliCode.INVALID_ARGUMENT, f"authority file {path}: {exc}") from None
     recipient = ctx.address(args.address)
     msg = ctx.builder(authority.wallet.address, authority.key).storage_grant(recipient, args.units)
     committed = ctx.submit([msg])[0]

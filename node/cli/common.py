@@ -21,6 +21,7 @@ from chain.v1 import block_pb2, rpc_pb2
 from chain.v1 import message_pb2 as pb
 from node import constants as C
 from node.cli.config import AccountEntry, KeyStore, Profile, StoredKey, StoreError
+from node.errors import CliCode
 from node.sdk.keys import Ed25519Key
 from node.sdk.messages import MessageBuilder
 from node.sdk.rpc import ChainClient, Dropped, reason_of
@@ -62,10 +63,10 @@ def parse_hex(text: str, length: int | None = None, what: str = "value") -> byte
     """``0x``-prefixed or bare hex; ``length`` bytes when given."""
     raw = text.removeprefix("0x").removeprefix("0X")
     if not HEX_RE.match(raw) or len(raw) % 2:
-        raise CliError("INVALID_ARGUMENT", f"{what}: {text!r} is not hex")
+        raise CliError(CliCode.INVALID_ARGUMENT, f"{what}: {text!r} is not hex")
     data = bytes.fromhex(raw)
     if length is not None and len(data) != length:
-        raise CliError("INVALID_ARGUMENT", f"{what}: expected {length} bytes of hex, got {len(data)}")
+        raise CliError(CliCode.INVALID_ARGUMENT, f"{what}: expected {length} bytes of hex, got {len(data)}")
     return data
 
 
@@ -79,7 +80,7 @@ def ref_name_bytes(name: str) -> bytes:
     full = name if name.startswith("refs/") else f"refs/heads/{name}"
     data = full.encode("utf-8")
     if not 1 <= len(data) <= C.MAX_REF_NAME_LEN or b"\x00" in data:
-        raise CliError("INVALID_ARGUMENT", f"ref name {name!r}: 1-{C.MAX_REF_NAME_LEN} bytes, no NUL")
+        raise CliError(CliCode.INVALID_ARGUMENT, f"ref name {name!r}: 1-{C.MAX_REF_NAME_LEN} bytes, no NUL")
     return data
 
 
@@ -263,7 +264,7 @@ class Context:
             status = self.client.stub.GetNodeStatus(rpc_pb2.GetNodeStatusRequest(), timeout=self.timeout).status
             name = f"NETWORK_{status.network.upper()}"
             if name not in pb.Network.keys():  # noqa: SIM118 - an EnumTypeWrapper, not a dict
-                raise CliError("WRONG_NETWORK", f"node reports unknown network {status.network!r}")
+                raise CliError(CliCode.WRONG_NETWORK, f"node reports unknown network {status.network!r}")
             self._network = pb.Network.Value(name)
         return self._network
 
@@ -277,12 +278,12 @@ class Context:
             entry = profile.find(self.account_ref)
             if entry is None:
                 raise CliError(
-                    "ACCOUNT_NOT_INITIALIZED",
+                    CliCode.ACCOUNT_NOT_INITIALIZED,
                     f"no account {self.account_ref!r} in {profile.path}; run `chainctl account init` first",
                 )
             return entry
         if profile.default is None or profile.default not in profile.accounts:
-            raise CliError("ACCOUNT_NOT_INITIALIZED", "no account yet; run `chainctl account init --wallet NAME`")
+            raise CliError(CliCode.ACCOUNT_NOT_INITIALIZED, "no account yet; run `chainctl account init --wallet NAME`")
         return profile.accounts[profile.default]
 
     def account_builder(self) -> MessageBuilder:
@@ -302,10 +303,12 @@ class Context:
         try:
             key = self.store.get(text)
         except StoreError:
-            raise CliError("INVALID_ARGUMENT", f"{text!r} is neither a 20-byte hex address nor a key name") from None
+            raise CliError(
+                CliCode.INVALID_ARGUMENT, f"{text!r} is neither a 20-byte hex address nor a key name"
+            ) from None
         address = key.address
         if address is None:
-            raise CliError("INVALID_ARGUMENT", f"key {text!r} is ed25519 and has no address")
+            raise CliError(CliCode.INVALID_ARGUMENT, f"key {text!r} is ed25519 and has no address")
         return address
 
     def project_id(self, text: str) -> bytes:
@@ -323,7 +326,7 @@ class Context:
         results = self.client.batch(msgs)
         for r in results:
             if not r.accepted:
-                raise CliError(r.reason_code or "REJECTED", r.detail or "message rejected")
+                raise CliError(r.reason_code or CliCode.REJECTED, r.detail or "message rejected")
         if not wait:
             return []
         return [self.wait(bytes(r.hash)) for r in results]
@@ -338,12 +341,12 @@ class Context:
 def commit_failure(exc: Dropped | TimeoutError) -> CliError:
     """A message that did not commit, as chainctl reports it (the drop reason when the node gave one)."""
     if isinstance(exc, TimeoutError):
-        return CliError("TIMEOUT", str(exc))
+        return CliError(CliCode.TIMEOUT, str(exc))
     text = str(exc)
     match = DROPPED_RE.search(text)
     if match:
         return CliError(match.group(1), f"dropped at commit: {match.group(2) or text}")
-    return CliError("DROPPED", text)
+    return CliError(CliCode.DROPPED, text)
 
 
 def committed_json(cm: block_pb2.CommittedMessage) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from node.errors import CliCode
 from node.sdk.keys import Ed25519Key, P256Key, Secp256k1Key, WebAuthnKey
 
 HOME_ENV = "CHAINCTL_HOME"
@@ -52,7 +53,9 @@ def default_home() -> Path:
 
 def check_name(name: str) -> str:
     if not NAME_RE.match(name):
-        raise StoreError("INVALID_NAME", f"key name {name!r}: 1-64 of A-Z a-z 0-9 . _ - , not starting with . or -")
+        raise StoreError(
+            CliCode.INVALID_NAME, f"key name {name!r}: 1-64 of A-Z a-z 0-9 . _ - , not starting with . or -"
+        )
     return name
 
 
@@ -90,7 +93,7 @@ class StoredKey:
             return P256Key.from_private_bytes(self.private_key)
         if self.type == "webauthn":
             return WebAuthnKey.from_private_bytes(self.private_key, rp_id=self.rp_id, origin=self.origin or None)
-        raise StoreError("INVALID_KEY", f"key {self.name}: unknown type {self.type!r}")
+        raise StoreError(CliCode.INVALID_KEY, f"key {self.name}: unknown type {self.type!r}")
 
     @property
     def is_custody(self) -> bool:
@@ -99,14 +102,17 @@ class StoredKey:
     def ed25519(self) -> Ed25519Key:
         key = self.load()
         if not isinstance(key, Ed25519Key):
-            raise StoreError("WRONG_KEY_TYPE", f"key {self.name} is {self.type}, an ed25519 (delegated) key is needed")
+            raise StoreError(
+                CliCode.WRONG_KEY_TYPE, f"key {self.name} is {self.type}, an ed25519 (delegated) key is needed"
+            )
         return key
 
     def custody(self) -> CustodyKeyT:
         key = self.load()
         if isinstance(key, Ed25519Key):
             raise StoreError(
-                "WRONG_KEY_TYPE", f"key {self.name} is ed25519; a custody key (secp256k1, p256, webauthn) is needed"
+                CliCode.WRONG_KEY_TYPE,
+                f"key {self.name} is ed25519; a custody key (secp256k1, p256, webauthn) is needed",
             )
         return key
 
@@ -146,7 +152,7 @@ class StoredKey:
                 created_at=int(doc.get("created_at") or 0),
             )
         except (KeyError, ValueError, TypeError) as exc:
-            raise StoreError("INVALID_KEY", f"malformed key file: {exc}") from None
+            raise StoreError(CliCode.INVALID_KEY, f"malformed key file: {exc}") from None
 
 
 def generate(name: str, key_type: str, *, rp_id: str = DEFAULT_RP_ID, origin: str = "") -> StoredKey:
@@ -162,7 +168,7 @@ def generate(name: str, key_type: str, *, rp_id: str = DEFAULT_RP_ID, origin: st
         key = WebAuthnKey.generate(rp_id=rp_id, origin=origin or None)
         origin = key.authenticator.origin
     else:
-        raise StoreError("INVALID_KEY", f"unknown key type {key_type!r}; one of {', '.join(KEY_TYPES)}")
+        raise StoreError(CliCode.INVALID_KEY, f"unknown key type {key_type!r}; one of {', '.join(KEY_TYPES)}")
     return StoredKey(
         name=name,
         type=key_type,
@@ -178,7 +184,7 @@ def from_private(
 ) -> StoredKey:
     """An imported key (checked by loading it)."""
     if key_type not in KEY_TYPES:
-        raise StoreError("INVALID_KEY", f"unknown key type {key_type!r}; one of {', '.join(KEY_TYPES)}")
+        raise StoreError(CliCode.INVALID_KEY, f"unknown key type {key_type!r}; one of {', '.join(KEY_TYPES)}")
     webauthn = key_type == "webauthn"
     stored = StoredKey(
         name=name,
@@ -191,7 +197,7 @@ def from_private(
     try:
         stored.load()
     except ValueError as exc:
-        raise StoreError("INVALID_KEY", f"{key_type} private key: {exc}") from None
+        raise StoreError(CliCode.INVALID_KEY, f"{key_type} private key: {exc}") from None
     return stored
 
 
@@ -209,7 +215,7 @@ class KeyStore:
     def add(self, key: StoredKey) -> StoredKey:
         path = self.path(key.name)
         if path.exists():
-            raise StoreError("KEY_EXISTS", f"a key named {key.name!r} already exists ({path})")
+            raise StoreError(CliCode.KEY_EXISTS, f"a key named {key.name!r} already exists ({path})")
         self.home.mkdir(mode=0o700, parents=True, exist_ok=True)
         write_private(path, json.dumps(key.to_json(), indent=2) + "\n")
         return key
@@ -219,9 +225,9 @@ class KeyStore:
         try:
             doc = json.loads(path.read_text(encoding="utf-8"))
         except FileNotFoundError:
-            raise StoreError("KEY_NOT_FOUND", f"no key named {name!r} in {self.keys_dir}") from None
+            raise StoreError(CliCode.KEY_NOT_FOUND, f"no key named {name!r} in {self.keys_dir}") from None
         except json.JSONDecodeError as exc:
-            raise StoreError("INVALID_KEY", f"{path}: {exc}") from None
+            raise StoreError(CliCode.INVALID_KEY, f"{path}: {exc}") from None
         return StoredKey.from_json(doc)
 
     def list(self) -> list[StoredKey]:
@@ -232,7 +238,7 @@ class KeyStore:
     def delete(self, name: str) -> None:
         path = self.path(name)
         if not path.exists():
-            raise StoreError("KEY_NOT_FOUND", f"no key named {name!r} in {self.keys_dir}")
+            raise StoreError(CliCode.KEY_NOT_FOUND, f"no key named {name!r} in {self.keys_dir}")
         path.unlink()
 
 
@@ -271,7 +277,7 @@ class Profile:
             for name, owner_hex in (doc.get("custody") or {}).items():
                 profile.custody[str(name)] = bytes.fromhex(str(owner_hex).removeprefix("0x"))
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise StoreError("INVALID_PROFILE", f"{path}: {exc}") from None
+            raise StoreError(CliCode.INVALID_PROFILE, f"{path}: {exc}") from None
         return profile
 
     def save(self) -> None:

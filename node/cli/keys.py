@@ -8,6 +8,7 @@ from typing import Any
 
 from node.cli import config
 from node.cli.common import CliError, Context, SubParsers, parse_hex
+from node.errors import CliCode
 
 
 def register(sub: SubParsers) -> None:
@@ -102,6 +103,6 @@ def need_custody(ctx: Context, name: str) -> config.StoredKey:
     key = ctx.store.get(name)
     if not key.is_custody:
         raise CliError(
-            "WRONG_KEY_TYPE", f"key {name!r} is {key.type}; a custody key (secp256k1, p256, webauthn) is needed"
+            CliCode.WRONG_KEY_TYPE, f"key {name!r} is {key.type}; a custody key (secp256k1, p256, webauthn) is needed"
         )
     return key

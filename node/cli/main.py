@@ -34,6 +34,7 @@ from node.cli.common import (
     to_json,
 )
 from node.cli.config import StoreError, default_home
+from node.errors import CliCode
 from node.sdk.git import GitError
 
 EXIT_ERROR = 1
@@ -100,11 +101,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except StoreError as exc:
         return report(ctx, exc.reason, str(exc))
     except GitError as exc:
-        return report(ctx, "GIT_ERROR", str(exc))
+        return report(ctx, CliCode.GIT_ERROR, str(exc))
     except grpc.RpcError as exc:
         return report(ctx, *rpc_error_line(exc))
     except KeyboardInterrupt:
-        return report(ctx, "INTERRUPTED", "interrupted")
+        return report(ctx, CliCode.INTERRUPTED, "interrupted")
     finally:
         ctx.close()
     return 0

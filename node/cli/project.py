@@ -20,6 +20,7 @@ from node.cli.common import (
     show_ref_name,
     to_json,
 )
+from node.errors import CliCode
 from node.sdk.git import GitError, GitRepo
 
 PERMISSIONS = MappingProxyType({"read": pb.PERMISSION_READ, "write": pb.PERMISSION_WRITE, "admin": pb.PERMISSION_ADMIN})
@@ -219,7 +220,7 @@ def project_set(ctx: Context, args: Any) -> None:
     value = args.value
     if args.field == "visibility":
         if value.lower() not in ("public", "private"):
-            raise CliError("INVALID_ARGUMENT", "visibility is public or private")
+            raise CliError(CliCode.INVALID_ARGUMENT, "visibility is public or private")
         value = value.lower()
     committed = ctx.submit([ctx.account_builder().project_metadata(pid, PROJECT_FIELDS[args.field], value)])[0]
     doc = {"project_id": hex0x(pid), "field": args.field, "value": value, **committed_json(committed)}
@@ -295,13 +296,15 @@ def commit_hash_arg(text: str, repo: str) -> bytes:
     if is_hex_of(text, C.HASH_LEN):
         return parse_hex(text, C.HASH_LEN, "commit")
     if not repo:
-        raise CliError("INVALID_ARGUMENT", f"commit {text!r}: give a 0x chain hash, or --repo to map a git revision")
+        raise CliError(
+            CliCode.INVALID_ARGUMENT, f"commit {text!r}: give a 0x chain hash, or --repo to map a git revision"
+        )
     try:
         git = GitRepo(repo)
         sha = git.resolve(text)
         return git.read_commits([sha])[sha].chain_hash
     except GitError as exc:
-        raise CliError("GIT_ERROR", str(exc)) from None
+        raise CliError(CliCode.GIT_ERROR, str(exc)) from None
 
 
 def like(ctx: Context, args: Any) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 
 from node import constants as C
 from node.cli.common import CliError, Context, Progress, SubParsers, commit_failure, hex0x
+from node.errors import CliCode
 from node.sdk import git
 from node.sdk.push import DEFAULT_BUNDLE, PushError, RefPlan, check_full_history, plan_push, submit_push
 from node.sdk.rpc import Dropped
@@ -43,7 +44,7 @@ def open_repo(path: str) -> git.GitRepo:
     try:
         return git.GitRepo(path)
     except git.GitError as exc:
-        raise CliError("GIT_ERROR", str(exc)) from None
+        raise CliError(CliCode.GIT_ERROR, str(exc)) from None
 
 
 def ref_json(p: RefPlan) -> dict[str, Any]:
@@ -70,12 +71,12 @@ def ref_line(p: RefPlan) -> str:
 
 def push(ctx: Context, args: Any) -> None:
     if not 1 <= args.batch <= C.MAX_COMMITS_PER_BUNDLE:
-        raise CliError("INVALID_ARGUMENT", f"--batch must be 1-{C.MAX_COMMITS_PER_BUNDLE}")
+        raise CliError(CliCode.INVALID_ARGUMENT, f"--batch must be 1-{C.MAX_COMMITS_PER_BUNDLE}")
     repo = open_repo(args.repo_path)
     try:
         _push(ctx, args, repo)
     except git.GitError as exc:
-        raise CliError("GIT_ERROR", str(exc)) from None
+        raise CliError(CliCode.GIT_ERROR, str(exc)) from None
     except PushError as exc:
         raise CliError(exc.reason, exc.detail) from None
     except (Dropped, TimeoutError) as exc:
@@ -122,7 +123,7 @@ def git_hash(ctx: Context, args: Any) -> None:
         shas = [repo.resolve(r) for r in args.revs]
         commits = repo.read_commits(list(dict.fromkeys(shas)))
     except git.GitError as exc:
-        raise CliError("GIT_ERROR", str(exc)) from None
+        raise CliError(CliCode.GIT_ERROR, str(exc)) from None
     docs = []
     for rev, sha in zip(args.revs, shas, strict=True):
         c = commits[sha]

@@ -28,6 +28,7 @@ from google.protobuf.message import Message as ProtoMessage
 
 from chain.v1 import keychain_service_pb2, rpc_pb2, service_pb2
 from node.cli.common import HEX_RE, CliError, Context, FieldDesc, SubParsers, dump_json, to_json
+from node.errors import CliCode
 
 WRITE_RPCS = frozenset({"SubmitMessage", "BatchSubmitMessages"})
 MAX_PAGES = 10_000
@@ -81,7 +82,7 @@ def find_rpc(name: str) -> Rpc:
     for rpc_name, rpc in rpcs.items():
         if rpc_name.lower() == wanted:
             return rpc
-    raise CliError("UNKNOWN_RPC", f"{name!r} is not a read RPC; `chainctl query --list` lists them")
+    raise CliError(CliCode.UNKNOWN_RPC, f"{name!r} is not a read RPC; `chainctl query --list` lists them")
 
 
 def register(sub: SubParsers) -> None:
@@ -110,7 +111,7 @@ def _bytes_json(text: str) -> str:
     elif text.startswith(("0x", "0X")):
         raw = text[2:]
         if not HEX_RE.match(raw) or len(raw) % 2:
-            raise CliError("INVALID_ARGUMENT", f"{text!r} is not hex")
+            raise CliError(CliCode.INVALID_ARGUMENT, f"{text!r} is not hex")
         data = bytes.fromhex(raw)
     elif text and len(text) % 2 == 0 and HEX_RE.match(text):
         data = bytes.fromhex(text)
@@ -131,7 +132,7 @@ def _enum_json(fd: FieldDesc, text: str) -> str | int:
         if candidate in enum.values_by_name:
             return candidate
     names = ", ".join(v.name.removeprefix(prefix) for v in enum.values)
-    raise CliError("INVALID_ARGUMENT", f"{fd.name}: {text!r} is not one of {names}")
+    raise CliError(CliCode.INVALID_ARGUMENT, f"{fd.name}: {text!r} is not one of {names}")
 
 
 def _nested_json(desc: FieldDesc, value: Any) -> Any:
@@ -173,11 +174,11 @@ def _scalar_arg(fd: FieldDesc, text: str) -> Any:
         try:
             return int(text, 0)
         except ValueError:
-            raise CliError("INVALID_ARGUMENT", f"{fd.name}: {text!r} is not an integer") from None
+            raise CliError(CliCode.INVALID_ARGUMENT, f"{fd.name}: {text!r} is not an integer") from None
     if fd.type == FieldDescriptor.TYPE_BOOL:
         lowered = text.lower()
         if lowered not in ("true", "false", "1", "0", "yes", "no"):
-            raise CliError("INVALID_ARGUMENT", f"{fd.name}: {text!r} is not true/false")
+            raise CliError(CliCode.INVALID_ARGUMENT, f"{fd.name}: {text!r} is not true/false")
         return lowered in ("true", "1", "yes")
     if fd.type in (FieldDescriptor.TYPE_FLOAT, FieldDescriptor.TYPE_DOUBLE):
         return float(text)
@@ -186,7 +187,7 @@ def _scalar_arg(fd: FieldDesc, text: str) -> Any:
         try:
             return _nested_json(fd.message_type, json.loads(raw))
         except json.JSONDecodeError as exc:
-            raise CliError("INVALID_ARGUMENT", f"{fd.name}: not JSON ({exc})") from None
+            raise CliError(CliCode.INVALID_ARGUMENT, f"{fd.name}: not JSON ({exc})") from None
     return text
 
 
@@ -197,11 +198,11 @@ def build_request(rpc: Rpc, fields: list[str]) -> ProtoMessage:
     for item in fields:
         key, sep, value = item.partition("=")
         if not sep:
-            raise CliError("INVALID_ARGUMENT", f"{item!r}: arguments are field=value")
+            raise CliError(CliCode.INVALID_ARGUMENT, f"{item!r}: arguments are field=value")
         fd = desc.fields_by_name.get(key) or _by_json_name(desc, key)
         if fd is None:
             known = ", ".join(f.name for f in desc.fields) or "none"
-            raise CliError("INVALID_ARGUMENT", f"{rpc.name} has no field {key!r} (fields: {known})")
+            raise CliError(CliCode.INVALID_ARGUMENT, f"{rpc.name} has no field {key!r} (fields: {known})")
         if fd.is_repeated:
             if value.startswith("[") and fd.type != FieldDescriptor.TYPE_MESSAGE:
                 doc.setdefault(fd.name, []).extend(_scalar_arg(fd, str(v)) for v in json.loads(value))
@@ -212,7 +213,7 @@ def build_request(rpc: Rpc, fields: list[str]) -> ProtoMessage:
     try:
         json_format.ParseDict(doc, req)
     except json_format.ParseError as exc:
-        raise CliError("INVALID_ARGUMENT", str(exc)) from None
+        raise CliError(CliCode.INVALID_ARGUMENT, str(exc)) from None
     return req
 
 

@@ -30,6 +30,7 @@ import grpc
 from chain.v1 import message_pb2 as pb
 from chain.v1 import rpc_pb2, state_pb2
 from node import constants as C
+from node.errors import CliCode
 from node.sdk import git
 from node.sdk.messages import MessageBuilder
 from node.sdk.rpc import ChainClient
@@ -214,10 +215,12 @@ def _local_refs(repo: git.GitRepo, names: Sequence[str], on_skip: Callable[[str]
         for name in skipped:
             on_skip(name)
     if not local:
-        raise PushError("NOTHING_TO_PUSH", "the repository has no branches or tags")
+        raise PushError(CliCode.NOTHING_TO_PUSH, "the repository has no branches or tags")
     for ref in local:
         if len(ref_bytes(ref.name)) > C.MAX_REF_NAME_LEN:
-            raise PushError("INVALID_ARGUMENT", f"ref name {ref.name!r} is longer than {C.MAX_REF_NAME_LEN} bytes")
+            raise PushError(
+                CliCode.INVALID_ARGUMENT, f"ref name {ref.name!r} is longer than {C.MAX_REF_NAME_LEN} bytes"
+            )
     return local
 
 
@@ -271,7 +274,7 @@ def plan_push(
     Reads only: nothing is signed or sent. ``on_skip`` hears of refs that do not lead to a commit (when
     pushing every ref). Raises ``PushError`` NOT_FAST_FORWARD for a rewritten ref unless ``force``."""
     if not 1 <= bundle_size <= C.MAX_COMMITS_PER_BUNDLE:
-        raise PushError("INVALID_ARGUMENT", f"bundle size must be 1-{C.MAX_COMMITS_PER_BUNDLE}")
+        raise PushError(CliCode.INVALID_ARGUMENT, f"bundle size must be 1-{C.MAX_COMMITS_PER_BUNDLE}")
     check_full_history(repo)
     project = client.stub.GetProject(rpc_pb2.GetProjectRequest(project_id=project_id), timeout=client.timeout).project
     local = _local_refs(repo, refs, on_skip)
@@ -282,7 +285,7 @@ def plan_push(
     rejected = [p.name for p in plans if p.fast_forward is False and not p.up_to_date]
     if rejected and not force:
         raise PushError(
-            "NOT_FAST_FORWARD",
+            CliCode.NOT_FAST_FORWARD,
             f"{', '.join(rejected)}: the chain's commit is not an ancestor of the local one (use --force)",
         )
     moving = [p.sha for p in plans if not p.up_to_date]
@@ -297,7 +300,7 @@ def plan_push(
 def _accepted(results: Sequence[rpc_pb2.SubmitResult]) -> list[bytes]:
     for r in results:
         if not r.accepted:
-            raise PushError(r.reason_code or "REJECTED", r.detail or "message rejected")
+            raise PushError(r.reason_code or CliCode.REJECTED, r.detail or "message rejected")
     return [bytes(r.hash) for r in results]
 
 

@@ -5,15 +5,50 @@ Types on a ChainNetwork:
 - `Ready`: every node pod runs the desired version and is serving.
 - `Upgrading`: True while a rolling upgrade runs; False with reason `Completed` or `UpgradeFailed`.
 - `SnapshotsReady`: False with a reason when the last scheduled snapshot or pruning failed.
+
+Every type and every reason the operator writes is a member of `ConditionType` / `ConditionReason`, here
+and nowhere else. They are the operator's own vocabulary, not the node's: Kubernetes wants CamelCase
+condition reasons read by people through kubectl, while the node's and gateway's client codes (the
+`reason-code` trailer, HTTP error bodies) are UPPER_SNAKE `Reason` members in node/errors.py. The two
+audiences never see each other's codes, so they are two enums, each in one place (docs/errors.md).
 """
 
 from __future__ import annotations
 
 import datetime
 from collections.abc import Sequence
+from enum import StrEnum
 from typing import Any
 
 Condition = dict[str, Any]
+
+
+class ConditionType(StrEnum):
+    READY = "Ready"
+    UPGRADING = "Upgrading"
+    SNAPSHOTS_READY = "SnapshotsReady"
+
+
+class ConditionReason(StrEnum):
+    """Every `reason` of a ChainNetwork condition (and of the operator's typed errors, errors.py)."""
+
+    # progress
+    STARTED = "Started"
+    UP_TO_DATE = "UpToDate"
+    WAITING_FOR_POD = "WaitingForPod"
+    REPLACING_POD = "ReplacingPod"
+    COMPLETED = "Completed"
+    SNAPSHOT_TAKEN = "SnapshotTaken"
+    # failures (errors.py: one per error class, plus the ones raised with an explicit reason)
+    OPERATOR_ERROR = "OperatorError"
+    RETRYING = "Retrying"
+    FAILED = "Failed"
+    INVALID_SPEC = "InvalidSpec"
+    UPGRADE_FAILED = "UpgradeFailed"
+    NODE_UNREACHABLE = "NodeUnreachable"
+    NO_READY_NODE = "NoReadyNode"
+    KUBERNETES_API_ERROR = "KubernetesApiError"
+    NOT_FOUND = "NotFound"
 
 
 def now_iso() -> str:

@@ -1,4 +1,8 @@
-"""The operator's one frozen configuration: flags, each also read from `CHAIN_OPERATOR_<FLAG>`."""
+"""The operator's one frozen configuration: flags, each also read from `CHAIN_OPERATOR_<FLAG>`.
+
+A value argparse accepts but the operator cannot work with (a zero or negative period) is a `ConfigError`;
+`chain-operator` prints it as one line and exits 2.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from node.envflags import env_defaults
+from node.errors import ConfigError
 
 ENV_PREFIX = "CHAIN_OPERATOR_"
 
@@ -32,6 +37,8 @@ class OperatorConfig:
 
 
 LIST_FLAGS = {"namespaces"}
+# Periods and deadlines (seconds): each must be positive.
+POSITIVE = ("snapshot_tick", "rpc_timeout", "upgrade_poll", "pod_timeout")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -54,4 +61,8 @@ def parse_config(argv: Sequence[str] | None = None, env: Mapping[str, str] | Non
     env_defaults(parser, ENV_PREFIX, env, lists=LIST_FLAGS)
     values = vars(parser.parse_args(argv))
     values["namespaces"] = tuple(values["namespaces"] or ())
+    for name in POSITIVE:
+        if not values[name] > 0:
+            flag = "--" + name.replace("_", "-")
+            raise ConfigError(f"{flag} must be a positive number of seconds, not {values[name]}")
     return OperatorConfig(**values)

@@ -9,13 +9,17 @@ from __future__ import annotations
 
 import kopf
 
+from chain_operator.conditions import ConditionReason
+
+R = ConditionReason
+
 
 class OperatorError(Exception):
     """Root of every error the operator raises on purpose; `reason` is a stable CamelCase code."""
 
-    reason = "OperatorError"
+    reason: ConditionReason = R.OPERATOR_ERROR
 
-    def __init__(self, message: str, *, reason: str | None = None) -> None:
+    def __init__(self, message: str, *, reason: ConditionReason | None = None) -> None:
         super().__init__(message)
         if reason is not None:
             self.reason = reason
@@ -24,9 +28,9 @@ class OperatorError(Exception):
 class Retry(OperatorError):
     """Try again later."""
 
-    reason = "Retrying"
+    reason = R.RETRYING
 
-    def __init__(self, message: str, *, delay: float = 5.0, reason: str | None = None) -> None:
+    def __init__(self, message: str, *, delay: float = 5.0, reason: ConditionReason | None = None) -> None:
         super().__init__(message, reason=reason)
         self.delay = delay
 
@@ -34,25 +38,25 @@ class Retry(OperatorError):
 class Stop(OperatorError):
     """Do not retry: the spec or the cluster needs attention."""
 
-    reason = "Failed"
+    reason = R.FAILED
 
 
 class SpecInvalid(Stop):
-    reason = "InvalidSpec"
+    reason = R.INVALID_SPEC
 
 
 class UpgradeFailed(Stop):
-    reason = "UpgradeFailed"
+    reason = R.UPGRADE_FAILED
 
 
 class NodeUnreachable(Retry):
-    reason = "NodeUnreachable"
+    reason = R.NODE_UNREACHABLE
 
 
 class KubeError(OperatorError):
     """The Kubernetes API answered with an error status."""
 
-    reason = "KubernetesApiError"
+    reason = R.KUBERNETES_API_ERROR
 
     def __init__(self, status: int, message: str) -> None:
         super().__init__(f"HTTP {status}: {message}")
@@ -60,7 +64,7 @@ class KubeError(OperatorError):
 
 
 class KubeNotFound(KubeError):
-    reason = "NotFound"
+    reason = R.NOT_FOUND
 
 
 def to_kopf(exc: OperatorError) -> kopf.TemporaryError | kopf.PermanentError:

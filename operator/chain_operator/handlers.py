@@ -15,13 +15,13 @@ from typing import Any
 import kopf
 
 from chain_operator import snapshots, upgrade
-from chain_operator.conditions import Condition, now_iso, set_condition
+from chain_operator.conditions import Condition, ConditionReason, ConditionType, now_iso, set_condition
 from chain_operator.config import OperatorConfig
 from chain_operator.errors import OperatorError, SpecInvalid, Stop, UpgradeFailed, to_kopf
 from chain_operator.kube import GROUP, NETWORKS, VERSION, KubeApi, statefulset_path
 from chain_operator.snapshots import Network
 from chain_operator.spec import parse_spec
-from chain_operator.upgrade import ConditionUpdate
+from chain_operator.upgrade import ConditionUpdate, UpgradeProgress
 
 log = logging.getLogger("chain.operator")
 
@@ -89,11 +89,11 @@ async def handle_upgrade(
         net = network_of(body)
         result = await upgrade.step(runtime.kube, runtime.config, net, dict(status))
     except UpgradeFailed as exc:
-        result = upgrade.failed(dict(status.get("upgrade") or {}), exc)
+        result = upgrade.failed(UpgradeProgress.from_status(status.get("upgrade")), exc)
         write_status(patch, status, result.status, result.conditions, gen)
         raise to_kopf(exc) from exc
     except Stop as exc:
-        bad = ConditionUpdate("Ready", False, exc.reason, str(exc))
+        bad = ConditionUpdate(ConditionType.READY, False, exc.reason, str(exc))
         write_status(patch, status, {}, (bad,), gen)
         raise to_kopf(exc) from exc
     except OperatorError as exc:
@@ -118,7 +118,7 @@ async def handle_snapshots(
         raise to_kopf(exc) from exc
     except OperatorError as exc:
         # Recorded, then retried on the next tick: the schedule is not advanced.
-        update = ConditionUpdate("SnapshotsReady", False, exc.reason, str(exc))
+        update = ConditionUpdate(ConditionType.SNAPSHOTS_READY, False, exc.reason, str(exc))
         write_status(patch, status, {}, (update,), gen)
         raise to_kopf(exc) from exc
     spec = created["spec"]
@@ -132,13 +132,14 @@ async def handle_snapshots(
         }
     }
     message = f"{created['metadata']['name']} at block {spec['blockNumber']} on {spec['pod']}"
-    write_status(patch, status, fields, (ConditionUpdate("SnapshotsReady", True, "SnapshotTaken", message),), gen)
+    taken = ConditionUpdate(ConditionType.SNAPSHOTS_READY, True, ConditionReason.SNAPSHOT_TAKEN, message)
+    write_status(patch, status, fields, (taken,), gen)
 
 
 async def handle_scale(runtime: Runtime, body: Mapping[str, Any], status: Mapping[str, Any]) -> None:
     try:
         net = network_of(body)
-        if (status.get("upgrade") or {}).get("phase") == "Progressing":
+        if UpgradeProgress.from_status(status.get("upgrade")).phase is upgrade.Phase.PROGRESSING:
             raise kopf.TemporaryError("scaling waits for the upgrade in progress", delay=runtime.config.upgrade_poll)
         path = statefulset_path(net.namespace, net.spec.statefulset)
         await runtime.kube.merge_patch(path, {"spec": {"replicas": net.spec.replicas}})

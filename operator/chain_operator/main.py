@@ -10,6 +10,7 @@ import kopf
 
 from chain_operator.config import OperatorConfig, parse_config
 from chain_operator.handlers import Runtime, build_registry
+from node.errors import ConfigError, config_exit
 
 
 async def run_operator(config: OperatorConfig, stop_flag: asyncio.Event | None = None) -> None:
@@ -26,7 +27,10 @@ async def run_operator(config: OperatorConfig, stop_flag: asyncio.Event | None =
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    config = parse_config(argv)
+    try:
+        config = parse_config(argv)
+    except ConfigError as err:
+        config_exit("chain-operator", err)
     logging.basicConfig(level=config.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
     asyncio.run(run_operator(config))
 

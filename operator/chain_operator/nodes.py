@@ -14,7 +14,7 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from chain.v1 import admin_service_pb2_grpc, node_info_pb2, rpc_pb2, service_pb2_grpc
-from chain_operator.errors import NodeUnreachable, Retry
+from chain_operator.errors import NodeUnreachable
 from chain_operator.kube import Obj
 
 HEALTH_SERVICE = "chain.v1.ChainService"
@@ -116,8 +116,3 @@ class NodeClient:
                     return False
                 raise self._unreachable("DeleteSnapshot", err) from err
         return True
-
-
-def require_ready(pod: PodView) -> None:
-    if not pod.ready or not pod.ip:
-        raise Retry(f"pod {pod.name} is not ready", reason="PodNotReady")

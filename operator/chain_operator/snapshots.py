@@ -15,9 +15,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from chain.v1 import node_info_pb2
+from chain_operator.conditions import ConditionReason
 from chain_operator.config import OperatorConfig
 from chain_operator.errors import KubeNotFound, NodeUnreachable, Retry
-from chain_operator.kube import GROUP, NETWORK_LABEL, NETWORKS, SNAPSHOTS, VERSION, KubeApi, Obj, custom_path, pod_path
+from chain_operator.kube import GROUP, NETWORK_LABEL, SNAPSHOTS, VERSION, KubeApi, Obj, custom_path, pod_path
 from chain_operator.nodes import NodeClient, PodView, pod_view
 from chain_operator.spec import NetworkSpec
 
@@ -97,7 +98,8 @@ async def take(kube: KubeApi, config: OperatorConfig, net: Network) -> Obj:
     """Snapshot the first ready pod that answers; returns the ChainSnapshot object created."""
     candidates = [p for p in await pods(kube, net) if p.ready and p.ip]
     if not candidates:
-        raise Retry(f"no ready node pod of {net.spec.statefulset}", reason="NoReadyNode", delay=config.snapshot_tick)
+        message = f"no ready node pod of {net.spec.statefulset}"
+        raise Retry(message, reason=ConditionReason.NO_READY_NODE, delay=config.snapshot_tick)
     last_error: NodeUnreachable | None = None
     for pod in candidates:
         try:
@@ -137,7 +139,3 @@ async def prune(kube: KubeApi, config: OperatorConfig, net: Network) -> list[str
             await kube.delete(custom_path(SNAPSHOTS, net.namespace, name))
         deleted.append(name)
     return deleted
-
-
-def network_path(net: Network) -> str:
-    return custom_path(NETWORKS, net.namespace, net.name)

@@ -8,7 +8,11 @@ network height measured just before it was released (the height of the highest r
 does not get there within `--pod-timeout` stops the upgrade: the partition stays where it is (the pods
 below it keep the old version and keep serving) and the ChainNetwork says so in its `Upgrading`
 condition. Each call of `step` does one thing and says whether to come back; progress lives in the
-ChainNetwork status (`status.upgrade`) and in the partition itself, so a restarted operator resumes.
+ChainNetwork status (`status.upgrade`, an `UpgradeProgress`) and in the partition itself, so a restarted
+operator resumes.
+
+`step` picks one of four phases: `begin` (hold the pods, change the image), `up_to_date` (nothing to do),
+`check_released` (the pod last released: still coming back, too late, or the last one), `release_next`.
 """
 
 from __future__ import annotations
@@ -16,10 +20,12 @@ from __future__ import annotations
 import copy
 import datetime
 import logging
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
 from typing import Any
 
-from chain_operator.conditions import now_iso
+from chain_operator.conditions import ConditionReason, ConditionType, now_iso
 from chain_operator.config import OperatorConfig
 from chain_operator.errors import KubeNotFound, NodeUnreachable, SpecInvalid, UpgradeFailed
 from chain_operator.kube import KubeApi, Obj, pod_path, statefulset_path
@@ -28,13 +34,86 @@ from chain_operator.snapshots import Network, parse_time
 
 log = logging.getLogger("chain.operator.upgrade")
 
+T = ConditionType
+R = ConditionReason
+
 
 @dataclass(frozen=True)
 class ConditionUpdate:
-    type: str
+    type: ConditionType
     status: bool
-    reason: str
+    reason: ConditionReason
     message: str
+
+
+class Phase(StrEnum):
+    NONE = ""
+    PROGRESSING = "Progressing"
+    COMPLETED = "Completed"
+    FAILED = "Failed"
+
+
+@dataclass(frozen=True)
+class UpgradeProgress:
+    """`status.upgrade` of a ChainNetwork, typed; stored under the same camelCase keys as ever."""
+
+    version: str = ""
+    image: str = ""
+    from_image: str = ""
+    phase: Phase = Phase.NONE
+    partition: int = 0
+    pod: str = ""
+    target_height: int = 0
+    pod_since: str = ""
+    started_at: str = ""
+    message: str = ""
+    finished_at: str = ""  # written once the upgrade completed or failed
+
+    @classmethod
+    def from_status(cls, raw: Mapping[str, Any] | None) -> UpgradeProgress:
+        """Read back what `to_status` wrote (missing or malformed fields take their defaults)."""
+        raw = raw or {}
+        phase = str(raw.get("phase") or "")
+        return cls(
+            version=str(raw.get("version") or ""),
+            image=str(raw.get("image") or ""),
+            from_image=str(raw.get("fromImage") or ""),
+            phase=Phase(phase) if phase in Phase._value2member_map_ else Phase.NONE,
+            partition=_int(raw.get("partition")),
+            pod=str(raw.get("pod") or ""),
+            target_height=_int(raw.get("targetHeight")),
+            pod_since=str(raw.get("podSince") or ""),
+            started_at=str(raw.get("startedAt") or ""),
+            message=str(raw.get("message") or ""),
+            finished_at=str(raw.get("finishedAt") or ""),
+        )
+
+    def to_status(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "version": self.version,
+            "image": self.image,
+            "fromImage": self.from_image,
+            "phase": self.phase.value,
+            "partition": self.partition,
+            "pod": self.pod,
+            "targetHeight": self.target_height,
+            "podSince": self.pod_since,
+            "startedAt": self.started_at,
+            "message": self.message,
+        }
+        if self.finished_at:
+            out["finishedAt"] = self.finished_at
+        return out
+
+    def running(self, image: str) -> bool:
+        return self.phase is Phase.PROGRESSING and self.image == image
+
+
+def _int(value: Any) -> int:
+    try:
+        return int(value or 0)
+    except (TypeError, ValueError):
+        return 0
 
 
 @dataclass(frozen=True)
@@ -45,6 +124,26 @@ class Step:
     conditions: tuple[ConditionUpdate, ...] = ()
     done: bool = False
     wait: float = 0.0
+
+
+@dataclass(frozen=True)
+class Rollout:
+    """What every phase reads: the network, the operator's config and the StatefulSet as found."""
+
+    kube: KubeApi
+    config: OperatorConfig
+    net: Network
+    sts: Obj
+    replicas: int
+    image: str  # the container image of the StatefulSet's template
+    partition: int
+
+    @property
+    def sts_path(self) -> str:
+        return statefulset_path(self.net.namespace, self.net.spec.statefulset)
+
+    def log(self, message: str, *args: Any) -> None:
+        log.info("%s/%s: " + message, self.net.namespace, self.net.name, *args)
 
 
 def container_image(sts: Obj, container: str) -> str:
@@ -108,112 +207,126 @@ async def why_not_done(config: OperatorConfig, net: Network, pod: PodView | None
     return ""
 
 
-async def step(kube: KubeApi, config: OperatorConfig, net: Network, status: dict[str, Any]) -> Step:
-    spec = net.spec
-    sts = await kube.get(statefulset_path(net.namespace, spec.statefulset))
+async def step(kube: KubeApi, config: OperatorConfig, net: Network, status: Mapping[str, Any]) -> Step:
+    """One move of the upgrade (or none), chosen from the StatefulSet and `status.upgrade`."""
+    sts = await kube.get(statefulset_path(net.namespace, net.spec.statefulset))
     replicas = int(sts.get("spec", {}).get("replicas", 1))
-    image = container_image(sts, spec.container)
-    partition = min(partition_of(sts), replicas)
-    progress: dict[str, Any] = dict(status.get("upgrade") or {})
-    running = progress.get("phase") == "Progressing" and progress.get("image") == spec.desired_image
+    image = container_image(sts, net.spec.container)
+    rollout = Rollout(kube, config, net, sts, replicas, image, min(partition_of(sts), replicas))
+    progress = UpgradeProgress.from_status(status.get("upgrade"))
+    if image != net.spec.desired_image:
+        return await begin(rollout)
+    if not progress.running(net.spec.desired_image) and rollout.partition == 0:
+        return up_to_date(rollout)
+    if rollout.partition < replicas:
+        decided = await check_released(rollout, progress)
+        if decided is not None:
+            return decided
+    return await release_next(rollout, progress)
 
-    if image != spec.desired_image:
-        # Hold every pod at its revision, then change the template: nothing moves until the partition drops.
-        body = {
-            "spec": {
-                "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"partition": replicas}},
-                "template": {"spec": {"containers": with_image(sts, spec.container, spec.desired_image)}},
-            }
+
+async def begin(r: Rollout) -> Step:
+    """Hold every pod at its revision, then change the template: nothing moves until the partition drops."""
+    spec = r.net.spec
+    body = {
+        "spec": {
+            "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"partition": r.replicas}},
+            "template": {"spec": {"containers": with_image(r.sts, spec.container, spec.desired_image)}},
         }
-        await kube.merge_patch(statefulset_path(net.namespace, spec.statefulset), body)
-        progress = {
-            "version": spec.version,
-            "image": spec.desired_image,
-            "fromImage": image,
-            "phase": "Progressing",
-            "partition": replicas,
-            "pod": "",
-            "targetHeight": 0,
-            "podSince": now_iso(),
-            "startedAt": now_iso(),
-            "message": "",
-        }
-        message = f"rolling {image} -> {spec.desired_image}, one pod at a time"
-        log.info("%s/%s: %s", net.namespace, net.name, message)
-        return Step({"upgrade": progress}, (ConditionUpdate("Upgrading", True, "Started", message),))
-
-    if not running and partition == 0:
-        # Nothing in flight and every pod may already run this image: just record the version.
-        return Step(
-            {"currentVersion": spec.version},
-            (
-                ConditionUpdate("Upgrading", False, "UpToDate", f"the StatefulSet runs {spec.desired_image}"),
-                ConditionUpdate("Ready", True, "UpToDate", f"version {spec.version}"),
-            ),
-            done=True,
-        )
-
-    if partition < replicas:
-        pod = await _pod(kube, net, partition)
-        target = int(progress.get("targetHeight") or 0)
-        missing = await why_not_done(config, net, pod, target)
-        name = spec.pod_name(partition)
-        if missing:
-            since = parse_time(progress.get("podSince", "")) or datetime.datetime.now(tz=datetime.UTC)
-            waited = (datetime.datetime.now(tz=datetime.UTC) - since).total_seconds()
-            if waited > config.pod_timeout:
-                raise UpgradeFailed(
-                    f"pod {name} did not come back within {config.pod_timeout:.0f}s: {missing}; the upgrade "
-                    f"stopped at partition {partition} (pods below it still run {progress.get('fromImage', '')})"
-                )
-            message = f"waiting for {name}: {missing}"
-            return Step(
-                {"upgrade": {**progress, "message": message}},
-                (ConditionUpdate("Upgrading", True, "WaitingForPod", message),),
-                wait=config.upgrade_poll,
-            )
-        if partition == 0:
-            done = {**progress, "phase": "Completed", "finishedAt": now_iso(), "message": ""}
-            message = f"all {replicas} pods run {spec.desired_image}"
-            log.info("%s/%s: %s", net.namespace, net.name, message)
-            return Step(
-                {"upgrade": done, "currentVersion": spec.version},
-                (
-                    ConditionUpdate("Upgrading", False, "Completed", message),
-                    ConditionUpdate("Ready", True, "UpToDate", f"version {spec.version}"),
-                ),
-                done=True,
-            )
-
-    # Release the next pod (the next lower ordinal) after measuring the height it must reach again.
-    target = await network_height(kube, config, net, replicas)
-    released = partition - 1
-    body = {"spec": {"updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"partition": released}}}}
-    await kube.merge_patch(statefulset_path(net.namespace, spec.statefulset), body)
-    name = spec.pod_name(released)
-    progress = {
-        **progress,
-        "phase": "Progressing",
-        "partition": released,
-        "pod": name,
-        "targetHeight": target,
-        "podSince": now_iso(),
-        "message": f"replacing {name}",
     }
-    log.info("%s/%s: partition %d, replacing %s (target height %d)", net.namespace, net.name, released, name, target)
+    await r.kube.merge_patch(r.sts_path, body)
+    progress = UpgradeProgress(
+        version=spec.version,
+        image=spec.desired_image,
+        from_image=r.image,
+        phase=Phase.PROGRESSING,
+        partition=r.replicas,
+        pod_since=now_iso(),
+        started_at=now_iso(),
+    )
+    message = f"rolling {r.image} -> {spec.desired_image}, one pod at a time"
+    r.log("%s", message)
+    return Step({"upgrade": progress.to_status()}, (ConditionUpdate(T.UPGRADING, True, R.STARTED, message),))
+
+
+def up_to_date(r: Rollout) -> Step:
+    """Nothing in flight and every pod may already run this image: just record the version."""
+    spec = r.net.spec
     return Step(
-        {"upgrade": progress},
-        (ConditionUpdate("Upgrading", True, "ReplacingPod", f"replacing {name}; it must reach block {target}"),),
-        wait=config.upgrade_poll,
+        {"currentVersion": spec.version},
+        (
+            ConditionUpdate(T.UPGRADING, False, R.UP_TO_DATE, f"the StatefulSet runs {spec.desired_image}"),
+            ConditionUpdate(T.READY, True, R.UP_TO_DATE, f"version {spec.version}"),
+        ),
+        done=True,
     )
 
 
-def failed(progress: dict[str, Any], exc: UpgradeFailed) -> Step:
+async def check_released(r: Rollout, progress: UpgradeProgress) -> Step | None:
+    """The pod released last: wait for it, give up on it, or finish; None when the next may go."""
+    spec = r.net.spec
+    missing = await why_not_done(r.config, r.net, await _pod(r.kube, r.net, r.partition), progress.target_height)
+    name = spec.pod_name(r.partition)
+    if missing:
+        since = parse_time(progress.pod_since) or datetime.datetime.now(tz=datetime.UTC)
+        waited = (datetime.datetime.now(tz=datetime.UTC) - since).total_seconds()
+        if waited > r.config.pod_timeout:
+            raise UpgradeFailed(
+                f"pod {name} did not come back within {r.config.pod_timeout:.0f}s: {missing}; the upgrade "
+                f"stopped at partition {r.partition} (pods below it still run {progress.from_image})"
+            )
+        message = f"waiting for {name}: {missing}"
+        return Step(
+            {"upgrade": replace(progress, message=message).to_status()},
+            (ConditionUpdate(T.UPGRADING, True, R.WAITING_FOR_POD, message),),
+            wait=r.config.upgrade_poll,
+        )
+    if r.partition > 0:
+        return None
+    done = replace(progress, phase=Phase.COMPLETED, finished_at=now_iso(), message="")
+    message = f"all {r.replicas} pods run {spec.desired_image}"
+    r.log("%s", message)
     return Step(
-        {"upgrade": {**progress, "phase": "Failed", "message": str(exc), "finishedAt": now_iso()}},
+        {"upgrade": done.to_status(), "currentVersion": spec.version},
         (
-            ConditionUpdate("Upgrading", False, exc.reason, str(exc)),
-            ConditionUpdate("Ready", False, exc.reason, str(exc)),
+            ConditionUpdate(T.UPGRADING, False, R.COMPLETED, message),
+            ConditionUpdate(T.READY, True, R.UP_TO_DATE, f"version {spec.version}"),
+        ),
+        done=True,
+    )
+
+
+async def release_next(r: Rollout, progress: UpgradeProgress) -> Step:
+    """Release the next pod (the next lower ordinal) after measuring the height it must reach again."""
+    target = await network_height(r.kube, r.config, r.net, r.replicas)
+    released = r.partition - 1
+    body = {"spec": {"updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"partition": released}}}}
+    await r.kube.merge_patch(r.sts_path, body)
+    name = r.net.spec.pod_name(released)
+    progress = replace(
+        progress,
+        phase=Phase.PROGRESSING,
+        partition=released,
+        pod=name,
+        target_height=target,
+        pod_since=now_iso(),
+        message=f"replacing {name}",
+    )
+    r.log("partition %d, replacing %s (target height %d)", released, name, target)
+    return Step(
+        {"upgrade": progress.to_status()},
+        (ConditionUpdate(T.UPGRADING, True, R.REPLACING_POD, f"replacing {name}; it must reach block {target}"),),
+        wait=r.config.upgrade_poll,
+    )
+
+
+def failed(progress: UpgradeProgress, exc: UpgradeFailed) -> Step:
+    stopped = replace(progress, phase=Phase.FAILED, message=str(exc), finished_at=now_iso())
+    return Step(
+        {"upgrade": stopped.to_status()},
+        (
+            ConditionUpdate(T.UPGRADING, False, exc.reason, str(exc)),
+            ConditionUpdate(T.READY, False, exc.reason, str(exc)),
         ),
         done=True,
     )
