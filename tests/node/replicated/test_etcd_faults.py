@@ -8,6 +8,7 @@ from pathlib import Path
 import grpc
 
 from chain.v1 import rpc_pb2
+from node.errors import trailer as read_trailer
 from node.sdk.rpc import reason_of
 from tests.fixtures.etcdproc import EtcdCluster
 from tests.fixtures.replicaset import ReplicaSet, assert_same_chain, funded_actors, status, wait_height
@@ -15,7 +16,7 @@ from tests.fixtures.replicaset import ReplicaSet, assert_same_chain, funded_acto
 
 def trailer(err: grpc.RpcError, key: str) -> str:
     assert isinstance(err, grpc.Call)
-    return next((str(v) for k, v in (err.trailing_metadata() or ()) if k == key), "")
+    return read_trailer(err.trailing_metadata(), key) or ""
 
 
 def test_member_loss_and_quorum_loss(tmp_path: Path, etcd3: EtcdCluster) -> None:

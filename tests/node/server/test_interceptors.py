@@ -9,7 +9,7 @@ from typing import Any
 import grpc
 import pytest
 
-from node.errors import NotFound
+from node.errors import REASON_CODE, NotFound, trailer
 from node.server.rpc.interceptors import ErrorInterceptor
 
 
@@ -61,8 +61,7 @@ async def failure(call: Any) -> grpc.aio.AioRpcError:
 
 
 def reason(err: grpc.aio.AioRpcError) -> str | None:
-    trailers: Any = err.trailing_metadata() or ()
-    return next((str(v) for k, v in trailers if k == "reason-code"), None)
+    return trailer(err.trailing_metadata(), REASON_CODE)
 
 
 async def test_an_unexpected_exception_is_internal_with_a_reason_code(channel: grpc.aio.Channel) -> None:
