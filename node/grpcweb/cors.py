@@ -29,6 +29,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from node.errors import FIELD, REASON_CODE, REASON_VALUES
+
 # Request headers browsers may send: gRPC-web clients (connect-web and grpc-web both stay within these),
 # SSE clients resuming a stream, and bearer tokens.
 ALLOWED_REQUEST_HEADERS = (
@@ -45,9 +47,9 @@ EXPOSED_RESPONSE_HEADERS = (
     "grpc-status",
     "grpc-message",
     "grpc-status-details-bin",
-    "reason-code",
-    "reason-values",
-    "field",
+    REASON_CODE,
+    REASON_VALUES,
+    FIELD,
 )
 DEFAULT_MAX_AGE = 600
 
