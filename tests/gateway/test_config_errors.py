@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.procs import free_port
+from tests.fixtures.procs import free_port
 
 GATEWAY = Path(sys.executable).with_name("chain-gateway")
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.procs import free_port
+from tests.fixtures.procs import free_port
 
 NODE = Path(sys.executable).with_name("chain-node")
 
