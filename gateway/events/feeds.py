@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, cast
+from typing import Any
 
 import grpc
 from redis.exceptions import RedisError
@@ -21,6 +21,7 @@ from gateway.events.hub import Hub
 from gateway.events.model import Event, Kind, start_position
 from gateway.events.redis_streams import RedisStreams, stream_name
 from gateway.nodes import NodePool, Upstream
+from node.errors import REASON_CODE, Reason, trailer
 
 log = logging.getLogger(__name__)
 
@@ -176,11 +177,7 @@ def draining(err: BaseException) -> bool:
     """A node ended the stream because it shuts down (UNAVAILABLE, reason DRAINING): reconnect elsewhere."""
     if not isinstance(err, grpc.aio.AioRpcError) or err.code() != grpc.StatusCode.UNAVAILABLE:
         return False
-    for item in err.trailing_metadata() or ():
-        key, value = cast(tuple[str, str | bytes], item)
-        if key == "reason-code" and value in ("DRAINING", b"DRAINING"):
-            return True
-    return False
+    return trailer(err.trailing_metadata(), REASON_CODE) == Reason.DRAINING
 
 
 def _brief(err: BaseException) -> str:
