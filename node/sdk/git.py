@@ -12,9 +12,9 @@ the commit object alone, so every clone of a repository computes the same chain 
 - ``tree_hash`` = BLAKE3-256(``b"git-tree:"`` ‖ the raw git tree id (20 or 32 bytes)).
 - ``content_digest`` = the git commit id, left-aligned and zero-padded to 32 bytes (a SHA-256
   repository's id is already 32 bytes): anyone reading the chain can find the commit in a clone.
-- ``title`` = the subject (first paragraph of the message, lines joined by spaces, as ``git log
-  --format=%s``), decoded with the commit's ``encoding`` header (UTF-8 by default, invalid bytes
-  replaced), cut to 256 characters.
+- ``title`` = exactly what ``git log --format=%s`` prints (see ``split_message``), decoded with the
+  commit's ``encoding`` header as git re-encodes to UTF-8 (UTF-8 by default; bytes that are not valid
+  in it are replaced by U+FFFD, where git would print them raw), cut to 256 characters.
 - ``author_name`` = the author's name (without e-mail), cut to 256 characters; ``author_timestamp`` =
   the author date in unix seconds; ``author_address`` is left empty (the chain records the pushing
   account).
@@ -67,11 +67,42 @@ def git_id_of_content_digest(digest: bytes, id_len: int = 20) -> str | None:
     return digest[:id_len].hex()
 
 
-def _decode(raw: bytes, encoding: str) -> str:
+def decode_message(raw: bytes, encoding: str) -> str:
+    """Commit bytes as text: the `encoding` header's codec (UTF-8 when unknown), bad bytes replaced."""
     try:
         return raw.decode(encoding, errors="replace")
     except LookupError:  # an encoding header Python does not know
         return raw.decode("utf-8", errors="replace")
+
+
+# git's isspace(): space, tab, LF, CR (not VT or FF; git-compat-util.h's sane ctype).
+GIT_SPACE = " \t\n\r"
+
+
+def _blank(line: str) -> bool:
+    return not line.rstrip(GIT_SPACE)
+
+
+def split_message(message: str) -> tuple[str, str]:
+    """(subject, body) of a decoded commit message, as ``git log --format=%s`` and ``%b`` print them.
+
+    git reads the message up to its first NUL; skips leading lines that are blank (only spaces, tabs,
+    CR); the subject is the following run of non-blank lines, each with its trailing whitespace (CR
+    included) removed, joined by single spaces; leading and inner whitespace of a line are kept. The
+    body starts after the blank lines that follow the subject. So a CRLF message splits where an LF
+    one does, and ``"  a  b\t"`` has the subject ``"  a  b"``."""
+    # str.splitlines also splits on VT, FF, U+2028...; git splits on LF only.
+    lines = message.split("\0", 1)[0].split("\n")
+    i = 0
+    while i < len(lines) and _blank(lines[i]):
+        i += 1
+    subject: list[str] = []
+    while i < len(lines) and not _blank(lines[i]):
+        subject.append(lines[i].rstrip(GIT_SPACE))
+        i += 1
+    while i < len(lines) and _blank(lines[i]):
+        i += 1
+    return " ".join(subject), "\n".join(lines[i:])
 
 
 def _cut(text: str, limit: int = C.MAX_TITLE_LEN) -> str:
@@ -141,14 +172,13 @@ def parse_commit(sha: str, raw: bytes) -> GitCommit:
     if not tree:
         raise GitError(f"commit {sha} has no tree header")
     name, author_timestamp = _parse_ident(author)
-    paragraph = message.lstrip(b"\n").split(b"\n\n", 1)[0]
-    subject = " ".join(line.strip() for line in _decode(paragraph, encoding).splitlines() if line.strip())
+    subject, _ = split_message(decode_message(message, encoding))
     return GitCommit(
         sha=sha,
         raw=raw,
         tree=tree,
         parents=tuple(parents),
-        author_name=_cut(_decode(name, encoding).strip()),
+        author_name=_cut(decode_message(name, encoding).strip()),
         author_timestamp=author_timestamp,
         title=_cut(subject),
     )
