@@ -10,21 +10,36 @@ from collections.abc import Callable
 from typing import Any
 
 from node import constants as C
-from node.cli.common import CliError, Context, Progress, SubParsers, commit_failure, hex0x
+from node.cli.common import CliError, Context, Progress, SubParsers, commit_failure, hex0x, show_ref_name
 from node.errors import CliCode
 from node.sdk import git
-from node.sdk.push import DEFAULT_BUNDLE, PushError, RefPlan, check_full_history, plan_push, submit_push
+from node.sdk.push import (
+    DEFAULT_BUNDLE,
+    PushError,
+    RefPlan,
+    check_full_history,
+    plan_push,
+    ref_bytes,
+    submit_push,
+)
 from node.sdk.rpc import Dropped
 
 
 def register(sub: SubParsers) -> None:
     p = sub.add_parser("push", help="push a git repository's commits and branches/tags to a project")
-    p.add_argument("repo_path")
+    p.add_argument("repo_path", nargs="?", default=".", help="the git repository (default: the current directory)")
     p.add_argument("--project", required=True, help="0x project id, OWNER/NAME or NAME")
     p.add_argument(
-        "--ref", action="append", default=[], help="branch or tag to push (repeatable; default: all of them)"
+        "--ref",
+        action="append",
+        default=[],
+        help="refspec to push: NAME, SRC:DST, +SRC:DST (force this one) or :DST (delete DST on chain); "
+        "repeatable (default: every branch and tag)",
     )
     p.add_argument("--force", action="store_true", help="allow non-fast-forward ref updates")
+    p.add_argument(
+        "--prune", action="store_true", help="delete the chain's branches and tags that no longer exist locally"
+    )
     p.add_argument(
         "--batch",
         type=int,
@@ -35,7 +50,7 @@ def register(sub: SubParsers) -> None:
     p.set_defaults(func=push)
 
     p = sub.add_parser("git-hash", help="the chain hashes of git revisions (the push mapping)")
-    p.add_argument("repo_path")
+    p.add_argument("repo_path", nargs="?", default=".", help="the git repository (default: the current directory)")
     p.add_argument("revs", nargs="*", default=["HEAD"])
     p.set_defaults(func=git_hash)
 
@@ -47,9 +62,14 @@ def open_repo(path: str) -> git.GitRepo:
         raise CliError(CliCode.GIT_ERROR, str(exc)) from None
 
 
+def ref_text(name: str) -> str:
+    """A ref name for output: text when it is UTF-8, else 0x-hex of its bytes (valid JSON either way)."""
+    return show_ref_name(ref_bytes(name))
+
+
 def ref_json(p: RefPlan) -> dict[str, Any]:
     return {
-        "ref": p.name,
+        "ref": ref_text(p.name),
         "git": p.sha,
         "old_hash": hex0x(p.old_hash) if p.current is not None else None,
         "new_hash": hex0x(p.new_hash),
@@ -61,12 +81,12 @@ def ref_json(p: RefPlan) -> dict[str, Any]:
 def ref_line(p: RefPlan) -> str:
     short = p.sha[:10]
     if p.up_to_date:
-        return f" = {p.name}  {short} (up to date)"
+        return f" = {ref_text(p.name)}  {short} (up to date)"
     if p.current is None:
-        return f" * {p.name}  {short} (new, nonce 1)"
+        return f" * {ref_text(p.name)}  {short} (new, nonce 1)"
     mark = "   " if p.fast_forward else " + "
     verb = "fast-forward" if p.fast_forward else "forced"
-    return f"{mark}{p.name}  {short} ({verb}, nonce {p.nonce})"
+    return f"{mark}{ref_text(p.name)}  {short} ({verb}, nonce {p.nonce})"
 
 
 def push(ctx: Context, args: Any) -> None:
@@ -89,7 +109,14 @@ def _push(ctx: Context, args: Any, repo: git.GitRepo) -> None:
     builder = ctx.account_builder()
     pid = ctx.project_id(args.project)
     plan = plan_push(
-        ctx.client, repo, pid, refs=args.ref, force=bool(args.force), bundle_size=args.batch, on_skip=_skipping(ctx)
+        ctx.client,
+        repo,
+        pid,
+        refs=args.ref,
+        force=bool(args.force),
+        prune=bool(args.prune),
+        bundle_size=args.batch,
+        on_skip=_skipping(ctx),
     )
     summary: dict[str, Any] = {
         "project_id": hex0x(pid),
@@ -97,13 +124,16 @@ def _push(ctx: Context, args: Any, repo: git.GitRepo) -> None:
         "commits_already_on_chain": plan.already_on_chain,
         "bundles": [],
         "refs": [ref_json(p) for p in plan.refs],
+        "deleted": [{"ref": ref_text(d.name), "old_hash": hex0x(d.old_hash), "nonce": d.nonce} for d in plan.deletes],
         "dry_run": bool(args.dry_run),
     }
     lines = [ref_line(p) for p in plan.refs]
+    lines += [f" - {ref_text(d.name)}  (deleted, nonce {d.nonce})" for d in plan.deletes]
     if args.dry_run:
         ctx.emit(summary, [f"would push {len(plan.commits)} commit(s) in {len(plan.bundles)} bundle(s)", *lines])
         return
     progress = Progress("pushing commits", len(plan.commits), ctx.err, ctx.progress_enabled)
+    # One step per committed bundle (the SDK reports each as the node commits it).
     try:
         result = submit_push(ctx.client, builder, plan, on_bundle=lambda event: progress.advance(event.commits))
     finally:

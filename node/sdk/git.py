@@ -262,11 +262,11 @@ class GitRepo:
         if name.startswith("refs/"):
             return name
         for prefix in DEFAULT_REF_PREFIXES:
-            if self._exists(prefix + name):
+            if self.ref_exists(prefix + name):
                 return prefix + name
         raise GitError(f"no branch or tag named {name!r}")
 
-    def _exists(self, ref: str) -> bool:
+    def ref_exists(self, ref: str) -> bool:
         cmd = [self.git, "-C", str(self.path), "show-ref", "--verify", "--quiet", ref]
         return subprocess.run(cmd, capture_output=True, check=False).returncode == 0
 

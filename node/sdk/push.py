@@ -5,6 +5,11 @@
         plan = plan_push(client, GitRepo("path/to/repo"), project_id)
         result = submit_push(client, builder, plan, on_bundle=lambda e: print(e.index + 1, "/", e.total))
 
+``refs`` are git refspecs: ``main``, ``refs/tags/v1``, ``SRC:DST`` (push the local revision SRC to the
+chain ref DST), ``:DST`` (delete DST on chain, a REF_DELETE), a leading ``+`` forces that one ref; no
+refspec pushes every branch and tag (unless only deletions are given). ``prune=True`` also deletes the
+chain's branches and tags that the repository no longer has.
+
 ``plan_push`` reads the repository and the project's refs and commits on chain and sends nothing: which
 refs move (created, fast-forward, forced or up to date, with the nonce each update will carry) and which
 commits the project lacks, in topological order, cut into COMMIT_BUNDLE-sized groups. ``submit_push``
@@ -15,6 +20,9 @@ both. ``chainctl push`` is a thin wrapper over these.
 Failures: ``GitError`` (the repository), ``PushError`` (a refusal with a stable ``reason``: NOTHING_TO_PUSH,
 INVALID_ARGUMENT, NOT_FAST_FORWARD, or the node's reason code for a rejected message), ``Dropped`` and
 ``TimeoutError`` (from node.sdk.rpc, while waiting for a commit), ``grpc.RpcError`` (a failed call).
+With ``strict=False`` (the git remote helper) a ref that cannot move is not an error: it is listed in
+``PushPlan.refused`` with git's wording (``non-fast-forward``, ``remote ref does not exist``) and
+``submit_push`` records a rejected message in ``PushResult.ref_errors`` instead of raising.
 Without ``force`` a ref whose chain commit is not an ancestor of the local one is refused here; a chain
 commit this repository does not have is left for the node to judge (it refuses a non-fast-forward).
 """
@@ -23,17 +31,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import grpc
 
 from chain.v1 import message_pb2 as pb
 from chain.v1 import rpc_pb2, state_pb2
 from node import constants as C
-from node.errors import CliCode
+from node.errors import CliCode, Reason
 from node.sdk import git
 from node.sdk.messages import MessageBuilder
-from node.sdk.rpc import ChainClient
+from node.sdk.rpc import ChainClient, Dropped
 
 DEFAULT_BUNDLE = 500
 BUNDLES_PER_BATCH = 16
@@ -63,6 +71,12 @@ class RefPlan:
     new_hash: bytes  # its chain hash
     current: state_pb2.Ref | None  # the chain's ref, if any
     fast_forward: bool | None  # None: the chain's commit is not in the local repository
+    force: bool = False  # this ref may move to a commit that does not descend from the chain's
+
+    @property
+    def rejected(self) -> bool:
+        """A rewrite the plan refuses: not a fast-forward and not forced."""
+        return self.fast_forward is False and not self.up_to_date and not self.force
 
     @property
     def up_to_date(self) -> bool:
@@ -89,6 +103,42 @@ class RefPlan:
 
 
 @dataclass(frozen=True)
+class RefDeletePlan:
+    """A chain ref the push deletes (REF_DELETE, compare-and-swap on its hash and nonce)."""
+
+    name: str  # as ``RefPlan.name``: undecodable bytes kept by surrogateescape
+    current: state_pb2.Ref
+
+    @property
+    def nonce(self) -> int:
+        return self.current.nonce + 1
+
+    @property
+    def old_hash(self) -> bytes:
+        return bytes(self.current.hash)
+
+
+@dataclass(frozen=True)
+class RefSpec:
+    """One git refspec: ``[+]SRC[:DST]``; ``src`` is None for a deletion (``:DST``)."""
+
+    src: str | None
+    dst: str
+    force: bool = False
+
+
+def parse_refspec(text: str) -> RefSpec:
+    force = text.startswith("+")
+    body = text[1:] if force else text
+    src, sep, dst = body.partition(":")
+    if not sep:
+        dst = src
+    if not dst or (sep and not src and force):
+        raise PushError(CliCode.INVALID_ARGUMENT, f"refspec {text!r}: expected [+]SRC[:DST] or :DST")
+    return RefSpec(src or None, dst, force)
+
+
+@dataclass(frozen=True)
 class PushPlan:
     """What a push sends: computed by ``plan_push``, sent by ``submit_push``."""
 
@@ -98,10 +148,17 @@ class PushPlan:
     already_on_chain: int  # commits reachable from the moving refs that the project has
     bundles: list[list[pb.CommitMeta]]  # ``commits`` cut into COMMIT_BUNDLE bodies
     force: bool = False
+    deletes: list[RefDeletePlan] = field(default_factory=list)
+    refused: dict[str, str] = field(default_factory=dict)  # ref -> why (strict=False only)
 
     @property
     def moving(self) -> list[RefPlan]:
-        return [p for p in self.refs if not p.up_to_date]
+        return [p for p in self.refs if not p.up_to_date and not p.rejected]
+
+    def ref_deletes(self, builder: MessageBuilder) -> list[pb.Message]:
+        return [
+            builder.ref_delete(self.project_id, ref_bytes(d.name), d.nonce, old_hash=d.old_hash) for d in self.deletes
+        ]
 
     def ref_updates(self, builder: MessageBuilder) -> list[pb.Message]:
         """Signed REF_UPDATEs for the refs that move (``force`` only where it is not a fast-forward)."""
@@ -112,7 +169,7 @@ class PushPlan:
                 p.new_hash,
                 p.nonce,
                 old_hash=p.old_hash,
-                force=self.force and p.current is not None and p.fast_forward is not True,
+                force=(self.force or p.force) and p.current is not None and p.fast_forward is not True,
             )
             for p in self.moving
         ]
@@ -134,6 +191,7 @@ class PushResult:
     plan: PushPlan
     bundle_hashes: list[bytes] = field(default_factory=list)
     ref_update_hashes: list[bytes] = field(default_factory=list)
+    ref_errors: dict[str, str] = field(default_factory=dict)  # ref -> "REASON: detail" (strict=False)
 
 
 # ---- reading the chain ----
@@ -205,11 +263,37 @@ def check_full_history(repo: git.GitRepo) -> None:
         raise git.GitError("shallow repository: fetch the whole history first (git fetch --unshallow)")
 
 
-def _local_refs(repo: git.GitRepo, names: Sequence[str], on_skip: Callable[[str], None]) -> list[git.LocalRef]:
-    if names:
-        local, skipped = repo.resolve_refs([repo.full_ref_name(r) for r in names])
-        if skipped:
-            raise git.GitError(f"{', '.join(skipped)}: does not point at a commit")
+def _dst_name(repo: git.GitRepo, spec: RefSpec) -> str:
+    """The full chain ref a refspec's DST names (``main`` -> ``refs/heads/main``, a tag's name under tags)."""
+    if spec.dst.startswith("refs/"):
+        return spec.dst
+    if spec.src == spec.dst:
+        return repo.full_ref_name(spec.dst)
+    src_tag = (
+        spec.src is not None and not spec.src.startswith("refs/heads/") and repo.ref_exists(f"refs/tags/{spec.src}")
+    )
+    return ("refs/tags/" if src_tag or (spec.src or "").startswith("refs/tags/") else "refs/heads/") + spec.dst
+
+
+def _local_refs(
+    repo: git.GitRepo, specs: Sequence[RefSpec], on_skip: Callable[[str], None]
+) -> tuple[list[git.LocalRef], set[str]]:
+    """The refs to push (named DST, pointing at SRC's commit) and which of them are forced."""
+    pushes = [s for s in specs if s.src is not None]
+    forced: set[str] = set()
+    if pushes:
+        local: list[git.LocalRef] = []
+        for spec in pushes:
+            dst = _dst_name(repo, spec)
+            src = repo.full_ref_name(spec.src) if spec.src == spec.dst else spec.src
+            found, skipped = repo.resolve_refs([src or dst])
+            if skipped:
+                raise git.GitError(f"{', '.join(skipped)}: does not point at a commit")
+            local.append(git.LocalRef(dst, found[0].sha))
+            if spec.force:
+                forced.add(dst)
+    elif specs:
+        return [], forced  # deletions only
     else:
         local, skipped = repo.refs()
         for name in skipped:
@@ -221,7 +305,33 @@ def _local_refs(repo: git.GitRepo, names: Sequence[str], on_skip: Callable[[str]
             raise PushError(
                 CliCode.INVALID_ARGUMENT, f"ref name {ref.name!r} is longer than {C.MAX_REF_NAME_LEN} bytes"
             )
-    return local
+    return local, forced
+
+
+def _deletes(
+    repo: git.GitRepo, specs: Sequence[RefSpec], prune: bool, current: dict[bytes, state_pb2.Ref]
+) -> tuple[list[RefDeletePlan], dict[str, str]]:
+    """REF_DELETEs for ``:DST`` refspecs and, with ``prune``, for chain branches/tags missing locally."""
+    plans: dict[str, RefDeletePlan] = {}
+    missing: dict[str, str] = {}
+    for spec in specs:
+        if spec.src is not None:
+            continue
+        names = [spec.dst] if spec.dst.startswith("refs/") else [p + spec.dst for p in git.DEFAULT_REF_PREFIXES]
+        hit = next((n for n in names if ref_bytes(n) in current), None)
+        if hit is None:
+            missing[names[0]] = "remote ref does not exist"
+        else:
+            plans[hit] = RefDeletePlan(hit, current[ref_bytes(hit)])
+    if prune:
+        local, skipped = repo.refs()
+        have = {ref_bytes(r.name) for r in local} | {ref_bytes(n) for n in skipped}
+        prefixes = tuple(p.encode() for p in git.DEFAULT_REF_PREFIXES)
+        for name, ref in current.items():
+            if name.startswith(prefixes) and name not in have:
+                text = name.decode("utf-8", errors="surrogateescape")
+                plans[text] = RefDeletePlan(text, ref)
+    return list(plans.values()), missing
 
 
 def _ref_plans(
@@ -266,32 +376,40 @@ def plan_push(
     *,
     refs: Sequence[str] = (),
     force: bool = False,
+    prune: bool = False,
+    strict: bool = True,
     bundle_size: int = DEFAULT_BUNDLE,
     on_skip: Callable[[str], None] = lambda name: None,
 ) -> PushPlan:
-    """Plan a push of ``refs`` (branch/tag names or full ref names; default: every branch and tag).
+    """Plan a push of ``refs`` (refspecs, see the module doc; default: every branch and tag).
 
     Reads only: nothing is signed or sent. ``on_skip`` hears of refs that do not lead to a commit (when
-    pushing every ref). Raises ``PushError`` NOT_FAST_FORWARD for a rewritten ref unless ``force``."""
+    pushing every ref). Raises ``PushError`` NOT_FAST_FORWARD for a rewritten ref unless forced, and
+    REF_NOT_FOUND for a deletion of a ref the chain does not have (both only when ``strict``)."""
     if not 1 <= bundle_size <= C.MAX_COMMITS_PER_BUNDLE:
         raise PushError(CliCode.INVALID_ARGUMENT, f"bundle size must be 1-{C.MAX_COMMITS_PER_BUNDLE}")
+    specs = [parse_refspec(r) for r in refs]
     check_full_history(repo)
     project = client.stub.GetProject(rpc_pb2.GetProjectRequest(project_id=project_id), timeout=client.timeout).project
-    local = _local_refs(repo, refs, on_skip)
+    local, forced = _local_refs(repo, specs, on_skip)
     # Where the chain's refs are, and which of those commits this repository has.
     current = _chain_refs(client, project_id)
+    deletes, refused = _deletes(repo, specs, prune, current)
     known = _locate(client, repo, project_id, [bytes(cur.hash) for cur in current.values()])
-    plans = _ref_plans(repo, local, current, known)
-    rejected = [p.name for p in plans if p.fast_forward is False and not p.up_to_date]
-    if rejected and not force:
+    plans = [replace(p, force=force or p.name in forced) for p in _ref_plans(repo, local, current, known)]
+    refused.update({p.name: "non-fast-forward" for p in plans if p.rejected})
+    if strict and refused:
+        gone = [n for n, why in refused.items() if why != "non-fast-forward"]
+        if gone:
+            raise PushError(Reason.REF_NOT_FOUND, f"{', '.join(gone)}: the chain has no such ref to delete")
         raise PushError(
-            CliCode.NOT_FAST_FORWARD,
-            f"{', '.join(rejected)}: the chain's commit is not an ancestor of the local one (use --force)",
+            "NOT_FAST_FORWARD",
+            f"{', '.join(refused)}: the chain's commit is not an ancestor of the local one (use --force)",
         )
-    moving = [p.sha for p in plans if not p.up_to_date]
+    moving = [p.sha for p in plans if not p.up_to_date and not p.rejected]
     new, already, hashes = _missing_commits(client, repo, project, moving, list(known.values()))
     groups = git.bundles([c.meta(hashes) for c in new], bundle_size)
-    return PushPlan(project_id, plans, new, already, groups, force)
+    return PushPlan(project_id, plans, new, already, groups, force, deletes, refused)
 
 
 # ---- submitting ----
@@ -300,7 +418,7 @@ def plan_push(
 def _accepted(results: Sequence[rpc_pb2.SubmitResult]) -> list[bytes]:
     for r in results:
         if not r.accepted:
-            raise PushError(r.reason_code or CliCode.REJECTED, r.detail or "message rejected")
+            raise PushError(r.reason_code or "REJECTED", r.detail or "message rejected")
     return [bytes(r.hash) for r in results]
 
 
@@ -330,6 +448,7 @@ def submit_push(
     *,
     on_bundle: Callable[[BundleCommitted], None] = lambda event: None,
     timeout: float = COMMIT_TIMEOUT,
+    strict: bool = True,
 ) -> PushResult:
     """Send a plan: its bundles (each reported to ``on_bundle`` once committed), then its ref updates.
 
@@ -337,12 +456,24 @@ def submit_push(
     committed; ``timeout`` bounds the wait for each."""
     result = PushResult(plan)
     result.bundle_hashes = _send_bundles(client, builder, plan, on_bundle, timeout)
-    updates = plan.ref_updates(builder)
-    for start in range(0, len(updates), C.MAX_BATCH_SUBMIT):
-        hashes = _accepted(client.batch(updates[start : start + C.MAX_BATCH_SUBMIT]))
-        for h in hashes:
-            client.wait_committed(h, timeout=timeout)
-        result.ref_update_hashes.extend(hashes)
+    names = [p.name for p in plan.moving] + [d.name for d in plan.deletes]
+    messages = plan.ref_updates(builder) + plan.ref_deletes(builder)
+    for start in range(0, len(messages), C.MAX_BATCH_SUBMIT):
+        chunk = list(zip(names[start:], client.batch(messages[start : start + C.MAX_BATCH_SUBMIT]), strict=False))
+        if strict:
+            _accepted([r for _, r in chunk])
+        for name, r in chunk:
+            if not r.accepted:
+                result.ref_errors[name] = f"{r.reason_code or 'REJECTED'}: {r.detail or 'message rejected'}"
+                continue
+            try:
+                client.wait_committed(bytes(r.hash), timeout=timeout)
+            except (Dropped, TimeoutError) as exc:
+                if strict:
+                    raise
+                result.ref_errors[name] = str(exc)
+                continue
+            result.ref_update_hashes.append(bytes(r.hash))
     return result
 
 
@@ -354,9 +485,10 @@ def push(
     *,
     refs: Sequence[str] = (),
     force: bool = False,
+    prune: bool = False,
     bundle_size: int = DEFAULT_BUNDLE,
     on_bundle: Callable[[BundleCommitted], None] = lambda event: None,
 ) -> PushResult:
     """``plan_push`` then ``submit_push``."""
-    plan = plan_push(client, repo, project_id, refs=refs, force=force, bundle_size=bundle_size)
+    plan = plan_push(client, repo, project_id, refs=refs, force=force, prune=prune, bundle_size=bundle_size)
     return submit_push(client, builder, plan, on_bundle=on_bundle)
