@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import io
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from chain.v1 import message_pb2 as pb
 from chain.v1 import rpc_pb2
 from node.cli.common import Progress
-from node.sdk import git
 from tests.fixtures.nodeproc import NodeProcess
+from tests.node.cli.chainview import chain_hashes, commits_on_chain, new_project, refs_on_chain
 from tests.node.cli.runner import Cli
 from tests.node.sdk.gitrepos import commit, make_history, sh
 
@@ -29,35 +28,6 @@ def cli(tmp_path_factory) -> Iterator[Cli]:
         yield c
     finally:
         node.stop()
-
-
-def new_project(cli: Cli, name: str) -> str:
-    return str(cli.json("project", "create", name)["project_id"])
-
-
-def chain_hashes(repo_path: Path) -> dict[str, bytes]:
-    repo = git.GitRepo(repo_path)
-    refs, _ = repo.refs()
-    order = repo.rev_list([r.sha for r in refs])
-    return {sha: c.chain_hash for sha, c in repo.read_commits(order).items()}
-
-
-def refs_on_chain(cli: Cli, pid: str) -> dict[bytes, tuple[bytes, int]]:
-    resp = cli.node.client().stub.ListRefs(rpc_pb2.ListRefsRequest(project_id=bytes.fromhex(pid[2:])))
-    return {bytes(r.name): (bytes(r.hash), r.nonce) for r in resp.refs}
-
-
-def commits_on_chain(cli: Cli, pid: str) -> list[bytes]:
-    out: list[bytes] = []
-    token = ""
-    stub = cli.node.client().stub
-    while True:
-        req = rpc_pb2.ListCommitsRequest(project_id=bytes.fromhex(pid[2:]), page_size=200, page_token=token)
-        resp = stub.ListCommits(req)
-        out.extend(bytes(c.hash) for c in resp.commits)
-        token = resp.next_page_token
-        if not token:
-            return out
 
 
 def bundle_sizes(cli: Cli, bundle_hashes: list[str]) -> list[int]:

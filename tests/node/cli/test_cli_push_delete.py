@@ -8,10 +8,10 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.fixtures.nodeproc import NodeProcess
+from tests.node.cli.chainview import chain_hashes, new_project, refs_on_chain
 from tests.node.cli.runner import Cli
-from tests.node.cli.test_cli_push import chain_hashes, new_project, refs_on_chain
 from tests.node.sdk.gitrepos import make_history, sh
-from tests.node.server.nodeproc import NodeProcess
 
 
 @pytest.fixture(scope="module")
