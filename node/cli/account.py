@@ -12,7 +12,7 @@ from chain.v1 import message_pb2 as pb
 from chain.v1 import rpc_pb2
 from node import constants as C
 from node.cli import config
-from node.cli.common import CliError, Context, SubParsers, committed_json, hex0x, is_hex_of, parse_hex, to_json
+from node.cli.common import CliError, Context, committed_json, hex0x, is_hex_of, parse_hex, to_json
 from node.cli.keys import need_custody
 from node.errors import CliCode
 from node.sdk.authority import Authority
@@ -29,68 +29,6 @@ ACCOUNT_FIELDS = MappingProxyType(
         "website": pb.ACCOUNT_FIELD_WEBSITE,
     }
 )
-
-
-def register(sub: SubParsers) -> None:
-    account = sub.add_parser("account", help="accounts: delegated keys, custody keys, storage, profile")
-    acs = account.add_subparsers(dest="account_command", required=True, metavar="COMMAND")
-
-    p = acs.add_parser("init", help="register a delegated Ed25519 key, authorized by a custody key (wallet/passkey)")
-    p.add_argument("--wallet", required=True, help="custody key name (secp256k1, p256 or webauthn)")
-    p.add_argument("--key", default="", help="ed25519 key to register (created if missing; default WALLET-signer)")
-    p.add_argument("--owner", default="", help="account address (default: the account the wallet is custody of)")
-    p.add_argument("--no-default", action="store_true", help="do not make this the default account")
-    p.set_defaults(func=account_init)
-
-    p = acs.add_parser("use", help="make an initialized account the default")
-    p.add_argument("account", help="address or wallet/signer key name")
-    p.set_defaults(func=account_use)
-
-    p = acs.add_parser("list", help="accounts initialized in this key store")
-    p.set_defaults(func=account_list)
-
-    p = acs.add_parser("authorize-custody", help="add a custody key to the keychain (KEYCHAIN_AUTHORIZE)")
-    p.add_argument("--wallet", required=True, help="an admin custody key of the account")
-    p.add_argument("--key", required=True, help="the custody key to authorize")
-    p.add_argument("--admin", action="store_true")
-    p.add_argument("--expires-at", default="0", help="unix seconds, or +SECONDS from now (non-admin keys)")
-    p.add_argument("--owner", default="")
-    p.set_defaults(func=account_authorize_custody)
-
-    p = acs.add_parser("revoke-custody", help="revoke a custody key (KEYCHAIN_REVOKE)")
-    p.add_argument("--wallet", required=True)
-    p.add_argument("--key", required=True, help="key name or 0x key id")
-    p.add_argument("--owner", default="")
-    p.set_defaults(func=account_revoke_custody)
-
-    p = acs.add_parser("add-key", help="register another delegated key (SIGNER_ADD)")
-    p.add_argument("--wallet", required=True)
-    p.add_argument("--key", required=True, help="ed25519 key name (created if missing)")
-    p.add_argument("--scope", choices=sorted(SCOPES), default="signing")
-    p.add_argument("--project", action="append", default=[], help="allowed project (agent keys; repeatable)")
-    p.add_argument("--owner", default="")
-    p.set_defaults(func=account_add_key)
-
-    p = acs.add_parser("remove-key", help="remove a delegated key (SIGNER_REMOVE)")
-    p.add_argument("--wallet", required=True)
-    p.add_argument("--key", required=True, help="ed25519 key name or 0x public key")
-    p.add_argument("--owner", default="")
-    p.set_defaults(func=account_remove_key)
-
-    p = acs.add_parser("fund", help="grant storage units from a storage authority (devnet: devnet-authority.json)")
-    p.add_argument("address", help="recipient: address or key/account name")
-    p.add_argument("--units", type=int, default=1)
-    p.add_argument("--authority", type=Path, default=None, help=f"authority key file (env {AUTHORITY_ENV})")
-    p.set_defaults(func=account_fund)
-
-    p = acs.add_parser("show", help="account state, keys and storage (GetAccount)")
-    p.add_argument("address", nargs="?", default="")
-    p.set_defaults(func=account_show)
-
-    p = acs.add_parser("set", help="set a profile field (ACCOUNT_DATA)")
-    p.add_argument("field", choices=sorted(ACCOUNT_FIELDS))
-    p.add_argument("value")
-    p.set_defaults(func=account_set)
 
 
 # ---- helpers ----

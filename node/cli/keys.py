@@ -3,44 +3,10 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from typing import Any
 
 from node.cli import config
-from node.cli.common import CliError, Context, SubParsers, parse_hex
-from node.errors import CliCode
-
-
-def register(sub: SubParsers) -> None:
-    keys = sub.add_parser("keys", help="create, import, list and show local keys")
-    ks = keys.add_subparsers(dest="keys_command", required=True, metavar="COMMAND")
-
-    p = ks.add_parser("create", help="generate a key")
-    p.add_argument("name")
-    p.add_argument("--type", dest="key_type", choices=config.KEY_TYPES, default="ed25519")
-    p.add_argument("--rp-id", default=config.DEFAULT_RP_ID, help="webauthn: relying-party id (default localhost)")
-    p.add_argument("--origin", default="", help="webauthn: origin the authenticator reports (default https://RP_ID)")
-    p.set_defaults(func=keys_create)
-
-    p = ks.add_parser("import", help="import a private key (hex from --private-key, --private-key-file or stdin)")
-    p.add_argument("name")
-    p.add_argument("--type", dest="key_type", choices=config.KEY_TYPES, required=True)
-    p.add_argument("--private-key", default="", help="32-byte private key, hex")
-    p.add_argument("--private-key-file", type=Path, default=None)
-    p.add_argument("--rp-id", default=config.DEFAULT_RP_ID)
-    p.add_argument("--origin", default="")
-    p.set_defaults(func=keys_import)
-
-    p = ks.add_parser("list", help="list keys (public parts)")
-    p.set_defaults(func=keys_list)
-
-    p = ks.add_parser("show", help="address and public key of a key")
-    p.add_argument("name")
-    p.set_defaults(func=keys_show)
-
-    p = ks.add_parser("delete", help="delete a key file")
-    p.add_argument("name")
-    p.set_defaults(func=keys_delete)
+from node.cli.common import CliError, Context, parse_hex
 
 
 def _summary(doc: dict[str, Any]) -> str:
@@ -103,6 +69,6 @@ def need_custody(ctx: Context, name: str) -> config.StoredKey:
     key = ctx.store.get(name)
     if not key.is_custody:
         raise CliError(
-            CliCode.WRONG_KEY_TYPE, f"key {name!r} is {key.type}; a custody key (secp256k1, p256, webauthn) is needed"
+            "WRONG_KEY_TYPE", f"key {name!r} is {key.type}; a custody key (secp256k1, p256, webauthn) is needed"
         )
     return key

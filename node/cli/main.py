@@ -5,110 +5,119 @@
 Failures print ``error: <REASON_CODE>: <explanation>`` on stderr and exit 1 (2 for usage errors).
 See docs/chainctl.md.
 
-Imports are all at module level. Start-up is dominated by grpc, the protobuf descriptors and the keccak
-of pycryptodome (its cffi parse), which almost every command needs (`python -X importtime -c "import
-node.cli.main"`); the one function-level import chainctl had (in `status`) loaded modules that were
-already loaded and saved nothing measurable, so it went.
+Start-up: this module and node.cli.commands (the whole parser) import only the standard library, so
+``chainctl --help``, ``--version`` and ``completion`` stay fast; node.cli.run (grpc, protobuf, crypto:
+~0.6 s of CPU) is imported once a command is about to run, and each command's module when it runs
+(``commands.lazy``). Measure with ``python -X importtime -m node.cli.main --help``.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-import grpc
+from node.cli import completion
+from node.cli.address import AddressError, node_target
+from node.cli.commands import lazy, register_all
+from node.envflags import env_name
 
-from chain.v1 import rpc_pb2
-from node.cli import account, keys, project, push, query
-from node.cli.common import (
-    DEFAULT_NODE,
-    NODE_ENV,
-    CliError,
-    Context,
-    dump_json,
-    env_default,
-    one_line,
-    rpc_error_line,
-    to_json,
-)
-from node.cli.config import StoreError, default_home
-from node.errors import CliCode
-from node.sdk.git import GitError
-
-EXIT_ERROR = 1
+ENV_PREFIX = "CHAINCTL_"
+DEFAULT_NODE = "localhost:50051"
+DEFAULT_HOME = "~/.chainctl"
+DIST = "chain-node"
 
 
-def status(ctx: Context, args: argparse.Namespace) -> None:
-    resp = ctx.client.stub.GetNodeStatus(rpc_pb2.GetNodeStatusRequest(), timeout=ctx.timeout)
-    ctx.emit(to_json(resp.status))
+class VersionAction(argparse.Action):
+    """``--version``: the installed package's version (read only when asked)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, **kw: object) -> None:
+        super().__init__(option_strings, dest=dest, default=argparse.SUPPRESS, nargs=0, help="print the version")
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        from importlib.metadata import PackageNotFoundError, version  # noqa: PLC0415, RUF100 - lazy: only for --version
+
+        try:
+            text = version(DIST)
+        except PackageNotFoundError:
+            text = "unknown (not installed)"
+        sys.stdout.write(f"chainctl {text}\n")
+        parser.exit(0)
+
+
+def _env_help(flag: str, default: str) -> str:
+    return f"(env {ENV_PREFIX}{flag.lstrip('-').replace('-', '_').upper()}, default: {default})"
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="chainctl",
         description="Client of a chain node: keys, accounts, projects, git push, queries.",
-        epilog="Errors print `error: REASON_CODE: explanation` on stderr and exit non-zero.",
+        epilog="Errors print 'error: REASON_CODE: explanation' on stderr and exit non-zero.",
     )
-    parser.add_argument("--node", default=None, help=f"node gRPC address (env {NODE_ENV}, default {DEFAULT_NODE})")
+    parser.add_argument("--version", action=VersionAction)
     parser.add_argument(
-        "--home", type=Path, default=None, help="key store directory (env CHAINCTL_HOME, default ~/.chainctl)"
+        "--node",
+        default=DEFAULT_NODE,
+        help="node gRPC address: HOST[:PORT], grpc://HOST[:PORT] or http://HOST[:PORT]; the port defaults "
+        f"to 50051 {_env_help('--node', DEFAULT_NODE)}",
     )
-    parser.add_argument("--json", action="store_true", help="machine-readable JSON output")
-    parser.add_argument("--account", default=None, help="act as this initialized account (address or key name)")
-    parser.add_argument("--timeout", type=float, default=30.0, help="per-call timeout in seconds")
+    parser.add_argument(
+        "--home", type=Path, default=None, help=f"key store directory {_env_help('--home', DEFAULT_HOME)}"
+    )
+    parser.add_argument("--json", action="store_true", help="machine-readable JSON output (default: off)")
+    parser.add_argument(
+        "--account",
+        default=None,
+        help="act as this initialized account, by address or key name "
+        f"{_env_help('--account', 'the key store default account')}",
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=30.0, help=f"per-call timeout in seconds {_env_help('--timeout', '30')}"
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    keys.register(sub)
-    account.register(sub)
-    project.register(sub)
-    push.register(sub)
-    query.register(sub)
+    register_all(sub)
     p = sub.add_parser("status", help="the node's status (GetNodeStatus)")
-    p.set_defaults(func=status)
+    p.set_defaults(func=lazy("node.cli.run", "status"))
+    completion.register(sub, build_parser)
+    completion.show_defaults(parser)
     return parser
 
 
-def report(ctx: Context, reason: str, message: str) -> int:
-    text = one_line(message)
-    ctx.err.write(f"error: {reason}: {text}\n")
-    ctx.err.flush()
-    if ctx.json:
-        ctx.out.write(dump_json({"error": {"reason": reason, "message": text}}) + "\n")
-    return EXIT_ERROR
+def env_defaults(parser: argparse.ArgumentParser, env: Mapping[str, str]) -> None:
+    """CHAINCTL_NODE, CHAINCTL_HOME, CHAINCTL_ACCOUNT, CHAINCTL_TIMEOUT set the global flags' defaults."""
+    defaults: dict[str, object] = {}
+    for action in parser._actions:
+        if action.dest not in ("node", "home", "account", "timeout"):
+            continue
+        name = env_name(ENV_PREFIX, action)
+        if env.get(name):
+            try:
+                defaults[action.dest] = action.type(env[name]) if callable(action.type) else env[name]
+            except ValueError as err:
+                parser.error(f"{name}={env[name]!r}: {err}")
+    parser.set_defaults(**defaults)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
+    env_defaults(parser, os.environ)
     args, extras = parser.parse_known_args(argv)
     if extras and all(x == "--json" for x in extras):
         args.json = True  # `--json` is accepted after the command too
     elif extras:
         parser.error(f"unrecognized arguments: {' '.join(extras)}")
-    ctx = Context(
-        node=args.node or env_default(NODE_ENV, DEFAULT_NODE),
-        home=args.home.expanduser() if args.home is not None else default_home(),
-        json=args.json,
-        account_ref=args.account,
-        timeout=args.timeout,
-        out=sys.stdout,
-        err=sys.stderr,
-    )
+    if getattr(args, "run_here", None) is not None:
+        return int(args.run_here(args, sys.stdout))
     try:
-        args.func(ctx, args)
-    except CliError as exc:
-        return report(ctx, exc.reason, exc.message)
-    except StoreError as exc:
-        return report(ctx, exc.reason, str(exc))
-    except GitError as exc:
-        return report(ctx, CliCode.GIT_ERROR, str(exc))
-    except grpc.RpcError as exc:
-        return report(ctx, *rpc_error_line(exc))
-    except KeyboardInterrupt:
-        return report(ctx, CliCode.INTERRUPTED, "interrupted")
-    finally:
-        ctx.close()
-    return 0
+        node = node_target(args.node)
+    except AddressError as err:
+        parser.error(f"--node: {err}")
+    from node.cli import run  # noqa: PLC0415, RUF100 - lazy: grpc/protobuf/crypto load only once a command runs
+
+    return run.execute(args, node, sys.stdout, sys.stderr)
 
 
 if __name__ == "__main__":

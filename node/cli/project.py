@@ -11,7 +11,6 @@ from node import constants as C
 from node.cli.common import (
     CliError,
     Context,
-    SubParsers,
     committed_json,
     hex0x,
     is_hex_of,
@@ -33,116 +32,6 @@ PROJECT_FIELDS = MappingProxyType(
         "topics": pb.PROJECT_FIELD_TOPICS,
     }
 )
-
-
-def register(sub: SubParsers) -> None:
-    project = sub.add_parser("project", help="create, list, show, fork, archive projects; collaborators")
-    ps = project.add_subparsers(dest="project_command", required=True, metavar="COMMAND")
-    _register_project(ps)
-    _register_collaborator(ps)
-    _register_social(sub)
-    _register_mr(sub)
-
-
-def _register_project(ps: SubParsers) -> None:
-    p = ps.add_parser("create", help="create a project (its id is the message hash)")
-    p.add_argument("name")
-    p.add_argument("--description", default="")
-    p.add_argument("--private", action="store_true")
-    p.set_defaults(func=project_create)
-
-    p = ps.add_parser("list", help="list projects (all live projects, or one owner's)")
-    p.add_argument("--owner", default="", help="address or key/account name")
-    p.add_argument("--all", action="store_true", help="follow pagination")
-    p.add_argument("--limit", type=int, default=50)
-    p.set_defaults(func=project_list)
-
-    p = ps.add_parser("show", help="a project by 0x id, OWNER/NAME or NAME (current account)")
-    p.add_argument("project")
-    p.set_defaults(func=project_show)
-
-    p = ps.add_parser("fork", help="fork a project under the current account")
-    p.add_argument("source")
-    p.add_argument("name")
-    p.set_defaults(func=project_fork)
-
-    p = ps.add_parser("archive", help="archive (or --undo: unarchive) a project")
-    p.add_argument("project")
-    p.add_argument("--undo", action="store_true")
-    p.set_defaults(func=project_archive)
-
-    p = ps.add_parser("remove", help="remove a project (irreversible; releases its name)")
-    p.add_argument("project")
-    p.set_defaults(func=project_remove)
-
-    p = ps.add_parser("set", help="set a metadata field (PROJECT_METADATA)")
-    p.add_argument("project")
-    p.add_argument("field", choices=sorted(PROJECT_FIELDS))
-    p.add_argument("value", help="visibility: public|private")
-    p.set_defaults(func=project_set)
-
-    p = ps.add_parser("refs", help="a project's branches and tags (ListRefs, names decoded)")
-    p.add_argument("project")
-    p.set_defaults(func=project_refs)
-
-
-def _register_collaborator(ps: SubParsers) -> None:
-    collab = ps.add_parser("collaborator", help="add or remove collaborators")
-    cs = collab.add_subparsers(dest="collaborator_command", required=True, metavar="COMMAND")
-    p = cs.add_parser("add")
-    p.add_argument("project")
-    p.add_argument("address")
-    p.add_argument("--permission", choices=sorted(PERMISSIONS), default="write")
-    p.set_defaults(func=collaborator_add)
-    p = cs.add_parser("remove")
-    p.add_argument("project")
-    p.add_argument("address")
-    p.set_defaults(func=collaborator_remove)
-    p = cs.add_parser("list")
-    p.add_argument("project")
-    p.set_defaults(func=collaborator_list)
-
-
-def _register_social(sub: SubParsers) -> None:
-    for name, remove in (("star", False), ("unstar", True)):
-        p = sub.add_parser(name, help=f"{name} a project")
-        p.add_argument("project")
-        p.set_defaults(func=star, remove=remove)
-    for name, remove in (("follow", False), ("unfollow", True)):
-        p = sub.add_parser(name, help=f"{name} an account")
-        p.add_argument("address")
-        p.set_defaults(func=follow, remove=remove)
-    for name, remove in (("like", False), ("unlike", True)):
-        p = sub.add_parser(name, help=f"{name} a commit")
-        p.add_argument("project")
-        p.add_argument("commit", help="0x chain hash (32 bytes), or a git revision with --repo")
-        p.add_argument("--repo", default="", help="git repository to map a revision through")
-        p.set_defaults(func=like, remove=remove)
-
-
-def _register_mr(sub: SubParsers) -> None:
-    mr = sub.add_parser("mr", help="merge requests")
-    ms = mr.add_subparsers(dest="mr_command", required=True, metavar="COMMAND")
-    p = ms.add_parser("open", help="open a merge request from SOURCE into TARGET")
-    p.add_argument("target")
-    p.add_argument("source")
-    p.add_argument("--source-ref", required=True, help="branch name or full ref")
-    p.add_argument("--target-ref", required=True)
-    p.add_argument("--title", default="")
-    p.add_argument("--description", default="")
-    p.set_defaults(func=mr_open)
-    p = ms.add_parser("close", help="close (or --merged: mark merged) a merge request")
-    p.add_argument("target")
-    p.add_argument("request_id")
-    p.add_argument("--merged", action="store_true")
-    p.set_defaults(func=mr_close)
-    p = ms.add_parser("list", help="open merge requests of a project")
-    p.add_argument("project")
-    p.set_defaults(func=mr_list)
-    p = ms.add_parser("show")
-    p.add_argument("project")
-    p.add_argument("request_id")
-    p.set_defaults(func=mr_show)
 
 
 # ---- projects ----

@@ -10,11 +10,10 @@ from collections.abc import Callable
 from typing import Any
 
 from node import constants as C
-from node.cli.common import CliError, Context, Progress, SubParsers, commit_failure, hex0x, show_ref_name
+from node.cli.common import CliError, Context, Progress, commit_failure, hex0x, show_ref_name
 from node.errors import CliCode
 from node.sdk import git
 from node.sdk.push import (
-    DEFAULT_BUNDLE,
     PushError,
     RefPlan,
     check_full_history,
@@ -23,36 +22,6 @@ from node.sdk.push import (
     submit_push,
 )
 from node.sdk.rpc import Dropped
-
-
-def register(sub: SubParsers) -> None:
-    p = sub.add_parser("push", help="push a git repository's commits and branches/tags to a project")
-    p.add_argument("repo_path", nargs="?", default=".", help="the git repository (default: the current directory)")
-    p.add_argument("--project", required=True, help="0x project id, OWNER/NAME or NAME")
-    p.add_argument(
-        "--ref",
-        action="append",
-        default=[],
-        help="refspec to push: NAME, SRC:DST, +SRC:DST (force this one) or :DST (delete DST on chain); "
-        "repeatable (default: every branch and tag)",
-    )
-    p.add_argument("--force", action="store_true", help="allow non-fast-forward ref updates")
-    p.add_argument(
-        "--prune", action="store_true", help="delete the chain's branches and tags that no longer exist locally"
-    )
-    p.add_argument(
-        "--batch",
-        type=int,
-        default=DEFAULT_BUNDLE,
-        help=f"commits per COMMIT_BUNDLE (1-1000, default {DEFAULT_BUNDLE})",
-    )
-    p.add_argument("--dry-run", action="store_true", help="show what would be sent; send nothing")
-    p.set_defaults(func=push)
-
-    p = sub.add_parser("git-hash", help="the chain hashes of git revisions (the push mapping)")
-    p.add_argument("repo_path", nargs="?", default=".", help="the git repository (default: the current directory)")
-    p.add_argument("revs", nargs="*", default=["HEAD"])
-    p.set_defaults(func=git_hash)
 
 
 def open_repo(path: str) -> git.GitRepo:

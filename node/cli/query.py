@@ -15,7 +15,6 @@ The answer is JSON (bytes as 0x-hex, enums by name, proto field names). ``--all`
 
 from __future__ import annotations
 
-import argparse
 import base64
 import json
 from dataclasses import dataclass
@@ -27,7 +26,7 @@ from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message as ProtoMessage
 
 from chain.v1 import keychain_service_pb2, rpc_pb2, service_pb2
-from node.cli.common import HEX_RE, CliError, Context, FieldDesc, SubParsers, dump_json, to_json
+from node.cli.common import HEX_RE, CliError, Context, FieldDesc, dump_json, to_json
 from node.errors import CliCode
 
 WRITE_RPCS = frozenset({"SubmitMessage", "BatchSubmitMessages"})
@@ -83,20 +82,6 @@ def find_rpc(name: str) -> Rpc:
         if rpc_name.lower() == wanted:
             return rpc
     raise CliError(CliCode.UNKNOWN_RPC, f"{name!r} is not a read RPC; `chainctl query --list` lists them")
-
-
-def register(sub: SubParsers) -> None:
-    p = sub.add_parser(
-        "query",
-        help="call any read RPC: chainctl query GetProject project_id=0x...",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument("rpc", nargs="?", default="", help="RPC name (GetRef, get-ref, getref)")
-    p.add_argument("fields", nargs="*", metavar="field=value")
-    p.add_argument("--all", action="store_true", help="follow pagination to the last page")
-    p.add_argument("--list", action="store_true", help="list the RPCs and their request fields")
-    p.set_defaults(func=query)
 
 
 # ---- arguments -> request ----

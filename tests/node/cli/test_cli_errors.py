@@ -1,0 +1,61 @@
+"""chainctl's errors against a real node: one line each, saying what to do, hex always 0x-prefixed."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+import pytest
+
+from node.cli.run import explain
+from tests.node.cli.runner import Cli
+from tests.node.server.nodeproc import NodeProcess
+
+
+@pytest.fixture(scope="module")
+def cli(tmp_path_factory) -> Iterator[Cli]:
+    base = tmp_path_factory.mktemp("cli-errors")
+    node = NodeProcess(base / "data").start()  # with its HTTP/1.1 web port
+    try:
+        c = Cli(node, base / "home")
+        c("keys", "create", "wallet", "--type", "secp256k1")
+        c("account", "init", "--wallet", "wallet")
+        yield c
+    finally:
+        node.stop()
+
+
+def one_line(err: str) -> str:
+    lines = err.splitlines()
+    assert len(lines) == 1, err
+    return lines[0]
+
+
+def test_no_storage_names_account_fund(cli):
+    line = one_line(cli("project", "create", "p", ok=False).err)
+    assert line.startswith("error: NO_STORAGE: ")
+    assert "chainctl account fund" in line
+
+
+def test_project_references_are_0x_everywhere(cli):
+    bare = "ab" * 32
+    for ref in (bare, "0x" + bare):
+        line = one_line(cli("project", "show", ref, ok=False).err)
+        assert line.startswith("error: NOT_FOUND:")
+        assert "0x" + bare in line
+        assert not re.search(rf"(?<!0x){bare}", line)
+    by_name = one_line(cli("project", "show", "wallet/nope", ok=False).err)
+    assert re.search(r"0x[0-9a-f]{40}/nope", by_name), by_name
+
+
+def test_rest_port_is_named_in_one_line(cli):
+    web = f"http://127.0.0.1:{cli.node.ready['web_port']}"
+    line = one_line(cli("--node", web, "status", ok=False).err)  # the last --node wins
+    assert "answers HTTP/1.1" in line and "gRPC port" in line
+
+
+def test_explain_leaves_git_ids_alone():
+    sha = "cd" * 20
+    assert explain("GIT_ERROR", f"object {sha} is missing") == f"object {sha} is missing"
+    assert explain("NOT_FOUND", f"account {sha}") == f"account 0x{sha}"
+    assert explain("NOT_FOUND", f"account 0x{sha}") == f"account 0x{sha}"
