@@ -27,6 +27,7 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import BinaryIO
 from urllib.parse import unquote, urlsplit
 
@@ -42,7 +43,7 @@ from node.sdk.rpc import Dropped
 
 ACCOUNT_ENV = "CHAINCTL_ACCOUNT"
 NO_OBJECTS = "chain remotes hold no git objects (only commit metadata and refs): fetch from a git server instead"
-NODE_REASONS = {"NOT_FAST_FORWARD": "non-fast-forward", "REF_HASH_MISMATCH": "stale info"}
+NODE_REASONS = MappingProxyType({"NOT_FAST_FORWARD": "non-fast-forward", "REF_HASH_MISMATCH": "stale info"})
 
 
 class HelperError(Exception):

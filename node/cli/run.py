@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import re
+from types import MappingProxyType
 from typing import TextIO
 
 import grpc
@@ -22,9 +23,9 @@ EXIT_ERROR = 1
 # A bare 20- or 32-byte hex value (an address, project id or hash) in a node's message: printed 0x-prefixed,
 # as chainctl prints them everywhere else. Git ids (GIT_ERROR) are left as git prints them.
 BARE_HEX_RE = re.compile(r"(?<![0-9A-Za-z])([0-9a-fA-F]{64}|[0-9a-fA-F]{40})(?![0-9A-Za-z])")
-HINTS = {
-    "NO_STORAGE": "grant the account storage first: chainctl account fund ADDRESS --units N --authority FILE",
-}
+HINTS = MappingProxyType(
+    {"NO_STORAGE": "grant the account storage first: chainctl account fund ADDRESS --units N --authority FILE"}
+)
 
 
 def status(ctx: Context, args: argparse.Namespace) -> None:

@@ -8,8 +8,8 @@ from collections.abc import Iterator
 import pytest
 
 from node.cli.run import explain
+from tests.fixtures.nodeproc import NodeProcess
 from tests.node.cli.runner import Cli
-from tests.node.server.nodeproc import NodeProcess
 
 
 @pytest.fixture(scope="module")
