@@ -172,3 +172,20 @@ def test_parse_url():
     for bad in ("http://h/o/p", "chain://h/", "chain://h/a/b/c"):
         with pytest.raises(HelperError):
             parse_url(bad)
+
+
+def test_git_push_prune_and_dry_run(cli, tmp_path):
+    repo = tmp_path / "repo"
+    tricky_history(repo)
+    pid = new_project(cli, "prune")
+    port = cli.node.ready["grpc_port"]
+    sh(repo, "remote", "add", "chain", f"chain://127.0.0.1:{port}/{pid}")
+    dry = git_run(cli, repo, "push", "--dry-run", "chain", "main", "feature")
+    assert dry.returncode == 0, dry.stderr
+    assert refs_on_chain(cli, pid) == {}
+    assert git_run(cli, repo, "push", "chain", "main", "feature").returncode == 0
+    sh(repo, "branch", "-q", "-D", "feature")
+    pruned = git_run(cli, repo, "push", "--prune", "chain", "refs/heads/*:refs/heads/*")
+    assert pruned.returncode == 0, pruned.stderr
+    assert "[deleted]" in pruned.stderr
+    assert set(refs_on_chain(cli, pid)) == {b"refs/heads/main"}

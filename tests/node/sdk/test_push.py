@@ -10,7 +10,7 @@ import pytest
 
 from chain.v1 import rpc_pb2
 from node.sdk import git
-from node.sdk.push import BundleCommitted, PushError, plan_push, push, submit_push
+from node.sdk.push import BundleCommitted, PushError, RefSpec, parse_refspec, plan_push, push, submit_push
 from node.sdk.rpc import ChainClient
 from tests.fixtures.actors import RemoteActor, new_account
 from tests.fixtures.nodeproc import NodeProcess
@@ -125,3 +125,47 @@ def test_refusals_carry_reason_codes(world, tmp_path: Path):
     assert rejected.value.reason == "PERMISSION_DENIED"
     assert events == []
     assert world.refs(pid) == {}
+
+
+def test_refspecs_deletes_and_per_ref_results(world, tmp_path: Path):
+    """strict=False (the git remote helper's mode): refusals per ref instead of one exception."""
+    repo_path = tmp_path / "repo"
+    ids = make_history(repo_path)
+    repo = git.GitRepo(repo_path)
+    pid = world.project("refspecs")
+    push(world.client, world.alice.b, repo, pid, refs=["refs/heads/main:refs/heads/main", "feature", "v1"])
+    assert set(world.refs(pid)) == {b"refs/heads/main", b"refs/heads/feature", b"refs/tags/v1"}
+
+    # feature rewritten locally; main deleted on chain; a missing ref "deleted" too.
+    sh(repo_path, "checkout", "-q", "feature")
+    sh(repo_path, "reset", "-q", "--hard", "HEAD~1")
+    commit(repo_path, "b2 rewritten", 1_700_004_000, "b.txt")
+    specs = ["refs/heads/feature:refs/heads/feature", ":refs/heads/main", ":refs/heads/nope"]
+    with pytest.raises(PushError) as strict:
+        plan_push(world.client, repo, pid, refs=specs)
+    assert strict.value.reason == "REF_NOT_FOUND"
+    plan = plan_push(world.client, repo, pid, refs=specs, strict=False)
+    assert plan.refused == {"refs/heads/feature": "non-fast-forward", "refs/heads/nope": "remote ref does not exist"}
+    assert plan.moving == [] and plan.commits == []
+    assert [(d.name, d.nonce) for d in plan.deletes] == [("refs/heads/main", 2)]
+    result = submit_push(world.client, world.alice.b, plan, strict=False)
+    assert result.ref_errors == {}
+    assert set(world.refs(pid)) == {b"refs/heads/feature", b"refs/tags/v1"}
+
+    # A per-ref force (+) moves feature; --prune-style deletion of refs the repository lacks.
+    sh(repo_path, "tag", "-d", "v1")
+    plan = plan_push(world.client, repo, pid, refs=["+feature"], prune=True)
+    assert [(p.name, p.status) for p in plan.refs] == [("refs/heads/feature", "forced")]
+    assert [d.name for d in plan.deletes] == ["refs/tags/v1"]
+    submit_push(world.client, world.alice.b, plan)
+    assert set(world.refs(pid)) == {b"refs/heads/feature"}
+    assert ids["root"] in repo.rev_list([sh(repo_path, "rev-parse", "feature")])
+
+
+def test_parse_refspec():
+    assert parse_refspec("main") == RefSpec("main", "main", False)
+    assert parse_refspec("+a:refs/heads/b") == RefSpec("a", "refs/heads/b", True)
+    assert parse_refspec(":old") == RefSpec(None, "old", False)
+    for bad in ("", "a:", "+:x", ":"):
+        with pytest.raises(PushError):
+            parse_refspec(bad)
