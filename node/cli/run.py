@@ -35,7 +35,9 @@ def status(ctx: Context, args: argparse.Namespace) -> None:
 
 def explain(reason: str, message: str) -> str:
     """The one line chainctl prints: hex values 0x-prefixed, and what to do where chainctl knows."""
-    text = one_line(message)
+    # A ref name or path that is not UTF-8 reaches here with lone surrogates (surrogateescape): print its
+    # bytes as \xNN so stderr and the --json document stay encodable.
+    text = one_line(message).encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
     if reason != "GIT_ERROR":
         text = BARE_HEX_RE.sub(r"0x\1", text)
     hint = HINTS.get(reason)

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
 
 import pytest
@@ -59,3 +63,22 @@ def test_explain_leaves_git_ids_alone():
     assert explain("GIT_ERROR", f"object {sha} is missing") == f"object {sha} is missing"
     assert explain("NOT_FOUND", f"account {sha}") == f"account 0x{sha}"
     assert explain("NOT_FOUND", f"account 0x{sha}") == f"account 0x{sha}"
+
+
+def test_non_utf8_names_in_errors_stay_printable(cli, tmp_path):
+    """A real process (stdout and stderr are UTF-8 streams, not StringIO): no traceback, valid JSON."""
+    bad = tmp_path / os.fsdecode(b"caf\xe9")  # a directory name that is not UTF-8, and does not exist
+    cmd = [sys.executable, "-m", "node.cli.main", "--node", cli.node.grpc_target, "--home", str(cli.home)]
+    env = {**os.environ, "PYTHONIOENCODING": "utf-8", "LC_ALL": "C.UTF-8"}
+    done = subprocess.run(
+        [*cmd, "--json", "push", str(bad), "--project", "0x" + "ab" * 32],
+        capture_output=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+    line = one_line(done.stderr.decode("utf-8"))
+    assert done.returncode == 1
+    assert line.startswith("error: GIT_ERROR:") and "caf\\xe9" in line
+    assert json.loads(done.stdout)["error"]["reason"] == "GIT_ERROR"
+    assert explain("GIT_ERROR", f"ref {bad.name} is odd") == "ref caf\\xe9 is odd"
