@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -37,13 +37,16 @@ from chain.v1 import rpc_pb2
 from node.cli.address import AddressError, node_target
 from node.cli.common import CliError, Context, rpc_error_line
 from node.cli.config import StoreError, default_home
+from node.errors import CliCode, Reason
 from node.sdk import git
 from node.sdk.push import BundleCommitted, PushError, plan_push, submit_push
 from node.sdk.rpc import Dropped
 
 ACCOUNT_ENV = "CHAINCTL_ACCOUNT"
 NO_OBJECTS = "chain remotes hold no git objects (only commit metadata and refs): fetch from a git server instead"
-NODE_REASONS = MappingProxyType({"NOT_FAST_FORWARD": "non-fast-forward", "REF_HASH_MISMATCH": "stale info"})
+NODE_REASONS: Mapping[str, str] = MappingProxyType(
+    {CliCode.NOT_FAST_FORWARD: "non-fast-forward", Reason.REF_HASH_MISMATCH: "stale info"}
+)
 
 
 class HelperError(Exception):

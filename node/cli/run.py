@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import re
+from collections.abc import Mapping
 from types import MappingProxyType
 from typing import TextIO
 
@@ -17,14 +18,15 @@ from chain.v1 import rpc_pb2
 from node.cli.address import looks_like_http1
 from node.cli.common import CliError, Context, dump_json, one_line, rpc_error_line, to_json
 from node.cli.config import StoreError, default_home
+from node.errors import CliCode, Reason
 from node.sdk.git import GitError
 
 EXIT_ERROR = 1
 # A bare 20- or 32-byte hex value (an address, project id or hash) in a node's message: printed 0x-prefixed,
 # as chainctl prints them everywhere else. Git ids (GIT_ERROR) are left as git prints them.
 BARE_HEX_RE = re.compile(r"(?<![0-9A-Za-z])([0-9a-fA-F]{64}|[0-9a-fA-F]{40})(?![0-9A-Za-z])")
-HINTS = MappingProxyType(
-    {"NO_STORAGE": "grant the account storage first: chainctl account fund ADDRESS --units N --authority FILE"}
+HINTS: Mapping[str, str] = MappingProxyType(
+    {Reason.NO_STORAGE: "grant the account storage first: chainctl account fund ADDRESS --units N --authority FILE"}
 )
 
 
@@ -38,7 +40,7 @@ def explain(reason: str, message: str) -> str:
     # A ref name or path that is not UTF-8 reaches here with lone surrogates (surrogateescape): print its
     # bytes as \xNN so stderr and the --json document stay encodable.
     text = one_line(message).encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-    if reason != "GIT_ERROR":
+    if reason != CliCode.GIT_ERROR:
         text = BARE_HEX_RE.sub(r"0x\1", text)
     hint = HINTS.get(reason)
     return f"{text}; {hint}" if hint else text
@@ -57,7 +59,7 @@ def rpc_failure(ctx: Context, err: grpc.RpcError) -> tuple[str, str]:
     """A failed call's line; an address that answers HTTP/1.1 is named as the REST port it is."""
     details = err.details() if isinstance(err, grpc.Call) else ""
     if looks_like_http1(details or ""):
-        return "UNAVAILABLE", (
+        return Reason.UNAVAILABLE, (
             f"{ctx.node} answers HTTP/1.1, not gRPC: that is the REST gateway's port; "
             "point --node at the node's gRPC port (default 50051)"
         )
@@ -81,11 +83,11 @@ def execute(args: argparse.Namespace, node: str, out: TextIO, err: TextIO) -> in
     except StoreError as exc:
         return report(ctx, exc.reason, str(exc))
     except GitError as exc:
-        return report(ctx, "GIT_ERROR", str(exc))
+        return report(ctx, CliCode.GIT_ERROR, str(exc))
     except grpc.RpcError as exc:
         return report(ctx, *rpc_failure(ctx, exc))
     except KeyboardInterrupt:
-        return report(ctx, "INTERRUPTED", "interrupted")
+        return report(ctx, CliCode.INTERRUPTED, "interrupted")
     finally:
         ctx.close()
     return 0
