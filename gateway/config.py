@@ -7,7 +7,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from node.envflags import env_defaults
+from node.envflags import add_version, describe_env, env_defaults
 from node.errors import ConfigError, config_exit
 from node.observability.metrics import split_addr
 
@@ -48,14 +48,23 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="chain-gateway", description="REST/SSE gateway for chain-node.")
     p.add_argument("--http-addr", default=d.http_addr, help="REST/SSE listen address")
     p.add_argument(
-        "--node-addr", action="append", dest="node_addrs", default=None, help="node gRPC address (repeatable)"
+        "--node-addr",
+        action="append",
+        dest="node_addrs",
+        default=None,
+        metavar="ADDR",
+        help="node gRPC address (repeatable)",
     )
     p.add_argument("--node-web-url", default=d.node_web_url, help="node gRPC-web URL for the passthrough")
     p.add_argument("--redis-url", default=d.redis_url, help="Redis for event fan-out; in-process relay when empty")
-    p.add_argument("--redis-stream-maxlen", type=int, default=d.redis_stream_maxlen)
-    p.add_argument("--cors-origin", action="append", dest="cors_origins", default=None, help="allowed origin")
-    p.add_argument("--max-body-bytes", type=int, default=d.max_body_bytes)
-    p.add_argument("--request-timeout", type=float, default=d.request_timeout)
+    p.add_argument(
+        "--redis-stream-maxlen", type=int, default=d.redis_stream_maxlen, help="events kept per Redis Stream (about)"
+    )
+    p.add_argument(
+        "--cors-origin", action="append", dest="cors_origins", default=None, metavar="ORIGIN", help="allowed origin"
+    )
+    p.add_argument("--max-body-bytes", type=int, default=d.max_body_bytes, help="largest request body accepted")
+    p.add_argument("--request-timeout", type=float, default=d.request_timeout, help="deadline of node calls (s)")
     p.add_argument("--read-retries", type=int, default=d.read_retries, help="retries of reads on UNAVAILABLE")
     p.add_argument("--sse-queue", type=int, default=d.sse_queue, help="events an SSE client may lag")
     p.add_argument(
@@ -67,16 +76,18 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--sse-heartbeat", type=float, default=d.sse_heartbeat, help="seconds between heartbeats")
     p.add_argument("--sse-max-per-ip", type=int, default=d.sse_max_per_ip, help="open streams per client IP")
-    p.add_argument("--log-level", default=d.log_level)
+    p.add_argument("--log-level", default=d.log_level, help="debug, info, warning or error")
     p.add_argument("--log-format", default=d.log_format, choices=["text", "json"], help="json: one object per line")
     p.add_argument("--metrics-addr", default=d.metrics_addr, help="Prometheus metrics listen address; '' disables")
     p.add_argument("--header-timeout", type=float, default=d.header_timeout, help="seconds to send request headers")
     p.add_argument("--idle-timeout", type=float, default=d.idle_timeout, help="seconds a keep-alive connection idles")
     p.add_argument("--max-connections", type=int, default=d.max_connections, help="open HTTP connections at most")
+    describe_env(p, ENV_PREFIX, lists=LIST_FLAGS, shown={"node_addrs": ",".join(d.node_addrs)})
+    add_version(p)
     return p
 
 
-LIST_FLAGS = {"node_addrs", "cors_origins"}
+LIST_FLAGS = frozenset({"node_addrs", "cors_origins"})
 
 
 def parse_config(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> GatewayConfig:

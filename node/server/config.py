@@ -12,14 +12,16 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from node import constants as C
-from node.envflags import env_defaults
+from node.envflags import add_version, describe_env, env_defaults
 from node.errors import ConfigError, config_exit
 from node.observability.metrics import split_addr
 
 ENV_PREFIX = "CHAIN_NODE_"
+LIST_FLAGS = frozenset({"cors_origins"})
 
 
 @dataclass(frozen=True)
@@ -66,6 +68,10 @@ class NodeConfig:
         return self.snapshot_dir or self.data_dir / "snapshots"
 
 
+# --help's text for defaults derived when the node starts
+SHOWN_DEFAULTS = MappingProxyType({"snapshot_dir": "DATA_DIR/snapshots", "node_id": "kept in DATA_DIR/node-id"})
+
+
 def _parser() -> argparse.ArgumentParser:
     d = NodeConfig()
     p = argparse.ArgumentParser(prog="chain-node", description="Version-control chain node (ChainService over gRPC).")
@@ -74,40 +80,60 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--admin-addr", default=d.admin_addr, help="AdminService listen address (keep it on localhost)")
     p.add_argument("--admin-token", default=d.admin_token, help="bearer token required by AdminService if set")
     p.add_argument("--data-dir", type=Path, default=d.data_dir, help="LMDB store directory")
-    p.add_argument("--network", default=d.network, choices=["mainnet", "testnet", "devnet"])
+    p.add_argument("--network", default=d.network, choices=["mainnet", "testnet", "devnet"], help="network name")
     p.add_argument("--genesis", type=Path, default=None, help="genesis file (JSON); devnet genesis when absent")
     p.add_argument("--restore", type=Path, default=None, help="start from this snapshot directory")
-    p.add_argument("--snapshot-dir", type=Path, default=None, help="where snapshots go (default DATA_DIR/snapshots)")
+    p.add_argument("--snapshot-dir", type=Path, default=None, help="where snapshots go")
     p.add_argument("--block-interval", type=float, default=d.block_interval, help="seconds between blocks")
-    p.add_argument("--empty-block-interval", type=float, default=d.empty_block_interval)
-    p.add_argument("--cors-origin", action="append", dest="cors_origins", default=None, help="allowed browser origin")
-    p.add_argument("--max-message-bytes", type=int, default=d.max_message_bytes)
-    p.add_argument("--max-batch", type=int, default=d.max_batch)
-    p.add_argument("--mempool-capacity", type=int, default=d.mempool_capacity)
+    p.add_argument(
+        "--empty-block-interval", type=float, default=d.empty_block_interval, help="seconds between empty blocks"
+    )
+    p.add_argument(
+        "--cors-origin",
+        action="append",
+        dest="cors_origins",
+        default=None,
+        metavar="ORIGIN",
+        help="allowed browser origin",
+    )
+    p.add_argument("--max-message-bytes", type=int, default=d.max_message_bytes, help="largest message accepted")
+    p.add_argument("--max-batch", type=int, default=d.max_batch, help="messages in one SubmitMessages call at most")
+    p.add_argument("--mempool-capacity", type=int, default=d.mempool_capacity, help="pending messages at most")
     p.add_argument("--verify-workers", type=int, default=d.verify_workers, help="-1: one per extra core; 0: inline")
     p.add_argument("--cpu-limit", type=float, default=d.cpu_limit, help="CPUs this node may use (sizes -1 workers)")
-    p.add_argument("--subscriber-queue", type=int, default=d.subscriber_queue)
-    p.add_argument("--drain-seconds", type=float, default=d.drain_seconds)
-    p.add_argument("--log-level", default=d.log_level)
+    p.add_argument(
+        "--subscriber-queue",
+        type=int,
+        default=d.subscriber_queue,
+        help="items a subscriber may lag before it is dropped",
+    )
+    p.add_argument(
+        "--drain-seconds", type=float, default=d.drain_seconds, help="seconds streams get to end on shutdown"
+    )
+    p.add_argument("--log-level", default=d.log_level, help="debug, info, warning or error")
     p.add_argument("--log-format", default=d.log_format, choices=["text", "json"], help="json: one object per line")
     p.add_argument("--metrics-addr", default=d.metrics_addr, help="Prometheus metrics listen address; '' disables")
     p.add_argument("--orderer", default=d.orderer, choices=["solo", "etcd"], help="block ordering")
     p.add_argument("--etcd-endpoints", default="", help="etcd client URLs, comma-separated (--orderer etcd)")
     p.add_argument("--etcd-prefix", default=d.etcd_prefix, help="key prefix of this network in etcd")
     p.add_argument("--etcd-part-bytes", type=int, default=d.etcd_part_bytes, help="blocks above this are split")
-    p.add_argument("--etcd-compact-interval", type=float, default=d.etcd_compact_interval)
+    p.add_argument(
+        "--etcd-compact-interval", type=float, default=d.etcd_compact_interval, help="seconds between etcd compactions"
+    )
     p.add_argument("--lease-ttl", type=int, default=d.lease_ttl, help="leader lease TTL in seconds (etcd)")
-    p.add_argument("--node-id", default=d.node_id, help="member id (default: kept in DATA_DIR/node-id)")
+    p.add_argument("--node-id", default=d.node_id, help="member id")
     p.add_argument("--advertise-addr", default=d.advertise_addr, help="gRPC address other members forward to")
     p.add_argument("--follow", default=d.follow, help="read replica of the node at this gRPC address")
     p.add_argument("--max-lag-blocks", type=int, default=d.max_lag_blocks, help="NOT_SERVING beyond this lag")
+    describe_env(p, ENV_PREFIX, lists=LIST_FLAGS, shown=SHOWN_DEFAULTS)
+    add_version(p)
     return p
 
 
 def parse_config(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> NodeConfig:
     env = os.environ if env is None else env
     parser = _parser()
-    env_defaults(parser, ENV_PREFIX, env, lists={"cors_origins"})
+    env_defaults(parser, ENV_PREFIX, env, lists=LIST_FLAGS)
     ns = parser.parse_args(argv)
     values = vars(ns)
     values["cors_origins"] = tuple(values["cors_origins"] or ())

@@ -11,7 +11,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from node.envflags import env_defaults
+from node.envflags import add_version, describe_env, env_defaults
 from node.errors import ConfigError
 
 ENV_PREFIX = "CHAIN_OPERATOR_"
@@ -36,7 +36,7 @@ class OperatorConfig:
     log_level: str = "info"
 
 
-LIST_FLAGS = {"namespaces"}
+LIST_FLAGS = frozenset({"namespaces"})
 # Periods and deadlines (seconds): each must be positive.
 POSITIVE = ("snapshot_tick", "rpc_timeout", "upgrade_poll", "pod_timeout")
 
@@ -44,14 +44,23 @@ POSITIVE = ("snapshot_tick", "rpc_timeout", "upgrade_poll", "pod_timeout")
 def _parser() -> argparse.ArgumentParser:
     d = OperatorConfig()
     p = argparse.ArgumentParser(prog="chain-operator", description="Kubernetes operator for chain networks.")
-    p.add_argument("--namespace", action="append", dest="namespaces", default=None, help="namespace to watch")
+    p.add_argument(
+        "--namespace",
+        action="append",
+        dest="namespaces",
+        default=None,
+        metavar="NAMESPACE",
+        help="namespace to watch; none: the whole cluster",
+    )
     p.add_argument("--admin-token", default=d.admin_token, help="bearer token of the nodes' AdminService")
     p.add_argument("--snapshot-tick", type=float, default=d.snapshot_tick, help="seconds between schedule checks")
     p.add_argument("--rpc-timeout", type=float, default=d.rpc_timeout, help="deadline of node gRPC calls (s)")
     p.add_argument("--upgrade-poll", type=float, default=d.upgrade_poll, help="seconds between upgrade checks")
     p.add_argument("--pod-timeout", type=float, default=d.pod_timeout, help="seconds a pod may take to catch up")
     p.add_argument("--liveness", default=d.liveness, help="liveness endpoint URL, e.g. http://0.0.0.0:8080/healthz")
-    p.add_argument("--log-level", default=d.log_level)
+    p.add_argument("--log-level", default=d.log_level, help="debug, info, warning or error")
+    describe_env(p, ENV_PREFIX, lists=LIST_FLAGS)
+    add_version(p)
     return p
 
 

@@ -1,12 +1,14 @@
-"""Flags from the environment: names, conversion, lists, and a usage error (not a traceback) for bad values."""
+"""Flags from the environment: names, conversion, lists, switches, and a usage error (not a traceback) for bad
+values; the help that names each flag's default and variable; --version."""
 
 from __future__ import annotations
 
 import argparse
+from importlib import metadata
 
 import pytest
 
-from node.envflags import env_defaults
+from node.envflags import add_version, describe_env, env_defaults
 
 
 def parser() -> argparse.ArgumentParser:
@@ -45,3 +47,70 @@ def test_a_bad_value_is_a_usage_error_naming_the_variable(
         parse(env)
     assert exit_info.value.code == 2
     assert named in capsys.readouterr().err
+
+
+def switch_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="demo")
+    p.add_argument("--reinitialize", action="store_true", help="start over")
+    return p
+
+
+@pytest.mark.parametrize(("raw", "value"), [("1", True), ("Yes", True), ("on", True), ("0", False), ("off", False)])
+def test_a_switch_takes_on_and_off_words(raw: str, value: bool) -> None:
+    p = switch_parser()
+    env_defaults(p, "DEMO_", {"DEMO_REINITIALIZE": raw})
+    assert p.parse_args([]).reinitialize is value
+
+
+def test_a_switch_refuses_other_words(capsys: pytest.CaptureFixture[str]) -> None:
+    p = switch_parser()
+    with pytest.raises(SystemExit) as exit_info:
+        env_defaults(p, "DEMO_", {"DEMO_REINITIALIZE": "maybe"})
+    assert exit_info.value.code == 2
+    assert "DEMO_REINITIALIZE='maybe': choose from 1, true" in capsys.readouterr().err
+
+
+def described(env: dict[str, str] | None = None) -> str:
+    p = parser()
+    p.add_argument("--prefix", default="/chain-node/", help="key prefix")
+    p.add_argument("--share", default="50%", help="a share")
+    p.add_argument("--snapshots", default=None, help="where snapshots go")
+    p.add_argument("--reinitialize", action="store_true", help="start over")
+    describe_env(p, "DEMO_", lists={"origins"}, shown={"snapshots": "DATA_DIR/snapshots"})
+    env_defaults(p, "DEMO_", env or {}, lists={"origins"})
+    return p.format_help()
+
+
+def test_help_names_each_flags_default_and_variable() -> None:
+    text = " ".join(described().split())
+    assert "--listen-addr LISTEN_ADDR (default: localhost:1; env: DEMO_LISTEN_ADDR)" in text
+    assert "--interval INTERVAL (default: 1.0; env: DEMO_INTERVAL)" in text  # a flag without help gets one
+    assert "(default: solo; env: DEMO_MODE)" in text
+    assert "(default: none; env: DEMO_ORIGIN, comma-separated)" in text
+    assert "key prefix (default: /chain-node/; env: DEMO_PREFIX)" in text
+    assert "a share (default: 50%; env: DEMO_SHARE)" in text  # '%' is not taken for a format
+    assert "where snapshots go (default: DATA_DIR/snapshots; env: DEMO_SNAPSHOTS)" in text
+    assert "start over (default: off; env: DEMO_REINITIALIZE, 1 or 0)" in text
+    assert "Every flag can also be set by the environment variable named in its help (DEMO_...)" in text
+    assert "DEMO_HELP" not in text
+
+
+def test_help_shows_the_built_in_default_not_the_environments() -> None:
+    assert "(default: 1.0; env: DEMO_INTERVAL)" in " ".join(described({"DEMO_INTERVAL": "7"}).split())
+
+
+def test_help_lines_never_break_inside_a_value(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "40")  # narrow: every help text wraps
+    lines = described().splitlines()
+    words = {word for line in lines for word in line.split()}
+    assert {"/chain-node/;", "comma-separated)", "DATA_DIR/snapshots;", "DEMO_REINITIALIZE,"} <= words, lines
+    assert not [line for line in lines if line.endswith("-")]
+
+
+def test_version_prints_the_package_version_and_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
+    p = parser()
+    add_version(p)
+    with pytest.raises(SystemExit) as exit_info:
+        p.parse_args(["--version"])
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out == f"demo {metadata.version('chain-node')}\n"
