@@ -3,11 +3,17 @@
 Reads are retried on the next node when one answers UNAVAILABLE; writes are
 never retried (a retried submit could be accepted twice from the client's
 point of view; the node deduplicates by hash, but the caller decides).
+
+A gateway may start before its node (`make run` starts both at once): the event feeds first call
+`wait_until_up()`, which waits quietly, with one info line, until some node accepts a connection. After that
+first contact it returns at once, so a node that goes away later is an error the caller logs as usual.
 """
 
 from __future__ import annotations
 
+import asyncio
 import itertools
+import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
@@ -17,13 +23,19 @@ from chain.v1 import keychain_service_pb2_grpc, service_pb2_grpc
 
 T = TypeVar("T")
 
+log = logging.getLogger(__name__)
+
+# gRPC's reconnect backoff grows to 120 s by default, and a channel in backoff fails calls at once: a gateway
+# started before its node would answer UNAVAILABLE for up to two minutes after the node is up. One second.
+CHANNEL_OPTIONS = (("grpc.max_receive_message_length", 64 * 1024 * 1024), ("grpc.max_reconnect_backoff_ms", 1000))
+# How long the first contact may take before the gateway says it is waiting (a node that is up answers at once).
+QUIET_WAIT = 1.0
+
 
 class Upstream:
     def __init__(self, address: str) -> None:
         self.address = address
-        self.channel = grpc.aio.insecure_channel(
-            address, options=[("grpc.max_receive_message_length", 64 * 1024 * 1024)]
-        )
+        self.channel = grpc.aio.insecure_channel(address, options=list(CHANNEL_OPTIONS))
         self.chain = service_pb2_grpc.ChainServiceStub(self.channel)
         self.keychain = keychain_service_pb2_grpc.KeychainServiceStub(self.channel)
 
@@ -36,6 +48,7 @@ class NodePool:
         self._next = itertools.cycle(range(len(self.upstreams)))
         self.read_retries = read_retries
         self.timeout = timeout
+        self._first_contact: asyncio.Task[None] | None = None
 
     def pick(self) -> Upstream:
         return self.upstreams[next(self._next)]
@@ -57,6 +70,27 @@ class NodePool:
     async def write(self, call: Callable[[Upstream], Awaitable[T]]) -> T:
         return await call(self.pick())
 
+    async def wait_until_up(self) -> None:
+        """Return once some node has accepted a connection since this pool was made (see the module doc)."""
+        if self._first_contact is None:
+            self._first_contact = asyncio.get_running_loop().create_task(self._contact(), name="node-first-contact")
+        await asyncio.shield(self._first_contact)  # one caller cancelled does not cancel the others' wait
+
+    async def _contact(self) -> None:
+        waits = {asyncio.ensure_future(u.channel.channel_ready()): u.address for u in self.upstreams}
+        try:
+            done, _ = await asyncio.wait(waits, timeout=QUIET_WAIT, return_when=asyncio.FIRST_COMPLETED)
+            if done:
+                return
+            log.info("waiting for node at %s", ", ".join(waits.values()))
+            done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            log.info("node at %s is up", ", ".join(waits[w] for w in done))
+        finally:
+            for w in waits:
+                w.cancel()
+
     async def close(self) -> None:
+        if self._first_contact is not None:
+            self._first_contact.cancel()
         for u in self.upstreams:
             await u.channel.close(grace=None)

@@ -112,6 +112,7 @@ class NodeFeed(_Feed):
         return f"node {self.address or '?'}"
 
     async def follow(self) -> None:
+        await self.pool.wait_until_up()  # a gateway started before its node waits quietly (gateway/nodes.py)
         upstream = self.pool.pick()
         self.address = upstream.address
         if not self.hub.ready.is_set():

@@ -60,6 +60,7 @@ class Relay:
             await self.backoff.wait()
 
     async def follow(self) -> None:
+        await self.pool.wait_until_up()  # a gateway started before its node waits quietly (gateway/nodes.py)
         upstream = self.pool.pick()
         last = await self.streams.last(self.kind)
         if last is not None:
