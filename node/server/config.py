@@ -97,7 +97,7 @@ def _parser() -> argparse.ArgumentParser:
         help="allowed browser origin",
     )
     p.add_argument("--max-message-bytes", type=int, default=d.max_message_bytes, help="largest message accepted")
-    p.add_argument("--max-batch", type=int, default=d.max_batch, help="messages in one SubmitMessages call at most")
+    p.add_argument("--max-batch", type=int, default=d.max_batch, help="most messages per BatchSubmitMessages")
     p.add_argument("--mempool-capacity", type=int, default=d.mempool_capacity, help="pending messages at most")
     p.add_argument("--verify-workers", type=int, default=d.verify_workers, help="-1: one per extra core; 0: inline")
     p.add_argument("--cpu-limit", type=float, default=d.cpu_limit, help="CPUs this node may use (sizes -1 workers)")
