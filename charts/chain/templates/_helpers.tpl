@@ -169,3 +169,17 @@ the operator is holding back. */}}
     matchLabels:
       {{- include "chain.selectorLabels" . | nindent 6 }}
 {{- end -}}
+
+{{/* Pod spreading of a stateless component (envoy, gateway): the component's topologySpreadConstraints
+value, or by default a soft spread over hosts and zones (ScheduleAnyway: a small cluster still schedules). */}}
+{{- define "chain.topologySpread" -}}
+{{- $values := index .ctx.Values .c -}}
+{{- $constraints := $values.topologySpreadConstraints -}}
+{{- if not $constraints -}}
+{{- range $key := list "kubernetes.io/hostname" "topology.kubernetes.io/zone" -}}
+{{- $constraints = append $constraints (dict "maxSkew" 1 "topologyKey" $key "whenUnsatisfiable" "ScheduleAnyway" "labelSelector" (dict "matchLabels" (include "chain.selectorLabels" $ | fromYaml))) -}}
+{{- end -}}
+{{- end -}}
+topologySpreadConstraints:
+{{- toYaml $constraints | nindent 2 }}
+{{- end -}}
