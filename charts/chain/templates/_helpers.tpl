@@ -135,6 +135,17 @@ imagePullSecrets:
 {{- if and (ne .Values.node.network "devnet") (empty .Values.node.genesis) -}}
 {{- fail (printf "node.network=%s needs node.genesis" .Values.node.network) -}}
 {{- end -}}
+{{- if .Values.envoy.enabled -}}
+{{- $hc := .Values.envoy.healthCheck -}}
+{{- $window := addf (mulf (int $hc.unhealthyThreshold) (include "chain.seconds" $hc.interval | float64)) (include "chain.seconds" $hc.timeout | float64) -}}
+{{- if le (float64 .Values.node.drainSeconds) $window -}}
+{{- fail (printf "node.drainSeconds (%v) must exceed Envoy's ejection window of %vs (envoy.healthCheck: unhealthyThreshold x interval + timeout): a draining node would close before Envoy stops sending to it" .Values.node.drainSeconds $window) -}}
+{{- end -}}
+{{- $e := .Values.envoy -}}
+{{- if le (int $e.terminationGracePeriodSeconds) (add (int $e.drain.ejectSeconds) (int $e.drain.seconds)) -}}
+{{- fail (printf "envoy.terminationGracePeriodSeconds (%v) must exceed envoy.drain.ejectSeconds + envoy.drain.seconds (%v): the kubelet would kill Envoy inside its preStop drain" $e.terminationGracePeriodSeconds (add (int $e.drain.ejectSeconds) (int $e.drain.seconds))) -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
 
 {{/* The node container image: while the operator manages upgrades, Helm keeps whatever image the running
@@ -182,4 +193,15 @@ value, or by default a soft spread over hosts and zones (ScheduleAnyway: a small
 {{- end -}}
 topologySpreadConstraints:
 {{- toYaml $constraints | nindent 2 }}
+{{- end -}}
+
+{{/* An Envoy duration ("5s", "500ms", "1m") in seconds. */}}
+{{- define "chain.seconds" -}}
+{{- $d := toString . -}}
+{{- if hasSuffix "ms" $d -}}{{- divf (trimSuffix "ms" $d | float64) 1000 -}}
+{{- else if hasSuffix "s" $d -}}{{- trimSuffix "s" $d | float64 -}}
+{{- else if hasSuffix "m" $d -}}{{- mulf (trimSuffix "m" $d | float64) 60 -}}
+{{- else if hasSuffix "h" $d -}}{{- mulf (trimSuffix "h" $d | float64) 3600 -}}
+{{- else -}}{{- fail (printf "%s is no duration" $d) -}}
+{{- end -}}
 {{- end -}}
