@@ -9,7 +9,7 @@ UV := $(PYTHON) -m uv
 BUF := node_modules/.bin/buf
 HELM := $(VENV)/bin/helm
 # Debian packages the test suite needs (installed by `make test` when missing).
-DEB_PACKAGES ?= redis-server chromium etcd-server
+DEB_PACKAGES ?= redis-server chromium etcd-server etcd-client prometheus
 PYTEST_ARGS ?=
 
 .PHONY: install install-test run test lint proto proto-check bench soak clean
