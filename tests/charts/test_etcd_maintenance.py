@@ -1,0 +1,185 @@
+"""etcd day 2 as the chart renders it: the data subdirectory (and the move of an older layout), and the backup
+CronJob's steps (etcdctl snapshot save, defrag, rotate) run against a real etcd."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.charts.helm import PROFILES, RELEASE, Manifests, env_of, template
+from tests.procs import free_port, stop_process
+
+FULL = f"{RELEASE}-chain"
+BACKUP = ("--set", "etcd.backup.enabled=true,etcd.backup.retention=2")
+
+
+@pytest.fixture(scope="module")
+def rendered() -> Manifests:
+    return Manifests(template(*PROFILES["replicated"], *BACKUP))
+
+
+def etcd_pod(m: Manifests) -> dict[str, Any]:
+    spec = m.get("StatefulSet", f"{FULL}-etcd")["spec"]["template"]["spec"]
+    assert isinstance(spec, dict)
+    return spec
+
+
+def job_pod(m: Manifests) -> dict[str, Any]:
+    spec = m.get("CronJob", f"{FULL}-etcd-backup")["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    assert isinstance(spec, dict)
+    return spec
+
+
+def run_sh(command: list[str], *args: str) -> subprocess.CompletedProcess[str]:
+    """Run a container's `/bin/sh -c SCRIPT NAME ARGS...` command here, with ARGS replaced."""
+    assert command[:2] == ["/bin/sh", "-c"]
+    return subprocess.run(
+        ["sh", "-c", command[2], command[3], *args], check=False, capture_output=True, text=True, timeout=30
+    )
+
+
+def test_etcd_data_lives_in_a_subdirectory_of_its_volume(rendered):
+    pod = etcd_pod(rendered)
+    (c,) = pod["containers"]
+    assert env_of(c)["ETCD_DATA_DIR"] == "/var/lib/etcd/data"
+    assert {"name": "data", "mountPath": "/var/lib/etcd"} in c["volumeMounts"]
+    (init,) = pod["initContainers"]
+    assert init["command"][-1] == "/var/lib/etcd"
+    assert {"name": "data", "mountPath": "/var/lib/etcd"} in init["volumeMounts"]
+
+
+def test_init_container_moves_an_older_layout_once(rendered, tmp_path):
+    (init,) = etcd_pod(rendered)["initContainers"]
+    old = tmp_path / "old"
+    (old / "member" / "snap").mkdir(parents=True)
+    (old / "member" / "snap" / "db").write_bytes(b"keyspace")
+    (old / "lost+found").mkdir()
+    result = run_sh(init["command"], str(old))
+    assert result.returncode == 0, result.stderr
+    assert (old / "data" / "member" / "snap" / "db").read_bytes() == b"keyspace"
+    assert not (old / "member").exists()
+    assert (old / "data").stat().st_mode & 0o777 == 0o700
+    # Again (a restart): nothing moves, nothing is lost.
+    assert run_sh(init["command"], str(old)).returncode == 0
+    assert (old / "data" / "member" / "snap" / "db").read_bytes() == b"keyspace"
+    # A fresh volume gets an empty data directory for etcd to initialise.
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    assert run_sh(init["command"], str(fresh)).returncode == 0
+    assert list((fresh / "data").iterdir()) == []
+
+
+def test_backup_cronjob_shape_and_network_access(rendered):
+    cron = rendered.get("CronJob", f"{FULL}-etcd-backup")
+    assert cron["spec"]["concurrencyPolicy"] == "Forbid"
+    pod = job_pod(rendered)
+    assert [c["name"] for c in pod["initContainers"]] == ["snapshot", "defrag"]
+    assert pod["volumes"][0]["persistentVolumeClaim"]["claimName"] == f"{FULL}-etcd-backup"
+    claim = rendered.get("PersistentVolumeClaim", f"{FULL}-etcd-backup")
+    assert claim["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+    for c in pod["initContainers"] + pod["containers"]:
+        assert c["securityContext"]["readOnlyRootFilesystem"] is True
+    labels = cron["spec"]["jobTemplate"]["spec"]["template"]["metadata"]["labels"]
+    policy = rendered.get("NetworkPolicy", f"{FULL}-etcd")
+    (client,) = [r for r in policy["spec"]["ingress"] if r["ports"][0]["port"] == "client"]
+    assert any(p["podSelector"]["matchLabels"].items() <= labels.items() for p in client["from"])
+    # Off by default, and no defrag step when asked not to.
+    assert not Manifests(template(*PROFILES["replicated"])).kind("CronJob")
+    quiet = Manifests(template(*PROFILES["replicated"], *BACKUP, "--set", "etcd.backup.defrag=false"))
+    assert [c["name"] for c in job_pod(quiet)["initContainers"]] == ["snapshot"]
+    existing = Manifests(template(*PROFILES["replicated"], *BACKUP, "--set", "etcd.backup.existingClaim=backups"))
+    assert not existing.kind("PersistentVolumeClaim")
+    assert job_pod(existing)["volumes"][0]["persistentVolumeClaim"]["claimName"] == "backups"
+
+
+@pytest.fixture
+def etcd(tmp_path) -> Iterator[str]:
+    client, peer = free_port(), free_port()
+    url = f"http://127.0.0.1:{client}"
+    proc = subprocess.Popen(
+        [
+            "etcd",
+            "--name",
+            "e0",
+            "--data-dir",
+            str(tmp_path / "etcd" / "data"),
+            "--listen-client-urls",
+            url,
+            "--advertise-client-urls",
+            url,
+            "--listen-peer-urls",
+            f"http://127.0.0.1:{peer}",
+            "--initial-advertise-peer-urls",
+            f"http://127.0.0.1:{peer}",
+            "--initial-cluster",
+            f"e0=http://127.0.0.1:{peer}",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with urllib.request.urlopen(url + "/health", timeout=2) as resp:
+                    if b"true" in resp.read():
+                        break
+            except OSError:
+                pass
+            assert time.monotonic() < deadline, "etcd never became healthy"
+            time.sleep(0.2)
+        yield url
+    finally:
+        stop_process(proc, 10)
+
+
+def etcdctl(args: list[str], endpoint: str, backup: Path) -> subprocess.CompletedProcess[str]:
+    """A step's etcdctl arguments, with the in-cluster endpoints and the /backup mount pointed here."""
+    local = [
+        f"--endpoints={endpoint}" if a.startswith("--endpoints=") else a.replace("/backup", str(backup)) for a in args
+    ]
+    assert shutil.which("etcdctl"), "etcdctl is missing: Debian package etcd-client (make install-test)"
+    return subprocess.run(["etcdctl", *local], check=False, capture_output=True, text=True, timeout=60)
+
+
+def test_backup_steps_against_a_real_etcd(rendered, etcd, tmp_path):
+    pod = job_pod(rendered)
+    steps = {c["name"]: c for c in pod["initContainers"] + pod["containers"]}
+    backup = tmp_path / "backup"
+    backup.mkdir()
+    put = subprocess.run(
+        ["etcdctl", f"--endpoints={etcd}", "put", "/chain/k", "v"], check=False, capture_output=True, timeout=30
+    )
+    assert put.returncode == 0
+    saved = []
+    for _ in range(3):
+        for name in ("snapshot", "defrag"):
+            result = etcdctl(steps[name]["args"], etcd, backup)
+            assert result.returncode == 0, (name, result.stdout, result.stderr)
+        rotate = steps["rotate"]["command"]
+        assert rotate[-2:] == ["/backup", "2"]
+        result = run_sh(rotate[:4], str(backup), "2")
+        assert result.returncode == 0, result.stderr
+        saved.append(result.stdout.split()[1])
+        time.sleep(1.1)  # snapshots are named by the second
+    kept = sorted(p.name for p in backup.iterdir())
+    assert kept == sorted(Path(s).name for s in saved[1:]), kept  # retention 2: the oldest went
+    status = subprocess.run(
+        ["etcdctl", "snapshot", "status", str(backup / kept[-1]), "-w", "json"],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert status.returncode == 0 and '"totalKey"' in status.stdout, status.stdout + status.stderr
+    # A run whose snapshot step failed leaves nothing to rotate: the step fails rather than keep garbage.
+    failed = run_sh(rotate[:4], str(backup), "2")
+    assert failed.returncode != 0 and "no snapshot" in failed.stderr
+    assert sorted(p.name for p in backup.iterdir()) == kept
