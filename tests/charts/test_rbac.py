@@ -48,7 +48,7 @@ def client_calls() -> set[Grant]:
         for fn in ast.walk(ast.parse(path.read_text())):
             if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
                 continue
-            assigned = {
+            assigned: dict[str, ast.expr] = {
                 t.id: node.value
                 for node in ast.walk(fn)
                 if isinstance(node, ast.Assign)
