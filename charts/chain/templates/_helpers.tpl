@@ -135,6 +135,9 @@ imagePullSecrets:
 {{- if and (ne .Values.node.network "devnet") (empty .Values.node.genesis) -}}
 {{- fail (printf "node.network=%s needs node.genesis" .Values.node.network) -}}
 {{- end -}}
+{{- if and .Values.gitOps (not .Values.adminToken.existingSecret) -}}
+{{- fail "gitOps=true needs adminToken.existingSecret (a Secret you manage, e.g. sealed or external): without it every render generates a new admin token" -}}
+{{- end -}}
 {{- if .Values.envoy.enabled -}}
 {{- $hc := .Values.envoy.healthCheck -}}
 {{- $window := addf (mulf (int $hc.unhealthyThreshold) (include "chain.seconds" $hc.interval | float64)) (include "chain.seconds" $hc.timeout | float64) -}}
@@ -172,6 +175,17 @@ the operator is holding back. */}}
 {{- $partition = (($sts.spec.updateStrategy).rollingUpdate).partition | default 0 -}}
 {{- end -}}
 {{- $partition -}}
+{{- end -}}
+
+{{/* The node StatefulSet's rollingUpdate: with gitOps the partition is left out (the operator owns it, and a
+GitOps tool cannot read it back the way `helm upgrade` does with lookup, so it would reset it to 0 and release
+pods the operator holds back mid-upgrade). */}}
+{{- define "chain.nodeRollingUpdate" -}}
+{{- if and .Values.gitOps .Values.operator.enabled -}}
+{}
+{{- else -}}
+{{- printf "{partition: %s}" (include "chain.nodePartition" .) -}}
+{{- end -}}
 {{- end -}}
 
 {{/* NetworkPolicy peer: pods of one component of this release. */}}
