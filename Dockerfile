@@ -2,16 +2,27 @@
 # One image for every server process of the chain: chain-node (the default entry point), chain-gateway and
 # chain-operator (select one with the container's command, e.g. `command: ["chain-gateway"]`).
 #
-#   docker build -t chain-node:0.1.0 .
+#   docker build -t chain-node:0.1.0 \
+#     --build-arg VERSION=0.1.0 --build-arg REVISION=$(git rev-parse HEAD) \
+#     --build-arg PYTHON_DIGEST=sha256:... --build-arg UV_DIGEST=sha256:... .
+#
+# Base images are pinned by digest through PYTHON_DIGEST and UV_DIGEST (the tag stays for readability; the
+# digest decides). Resolve them where a registry is reachable, for the platform you build, e.g.
+#   docker buildx imagetools inspect python:3.11.14-slim-bookworm --format '{{json .Manifest.Digest}}'
+#   crane digest ghcr.io/astral-sh/uv:0.9.8
+# and commit them as the defaults below (or pass them as --build-arg in CI). Empty = tag only (unpinned).
 #
 # Stage 1 resolves the locked runtime dependencies (uv.lock, no dev group) into /opt/venv and installs the
 # project as a wheel; stage 2 copies only that venv onto a slim Python base and runs as an unprivileged user.
 
 ARG PYTHON_IMAGE=python:3.11.14-slim-bookworm
+ARG PYTHON_DIGEST=
+ARG UV_IMAGE=ghcr.io/astral-sh/uv:0.9.8
+ARG UV_DIGEST=
 
-FROM ghcr.io/astral-sh/uv:0.9.8 AS uv
+FROM ${UV_IMAGE}${UV_DIGEST:+@${UV_DIGEST}} AS uv
 
-FROM ${PYTHON_IMAGE} AS build
+FROM ${PYTHON_IMAGE}${PYTHON_DIGEST:+@${PYTHON_DIGEST}} AS build
 COPY --from=uv /uv /usr/local/bin/uv
 ENV UV_COMPILE_BYTECODE=1 \
     UV_LINK_MODE=copy \
@@ -27,10 +38,21 @@ COPY gateway/ gateway/
 COPY operator/ operator/
 RUN uv sync --locked --no-dev --no-editable
 
-FROM ${PYTHON_IMAGE} AS runtime
+FROM ${PYTHON_IMAGE}${PYTHON_DIGEST:+@${PYTHON_DIGEST}} AS runtime
+# OCI annotations: where the image comes from and which commit and version it is (set by the build).
+ARG VERSION=0.1.0
+ARG REVISION=unknown
+ARG SOURCE=https://github.com/example/chain-node
+ARG PYTHON_IMAGE
+ARG PYTHON_DIGEST
 LABEL org.opencontainers.image.title="chain-node" \
       org.opencontainers.image.description="Version-control chain: node, REST/SSE gateway and Kubernetes operator" \
-      org.opencontainers.image.licenses="Apache-2.0"
+      org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.source="${SOURCE}" \
+      org.opencontainers.image.revision="${REVISION}" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.base.name="${PYTHON_IMAGE}" \
+      org.opencontainers.image.base.digest="${PYTHON_DIGEST}"
 RUN groupadd --system --gid 10001 chain \
     && useradd --system --uid 10001 --gid 10001 --home-dir /var/lib/chain --no-create-home \
        --shell /usr/sbin/nologin chain \

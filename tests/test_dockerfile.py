@@ -147,3 +147,61 @@ def test_build_stage_commands_produce_the_three_programs(tmp_path):
         timeout=120,
     )
     assert result.returncode == 0, result.stderr[-2000:]
+
+
+def global_args(text: str) -> dict[str, str]:
+    """The ARGs declared before the first FROM (the only ones a FROM line can use), with their defaults."""
+    out: dict[str, str] = {}
+    for word, rest in instructions(text):
+        if word == "FROM":
+            break
+        if word == "ARG":
+            name, _, default = rest.partition("=")
+            out[name] = default
+    return out
+
+
+def expand(expr: str, values: dict[str, str]) -> str:
+    """Docker's ${NAME} and ${NAME:+word} substitution (word may hold ${NAME} itself), for the FROM lines."""
+    plus = re.compile(r"\$\{(\w+):\+((?:[^${}]|\$\{\w+\})*)\}")
+    expr = plus.sub(lambda m: expand(m.group(2), values) if values.get(m.group(1)) else "", expr)
+    return re.sub(r"\$\{(\w+)\}", lambda m: values[m.group(1)], expr)
+
+
+def test_base_images_are_pinned_by_digest_arguments():
+    text = DOCKERFILE.read_text()
+    args = global_args(text)
+    froms = [rest.split(" AS ")[0] for word, rest in instructions(text) if word == "FROM"]
+    assert froms == [
+        "${UV_IMAGE}${UV_DIGEST:+@${UV_DIGEST}}",
+        "${PYTHON_IMAGE}${PYTHON_DIGEST:+@${PYTHON_DIGEST}}",
+        "${PYTHON_IMAGE}${PYTHON_DIGEST:+@${PYTHON_DIGEST}}",
+    ]
+    for image in ("UV", "PYTHON"):
+        assert f"{image}_IMAGE" in args and f"{image}_DIGEST" in args
+        assert ":" in args[f"{image}_IMAGE"] and "@" not in args[f"{image}_IMAGE"]  # the tag; the digest apart
+    digest = "sha256:" + "ab" * 32
+    pinned = {**args, "PYTHON_DIGEST": digest, "UV_DIGEST": digest}
+    assert expand(froms[1], pinned) == f"python:3.11.14-slim-bookworm@{digest}"
+    assert expand(froms[0], pinned) == f"ghcr.io/astral-sh/uv:0.9.8@{digest}"
+    assert expand(froms[1], args) == args["PYTHON_IMAGE"]  # digest not filled in: tag only
+    # A committed digest default must be a sha256 digest.
+    for name in ("UV_DIGEST", "PYTHON_DIGEST"):
+        assert args[name] == "" or re.fullmatch(r"sha256:[0-9a-f]{64}", args[name]), args[name]
+
+
+def test_runtime_image_carries_oci_labels_from_build_arguments():
+    runtime = stages(DOCKERFILE.read_text())["runtime"]
+    declared = {rest.partition("=")[0] for word, rest in runtime if word == "ARG"}
+    labels: dict[str, str] = {}
+    for word, rest in runtime:
+        if word == "LABEL":
+            labels.update(item.split("=", 1) for item in shlex.split(rest))
+    for key, arg in [
+        ("org.opencontainers.image.source", "SOURCE"),
+        ("org.opencontainers.image.revision", "REVISION"),
+        ("org.opencontainers.image.version", "VERSION"),
+        ("org.opencontainers.image.base.digest", "PYTHON_DIGEST"),
+    ]:
+        assert labels[key] == "${" + arg + "}", key
+        assert arg in declared, f"ARG {arg} is not declared in the runtime stage (a label would read it empty)"
