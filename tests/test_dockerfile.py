@@ -196,7 +196,9 @@ def test_runtime_image_carries_oci_labels_from_build_arguments():
     labels: dict[str, str] = {}
     for word, rest in runtime:
         if word == "LABEL":
-            labels.update(item.split("=", 1) for item in shlex.split(rest))
+            for item in shlex.split(rest):
+                key, _, value = item.partition("=")
+                labels[key] = value
     for key, arg in [
         ("org.opencontainers.image.source", "SOURCE"),
         ("org.opencontainers.image.revision", "REVISION"),
