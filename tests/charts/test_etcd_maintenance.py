@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from tests.charts.helm import PROFILES, RELEASE, Manifests, env_of, template
-from tests.procs import free_port, stop_process
+from tests.fixtures.procs import free_port, stop_process
 
 FULL = f"{RELEASE}-chain"
 BACKUP = ("--set", "etcd.backup.enabled=true,etcd.backup.retention=2")

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from tests.charts.helm import PROFILES, RELEASE, ROOT, Manifests, template
-from tests.procs import free_port, stop_process
+from tests.fixtures.procs import free_port, stop_process
 
 FULL = f"{RELEASE}-chain"
 PROMTOOL_TESTS = Path(__file__).parent / "promtool"

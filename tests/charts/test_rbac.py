@@ -28,10 +28,36 @@ KOPF = {
 Grant = tuple[str, str, str]
 
 
-def resource_of(call: ast.expr, assigned: dict[str, ast.expr]) -> tuple[str, str]:
-    if isinstance(call, ast.Name) and call.id in assigned:
-        call = assigned[call.id]
-    assert isinstance(call, ast.Call) and isinstance(call.func, ast.Name), ast.unparse(call)
+BUILDERS = {"custom_path", *PATHS}
+
+
+def builder_call(node: ast.AST) -> ast.Call | None:
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in BUILDERS:
+        return node
+    return None
+
+
+def path_names(tree: ast.AST) -> dict[str, ast.Call]:
+    """Names standing for a path in a module: `x = <builder>(...)`, and functions or properties that return one."""
+    out: dict[str, ast.Call] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and (call := builder_call(node.value)):
+            out.update({t.id: call for t in node.targets if isinstance(t, ast.Name)})
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            for ret in ast.walk(node):
+                if isinstance(ret, ast.Return) and ret.value is not None and (call := builder_call(ret.value)):
+                    out[node.name] = call
+    return out
+
+
+def resource_of(arg: ast.expr, names: dict[str, ast.Call]) -> tuple[str, str]:
+    """(group, resource) of a path argument: a builder call, or a name/attribute/call the module maps to one."""
+    call = builder_call(arg)
+    if call is None:
+        key = arg.func if isinstance(arg, ast.Call) else arg
+        name = key.id if isinstance(key, ast.Name) else key.attr if isinstance(key, ast.Attribute) else ""
+        call = names.get(name)
+    assert call is not None and isinstance(call.func, ast.Name), f"cannot tell the resource of {ast.unparse(arg)}"
     if call.func.id == "custom_path":
         plural = call.args[0]
         assert isinstance(plural, ast.Name), ast.unparse(call)
@@ -40,30 +66,22 @@ def resource_of(call: ast.expr, assigned: dict[str, ast.expr]) -> tuple[str, str
 
 
 def client_calls() -> set[Grant]:
-    """(group, resource, verb) of every `kube.<method>(<path>(...))` in the operator's code."""
+    """(group, resource, verb) of every `kube.<method>(<path>, ...)` in the operator's code."""
     used: set[Grant] = set()
     for path in sorted(OPERATOR.glob("*.py")):
         if path.name == "kube.py":
             continue
-        for fn in ast.walk(ast.parse(path.read_text())):
-            if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
-                continue
-            assigned: dict[str, ast.expr] = {
-                t.id: node.value
-                for node in ast.walk(fn)
-                if isinstance(node, ast.Assign)
-                for t in node.targets
-                if isinstance(t, ast.Name) and isinstance(node.value, ast.Call)
-            }
-            for node in ast.walk(fn):
-                if (
-                    isinstance(node, ast.Call)
-                    and isinstance(node.func, ast.Attribute)
-                    and node.func.attr in VERBS
-                    and "kube" in ast.unparse(node.func.value)
-                ):
-                    group, resource = resource_of(node.args[0], assigned)
-                    used.add((group, resource, VERBS[node.func.attr]))
+        tree = ast.parse(path.read_text())
+        names = path_names(tree)
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in VERBS
+                and ast.unparse(node.func.value).split(".")[-1] in ("kube", "_kube")
+            ):
+                group, resource = resource_of(node.args[0], names)
+                used.add((group, resource, VERBS[node.func.attr]))
     return used
 
 

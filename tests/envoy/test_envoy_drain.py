@@ -19,9 +19,9 @@ import grpc
 import pytest
 
 from chain.v1 import rpc_pb2, service_pb2_grpc
-from tests.envoy.envoyproc import EnvoyProcess, render
-from tests.node.server.nodeproc import NodeProcess
-from tests.procs import free_port
+from tests.fixtures.envoyproc import EnvoyProcess, render
+from tests.fixtures.nodeproc import NodeProcess
+from tests.fixtures.procs import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 PRESTOP = ROOT / "charts" / "chain" / "files" / "envoy-prestop.sh"
