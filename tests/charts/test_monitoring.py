@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.charts.helm import PROFILES, RELEASE, ROOT, Manifests, template
+from tests.charts.helm import CHART, PROFILES, RELEASE, ROOT, Manifests, helm, template
 from tests.fixtures.procs import free_port, stop_process
 
 FULL = f"{RELEASE}-chain"
@@ -182,3 +182,16 @@ def test_etcd_rules_use_metrics_a_real_etcd_exports(monitored, tmp_path):
         if name.startswith("Etcd") and "kube_" not in rule["expr"]:
             used = set(re.findall(r"\b(etcd_[a-z_]+)", rule["expr"]))
             assert used and used <= exported, (name, used - exported)
+
+
+def test_helm_lint_strict_with_every_optional_part_on():
+    result = helm(
+        "lint",
+        "--strict",
+        str(CHART),
+        *FULL_MONITORING,
+        "--set",
+        "gitOps=true,adminToken.existingSecret=chain-admin-token",
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
