@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from chain.v1 import rpc_pb2
+from chain.v1 import keychain_service_pb2, rpc_pb2
 from gateway.errors import invalid_argument
 from gateway.rest import shapes
 from gateway.rest.params import BLOCK_NUMBER, MESSAGE_HASH, PAGE, STATE_KEY_PARAM, UINT64
@@ -62,6 +62,12 @@ async def verify_operation_proof(c: Call) -> JsonObject:
 async def get_node_status(c: Call) -> JsonObject:
     resp = await c.read(lambda u, t: u.chain.GetNodeStatus(rpc_pb2.GetNodeStatusRequest(), timeout=t))
     return shapes.to_json(resp.status)
+
+
+async def get_webauthn_policy(c: Call) -> JsonObject:
+    req = keychain_service_pb2.GetWebAuthnPolicyRequest()
+    resp = await c.read(lambda u, t: u.keychain.GetWebAuthnPolicy(req, timeout=t))
+    return shapes.to_json(resp)
 
 
 async def get_health(c: Call) -> Json | web.StreamResponse:
@@ -198,6 +204,17 @@ ROUTES: tuple[Route, ...] = (
         get_node_status,
         ref("NodeStatus"),
         errors=(),
+    ),
+    Route(
+        "GET",
+        "/v1/network/webauthn",
+        "getWebAuthnPolicy",
+        NODE,
+        "The passkey relying party of this network: rp_id and allowed origins (GetWebAuthnPolicy)",
+        get_webauthn_policy,
+        ref("GetWebAuthnPolicyResponse"),
+        errors=(),
+        description="`allowed_origins` empty (`origins_derived` true): origins follow from rp_id (docs/crypto.md).",
     ),
     Route(
         "GET",

@@ -29,7 +29,7 @@ from google.protobuf import message_factory
 from google.protobuf.descriptor import Descriptor, EnumDescriptor, FieldDescriptor
 from google.protobuf.message import Message
 
-from chain.v1 import block_pb2, message_pb2, node_info_pb2, proof_pb2, rpc_pb2, state_pb2
+from chain.v1 import block_pb2, keychain_service_pb2, message_pb2, node_info_pb2, proof_pb2, rpc_pb2, state_pb2
 
 Json: TypeAlias = Any
 JsonObject: TypeAlias = dict[str, Any]
@@ -307,6 +307,7 @@ REST_ROOTS: tuple[Descriptor, ...] = (
     node_info_pb2.ChainStats.DESCRIPTOR,
     node_info_pb2.SnapshotInfo.DESCRIPTOR,
     node_info_pb2.MempoolInfo.DESCRIPTOR,
+    keychain_service_pb2.GetWebAuthnPolicyResponse.DESCRIPTOR,
     rpc_pb2.SubmitMessageResponse.DESCRIPTOR,
     rpc_pb2.SubmitResult.DESCRIPTOR,
     rpc_pb2.BatchSubmitMessagesResponse.DESCRIPTOR,

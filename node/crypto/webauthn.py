@@ -47,6 +47,7 @@ LOCALHOST = "localhost"
 _LABELS = r"(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+"
 _LOCALHOST_ORIGIN = re.compile(r"http://localhost(?::([1-9][0-9]{0,4}))?")
 MAX_PORT = 65535
+COSE_ES256 = -7  # the one COSE algorithm (ECDSA P-256 with SHA-256) a passkey custody key may use
 
 
 @dataclass(frozen=True)

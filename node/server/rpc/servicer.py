@@ -15,9 +15,17 @@ from typing import Any, TypeVar
 import grpc
 from grpc.aio import ServicerContext
 
-from chain.v1 import block_pb2, keychain_service_pb2_grpc, node_info_pb2, rpc_pb2, service_pb2_grpc
+from chain.v1 import (
+    block_pb2,
+    keychain_service_pb2,
+    keychain_service_pb2_grpc,
+    node_info_pb2,
+    rpc_pb2,
+    service_pb2_grpc,
+)
 from chain.v1 import message_pb2 as pb
 from node.chain import Chain
+from node.crypto.webauthn import COSE_ES256
 from node.errors import MessageRejected, NotFound, Reason
 from node.query.reader import Reader
 from node.server.events import Draining, EventHub, Overflowed, Subscriber
@@ -555,3 +563,20 @@ class KeychainServicer(keychain_service_pb2_grpc.KeychainServiceServicer):
     ) -> rpc_pb2.GetCustodyKeyResponse:
         with self.node.chain.read() as (view, nodes):
             return Reader(view, nodes).get_custody_key(request)
+
+    async def GetWebAuthnPolicy(
+        self,
+        request: keychain_service_pb2.GetWebAuthnPolicyRequest,
+        context: ServicerContext[
+            keychain_service_pb2.GetWebAuthnPolicyRequest, keychain_service_pb2.GetWebAuthnPolicyResponse
+        ],
+    ) -> keychain_service_pb2.GetWebAuthnPolicyResponse:
+        """The network's passkey relying party (its genesis parameters; docs/crypto.md)."""
+        params = self.node.chain.params
+        return keychain_service_pb2.GetWebAuthnPolicyResponse(
+            rp_id=params.webauthn_rp_id,
+            allowed_origins=sorted(params.webauthn_origins),
+            origins_derived=not params.webauthn_origins,
+            algorithms=[COSE_ES256],
+            user_verification_required=True,
+        )

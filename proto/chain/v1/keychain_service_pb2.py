@@ -25,13 +25,17 @@ _sym_db = _symbol_database.Default()
 from chain.v1 import rpc_pb2 as chain_dot_v1_dot_rpc__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1f\x63hain/v1/keychain_service.proto\x12\x08\x63hain.v1\x1a\x12\x63hain/v1/rpc.proto2\xbb\x01\n\x0fKeychainService\x12V\n\x0fListCustodyKeys\x12 .chain.v1.ListCustodyKeysRequest\x1a!.chain.v1.ListCustodyKeysResponse\x12P\n\rGetCustodyKey\x12\x1e.chain.v1.GetCustodyKeyRequest\x1a\x1f.chain.v1.GetCustodyKeyResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1f\x63hain/v1/keychain_service.proto\x12\x08\x63hain.v1\x1a\x12\x63hain/v1/rpc.proto\"\x1a\n\x18GetWebAuthnPolicyRequest\"\x94\x01\n\x19GetWebAuthnPolicyResponse\x12\r\n\x05rp_id\x18\x01 \x01(\t\x12\x17\n\x0f\x61llowed_origins\x18\x02 \x03(\t\x12\x17\n\x0forigins_derived\x18\x03 \x01(\x08\x12\x12\n\nalgorithms\x18\x04 \x03(\x11\x12\"\n\x1auser_verification_required\x18\x05 \x01(\x08\x32\x99\x02\n\x0fKeychainService\x12V\n\x0fListCustodyKeys\x12 .chain.v1.ListCustodyKeysRequest\x1a!.chain.v1.ListCustodyKeysResponse\x12P\n\rGetCustodyKey\x12\x1e.chain.v1.GetCustodyKeyRequest\x1a\x1f.chain.v1.GetCustodyKeyResponse\x12\\\n\x11GetWebAuthnPolicy\x12\".chain.v1.GetWebAuthnPolicyRequest\x1a#.chain.v1.GetWebAuthnPolicyResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'chain.v1.keychain_service_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_KEYCHAINSERVICE']._serialized_start=66
-  _globals['_KEYCHAINSERVICE']._serialized_end=253
+  _globals['_GETWEBAUTHNPOLICYREQUEST']._serialized_start=65
+  _globals['_GETWEBAUTHNPOLICYREQUEST']._serialized_end=91
+  _globals['_GETWEBAUTHNPOLICYRESPONSE']._serialized_start=94
+  _globals['_GETWEBAUTHNPOLICYRESPONSE']._serialized_end=242
+  _globals['_KEYCHAINSERVICE']._serialized_start=245
+  _globals['_KEYCHAINSERVICE']._serialized_end=526
 # @@protoc_insertion_point(module_scope)

@@ -3,6 +3,74 @@
 isort:skip_file
 """
 
+from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from google.protobuf.internal import containers as _containers
+import builtins as _builtins
+import sys
+import typing as _typing
+
+if sys.version_info >= (3, 11):
+    from typing import TypeAlias as _TypeAlias, Never as _Never
+else:
+    from typing_extensions import TypeAlias as _TypeAlias, Never as _Never
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+@_typing.final
+class GetWebAuthnPolicyRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetWebAuthnPolicyRequest: _TypeAlias = GetWebAuthnPolicyRequest  # noqa: Y015
+
+@_typing.final
+class GetWebAuthnPolicyResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RP_ID_FIELD_NUMBER: _builtins.int
+    ALLOWED_ORIGINS_FIELD_NUMBER: _builtins.int
+    ORIGINS_DERIVED_FIELD_NUMBER: _builtins.int
+    ALGORITHMS_FIELD_NUMBER: _builtins.int
+    USER_VERIFICATION_REQUIRED_FIELD_NUMBER: _builtins.int
+    rp_id: _builtins.str
+    """The WebAuthn relying-party id: authenticatorData's rpIdHash must be sha256(rp_id)."""
+    origins_derived: _builtins.bool
+    """True when allowed_origins is empty and the origins are derived from rp_id."""
+    user_verification_required: _builtins.bool
+    """Always true: the authenticator must set UV (request userVerification "required") and UP."""
+    @_builtins.property
+    def allowed_origins(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The exact origins accepted in clientDataJSON, sorted. Empty: the origins are derived from rp_id
+        (https://<rp_id>, https://<sub>.<rp_id>, and http://localhost[:port] when rp_id is localhost).
+        """
+
+    @_builtins.property
+    def algorithms(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """COSE algorithms accepted for passkey custody keys: only -7 (ES256, ECDSA P-256 with SHA-256)."""
+
+    def __init__(
+        self,
+        *,
+        rp_id: _builtins.str = ...,
+        allowed_origins: _abc.Iterable[_builtins.str] | None = ...,
+        origins_derived: _builtins.bool = ...,
+        algorithms: _abc.Iterable[_builtins.int] | None = ...,
+        user_verification_required: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["algorithms", b"algorithms", "allowed_origins", b"allowed_origins", "origins_derived", b"origins_derived", "rp_id", b"rp_id", "user_verification_required", b"user_verification_required"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetWebAuthnPolicyResponse: _TypeAlias = GetWebAuthnPolicyResponse  # noqa: Y015

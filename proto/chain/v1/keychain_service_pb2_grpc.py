@@ -3,6 +3,7 @@
 import grpc
 import warnings
 
+from chain.v1 import keychain_service_pb2 as chain_dot_v1_dot_keychain__service__pb2
 from chain.v1 import rpc_pb2 as chain_dot_v1_dot_rpc__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
@@ -46,6 +47,11 @@ class KeychainServiceStub:
                 request_serializer=chain_dot_v1_dot_rpc__pb2.GetCustodyKeyRequest.SerializeToString,
                 response_deserializer=chain_dot_v1_dot_rpc__pb2.GetCustodyKeyResponse.FromString,
                 _registered_method=True)
+        self.GetWebAuthnPolicy = channel.unary_unary(
+                '/chain.v1.KeychainService/GetWebAuthnPolicy',
+                request_serializer=chain_dot_v1_dot_keychain__service__pb2.GetWebAuthnPolicyRequest.SerializeToString,
+                response_deserializer=chain_dot_v1_dot_keychain__service__pb2.GetWebAuthnPolicyResponse.FromString,
+                _registered_method=True)
 
 
 class KeychainServiceServicer:
@@ -65,6 +71,13 @@ class KeychainServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetWebAuthnPolicy(self, request, context):
+        """The relying party this network accepts passkey (WebAuthn) custody signatures from.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_KeychainServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -77,6 +90,11 @@ def add_KeychainServiceServicer_to_server(servicer, server):
                     servicer.GetCustodyKey,
                     request_deserializer=chain_dot_v1_dot_rpc__pb2.GetCustodyKeyRequest.FromString,
                     response_serializer=chain_dot_v1_dot_rpc__pb2.GetCustodyKeyResponse.SerializeToString,
+            ),
+            'GetWebAuthnPolicy': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetWebAuthnPolicy,
+                    request_deserializer=chain_dot_v1_dot_keychain__service__pb2.GetWebAuthnPolicyRequest.FromString,
+                    response_serializer=chain_dot_v1_dot_keychain__service__pb2.GetWebAuthnPolicyResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -135,6 +153,33 @@ class KeychainService:
             '/chain.v1.KeychainService/GetCustodyKey',
             chain_dot_v1_dot_rpc__pb2.GetCustodyKeyRequest.SerializeToString,
             chain_dot_v1_dot_rpc__pb2.GetCustodyKeyResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetWebAuthnPolicy(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/chain.v1.KeychainService/GetWebAuthnPolicy',
+            chain_dot_v1_dot_keychain__service__pb2.GetWebAuthnPolicyRequest.SerializeToString,
+            chain_dot_v1_dot_keychain__service__pb2.GetWebAuthnPolicyResponse.FromString,
             options,
             channel_credentials,
             insecure,

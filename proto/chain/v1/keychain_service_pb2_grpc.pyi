@@ -3,6 +3,7 @@
 isort:skip_file
 """
 
+from chain.v1 import keychain_service_pb2 as _keychain_service_pb2
 from chain.v1 import rpc_pb2 as _rpc_pb2
 from collections import abc as _abc
 from grpc import aio as _aio
@@ -37,6 +38,8 @@ class KeychainServiceStub:
     def __new__(cls, channel: _aio.Channel) -> KeychainServiceAsyncStub: ...
     ListCustodyKeys: _grpc.UnaryUnaryMultiCallable[_rpc_pb2.ListCustodyKeysRequest, _rpc_pb2.ListCustodyKeysResponse]
     GetCustodyKey: _grpc.UnaryUnaryMultiCallable[_rpc_pb2.GetCustodyKeyRequest, _rpc_pb2.GetCustodyKeyResponse]
+    GetWebAuthnPolicy: _grpc.UnaryUnaryMultiCallable[_keychain_service_pb2.GetWebAuthnPolicyRequest, _keychain_service_pb2.GetWebAuthnPolicyResponse]
+    """The relying party this network accepts passkey (WebAuthn) custody signatures from."""
 
 @_typing.type_check_only
 class KeychainServiceAsyncStub(KeychainServiceStub):
@@ -47,6 +50,8 @@ class KeychainServiceAsyncStub(KeychainServiceStub):
     def __init__(self, channel: _aio.Channel) -> None: ...
     ListCustodyKeys: _aio.UnaryUnaryMultiCallable[_rpc_pb2.ListCustodyKeysRequest, _rpc_pb2.ListCustodyKeysResponse]  # type: ignore[assignment]
     GetCustodyKey: _aio.UnaryUnaryMultiCallable[_rpc_pb2.GetCustodyKeyRequest, _rpc_pb2.GetCustodyKeyResponse]  # type: ignore[assignment]
+    GetWebAuthnPolicy: _aio.UnaryUnaryMultiCallable[_keychain_service_pb2.GetWebAuthnPolicyRequest, _keychain_service_pb2.GetWebAuthnPolicyResponse]  # type: ignore[assignment]
+    """The relying party this network accepts passkey (WebAuthn) custody signatures from."""
 
 class KeychainServiceServicer(metaclass=_abc_1.ABCMeta):
     """Custody keychain reads backing the REST custody-keys routes (not part of
@@ -66,5 +71,13 @@ class KeychainServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _rpc_pb2.GetCustodyKeyRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_rpc_pb2.GetCustodyKeyResponse, _abc.Awaitable[_rpc_pb2.GetCustodyKeyResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def GetWebAuthnPolicy(
+        self,
+        request: _keychain_service_pb2.GetWebAuthnPolicyRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_keychain_service_pb2.GetWebAuthnPolicyResponse, _abc.Awaitable[_keychain_service_pb2.GetWebAuthnPolicyResponse]]:
+        """The relying party this network accepts passkey (WebAuthn) custody signatures from."""
 
 def add_KeychainServiceServicer_to_server(servicer: KeychainServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
