@@ -82,7 +82,9 @@ class ChainServicer(service_pb2_grpc.ChainServiceServicer):
     ) -> rpc_pb2.SubmitMessageResponse:
         outcome = (await self.node.orderer.submit([request.message]))[0]
         if not outcome.accepted:
-            raise MessageRejected(Reason(outcome.reason), outcome.detail, hash=outcome.hash.hex())
+            raise MessageRejected(
+                Reason(outcome.reason), outcome.detail, **{**outcome.values, "hash": outcome.hash.hex()}
+            )
         return rpc_pb2.SubmitMessageResponse(hash=outcome.hash, accepted=True)
 
     async def BatchSubmitMessages(

@@ -105,7 +105,8 @@ class Forwarder:
         for o in outcomes:
             if o.index in answers:  # rejected here on state: the upstream's verdict is the answer
                 r = answers[o.index]
-                out.append(Outcome(o.index, o.hash, r.accepted, r.reason_code, r.detail))
+                values = o.values if r.reason_code == o.reason else {}  # SubmitResult carries no values
+                out.append(Outcome(o.index, o.hash, r.accepted, r.reason_code, r.detail, values))
                 continue
             v = verdicts.get(o.hash) if o.accepted else None
             out.append(o if v is None else Outcome(o.index, o.hash, False, v.reason, v.detail))

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 from chain.v1 import message_pb2 as pb
 from node.chain import Chain
@@ -35,6 +36,8 @@ class Outcome:
     accepted: bool
     reason: str = ""
     detail: str = ""
+    # the rejection's values (`MessageRejected.values`: e.g. the custody `cause`), for the `reason-values` trailer
+    values: Mapping[str, Any] = field(default_factory=dict, hash=False)
 
 
 class Pipeline:
@@ -136,7 +139,7 @@ class Pipeline:
                             self.mempool.check_room(len(admitted))
                             self._apply(self._pending, msg, now)
                         except MessageRejected as exc:
-                            out.append(Outcome(i, verdict.hash, False, exc.reason.value, exc.detail))
+                            out.append(Outcome(i, verdict.hash, False, exc.reason.value, exc.detail, exc.values))
                             continue
                         admitted[verdict.hash] = msg
                         out.append(Outcome(i, verdict.hash, True))
@@ -166,7 +169,7 @@ class Pipeline:
                 raise MessageRejected(Reason.DUPLICATE_MESSAGE, "message is already pending")
             self._apply(self._pending.child(), msg, int(self.clock()))
         except MessageRejected as exc:
-            return Outcome(0, verdict.hash, False, exc.reason.value, exc.detail)
+            return Outcome(0, verdict.hash, False, exc.reason.value, exc.detail, exc.values)
         return Outcome(0, verdict.hash, True)
 
     def close(self) -> None:
