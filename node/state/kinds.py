@@ -33,7 +33,8 @@ class MessageKind(Generic[B]):
     handler: Callable[[MessageContext, B], None]
     # Weakest delegated-key scope allowed to sign it; None: authorized by a custody signature instead.
     scope: int | None
-    # Quota class: True when it consumes storage-quota units (creates something that counts).
+    # Quota class: True when it adds an element that counts against storage quota, or removes (tombstones) one.
+    # The stale-timestamp rule follows it (`max_age`); node/state/registry.py lists the class.
     quota: bool = False
 
     @property

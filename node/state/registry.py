@@ -1,5 +1,11 @@
 """Every message type in one table: body, check, signer scope, quota class, time rule, handler.
 
+The quota class (`quota=True`) is what the stale-timestamp rule follows: the types that add an element
+counted against storage quota (PROJECT_CREATE, FORK, COLLABORATOR_ADD, STORAGE_GRANT, VERIFICATION_ADD,
+LINK_ADD, REACTION_ADD) and the removes that tombstone such an element (COLLABORATOR_REMOVE,
+VERIFICATION_REMOVE, LINK_REMOVE, REACTION_REMOVE): the public reference's storage-sensitive set, less
+what this chain does not have. docs/state.md "Stale timestamps" has the reasoning and the differences.
+
 `REGISTRY.kind_of(type)` is the only way the transition learns what a message is. A type that is
 neither registered nor disabled is a typed rejection (UNKNOWN_MESSAGE_TYPE), never a KeyError; a
 retired relay-era type is DISABLED_MESSAGE_TYPE. `MESSAGE_TYPE_UNSPECIFIED` (0, what a message that
@@ -41,7 +47,7 @@ KINDS: Final = (  # no declared element type, so mypy checks each entry: its che
     MessageKind(T.MESSAGE_TYPE_COLLABORATOR_ADD, "collaborator_add", pb.CollaboratorAddBody,
                 checks.collaborator_add, projects.collaborator_add, SIGNING, quota=True),
     MessageKind(T.MESSAGE_TYPE_COLLABORATOR_REMOVE, "collaborator_remove", pb.CollaboratorRemoveBody,
-                checks.collaborator_remove, projects.collaborator_remove, SIGNING),
+                checks.collaborator_remove, projects.collaborator_remove, SIGNING, quota=True),
     MessageKind(T.MESSAGE_TYPE_MERGE_REQUEST_ADD, "merge_request_add", pb.MergeRequestAddBody,
                 checks.merge_request_add, projects.merge_request_add, SIGNING),
     MessageKind(T.MESSAGE_TYPE_MERGE_REQUEST_REMOVE, "merge_request_remove", pb.MergeRequestRemoveBody,
@@ -69,16 +75,16 @@ KINDS: Final = (  # no declared element type, so mypy checks each entry: its che
     MessageKind(T.MESSAGE_TYPE_VERIFICATION_ADD, "verification_add", pb.VerificationAddBody,
                 checks.verification_add, accounts.verification_add, SIGNING, quota=True),
     MessageKind(T.MESSAGE_TYPE_VERIFICATION_REMOVE, "verification_remove", pb.VerificationRemoveBody,
-                checks.verification_remove, accounts.verification_remove, SIGNING),
+                checks.verification_remove, accounts.verification_remove, SIGNING, quota=True),
     # social
     MessageKind(T.MESSAGE_TYPE_LINK_ADD, "link_add", pb.LinkAddBody,
                 checks.link, social.link_add, SIGNING, quota=True),
     MessageKind(T.MESSAGE_TYPE_LINK_REMOVE, "link_remove", pb.LinkRemoveBody,
-                checks.link, social.link_remove, SIGNING),
+                checks.link, social.link_remove, SIGNING, quota=True),
     MessageKind(T.MESSAGE_TYPE_REACTION_ADD, "reaction_add", pb.ReactionAddBody,
                 checks.reaction, social.reaction_add, SIGNING, quota=True),
     MessageKind(T.MESSAGE_TYPE_REACTION_REMOVE, "reaction_remove", pb.ReactionRemoveBody,
-                checks.reaction, social.reaction_remove, SIGNING),
+                checks.reaction, social.reaction_remove, SIGNING, quota=True),
 )
 # fmt: on
 

@@ -156,8 +156,14 @@ def _envelope_cases() -> list[tuple[str, pb.Message, Reason, dict[str, str]]]:
         ("future_timestamp", _resign(_data(good, timestamp=NOW + 1000)), Reason.FUTURE_TIMESTAMP, {}),
         ("stale_quota_type", _resign(_data(good, timestamp=NOW - 1000)), Reason.STALE_TIMESTAMP, {}),
         (
-            "old_non_quota_type_reaches_signer_check",
+            "stale_quota_remove",  # removes that tombstone a quota-counted element are stale-checked too
             _carol().follow(fixed.secp256k1("alice/wallet").address, remove=True, timestamp=NOW - 1000),
+            Reason.STALE_TIMESTAMP,
+            {},
+        ),
+        (
+            "old_non_quota_type_reaches_signer_check",
+            _carol().project_remove(bytes(range(32)), timestamp=NOW - 1000),
             Reason.UNKNOWN_SIGNER,
             {},
         ),
