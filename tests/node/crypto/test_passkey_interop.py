@@ -23,6 +23,7 @@ from chain.v1 import keychain_service_pb2, keychain_service_pb2_grpc
 from chain.v1 import message_pb2 as pb
 from node.crypto.custody import CustodySignatureError, verify_custody_signature
 from node.crypto.webauthn import WebAuthnPolicy
+from node.errors import REASON_VALUES, trailer
 from node.sdk.keys import Ed25519Key
 from node.sdk.rpc import ChainClient, reason_of
 from node.state.params import ChainParams
@@ -35,9 +36,12 @@ ORIGIN = "http://localhost:5173"  # a devnet (rp_id localhost) dapp served by a 
 DEVNET = WebAuthnPolicy(rp_id="localhost")
 
 
-def trailers(err: grpc.RpcError) -> dict[str, str]:
+def reason_values(err: grpc.RpcError) -> dict[str, str]:
     assert isinstance(err, grpc.Call)
-    return {k: str(v) for k, v in (err.trailing_metadata() or ())}
+    raw = trailer(err.trailing_metadata(), REASON_VALUES)
+    assert raw is not None
+    values: dict[str, str] = json.loads(raw)
+    return values
 
 
 # ---- the wallet side: key formats and assertions, no node ----
@@ -135,8 +139,7 @@ def test_each_fault_is_refused_over_grpc_with_its_cause(
         c.submit(msg)
     assert refused.value.code() == grpc.StatusCode.PERMISSION_DENIED
     assert reason_of(refused.value) == "CUSTODY_SIGNATURE_INVALID"
-    values = json.loads(trailers(refused.value)["reason-values"])
-    assert values == {"cause": fault.value, "hash": msg.hash.hex()}
+    assert reason_values(refused.value) == {"cause": fault.value, "hash": msg.hash.hex()}
 
 
 def test_a_faulty_keychain_authorize_is_refused_with_its_cause(
@@ -148,7 +151,7 @@ def test_a_faulty_keychain_authorize_is_refused_with_its_cause(
     with pytest.raises(grpc.RpcError) as refused:
         c.submit(msg)
     assert reason_of(refused.value) == "CUSTODY_SIGNATURE_INVALID"
-    assert json.loads(trailers(refused.value)["reason-values"])["cause"] == "WEBAUTHN_FLAGS"
+    assert reason_values(refused.value)["cause"] == "WEBAUTHN_FLAGS"
 
 
 def test_rest_shows_the_policy_and_the_cause(
