@@ -3,23 +3,33 @@
 `Chain` is what the node (and tests, benchmarks, snapshots) use: it opens or
 creates the store, builds or applies blocks against its committed state and
 commits each block's writes and tree nodes in one LMDB transaction.
+
+Only a directory that has never held a store is initialised; any other is checked first
+(node.storage.integrity) and refused with StoreRefused when damaged or foreign. Reads verify what is
+content-addressed; a failed check, or a tree or decode error on stored data, latches the store's fault and
+raises DataCorrupted, and every later read does too.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
+from google.protobuf.message import DecodeError
+
 from chain.v1 import block_pb2
 from chain.v1 import message_pb2 as pb
+from node.block import genesis_block
 from node.crypto.ed25519 import Ed25519Verifier
-from node.errors import InvariantBroken
+from node.errors import DataCorrupted, InvariantBroken
+from node.merkle import InvalidChange, MerkleError
 from node.state.access import StateAccess
 from node.state.params import ChainParams
 from node.state.transition import BlockOutput, apply_block, build_block, genesis_writes
 from node.storage import schema
+from node.storage.identity import FORMAT_VERSION, StoreIdentity, network_name, write_identity_file
+from node.storage.integrity import REMEDY_FOREIGN, check_contents, check_files, check_record, is_fresh, refuse
 from node.storage.kv import Overlay
 from node.storage.lmdb_store import LmdbNodeView, LmdbReadView, LmdbStore
 
@@ -32,25 +42,54 @@ class Chain:
 
     @classmethod
     def open(cls, path: Path | str, params: ChainParams | None = None, *, sync: bool = True) -> Chain:
-        """Open a chain directory; a new one is initialised with `params` (default: devnet)."""
-        store = LmdbStore(path, sync=sync)
-        with store.read() as (view, _):
-            raw = view.get(schema.meta_key(schema.META_GENESIS))
-        if raw is None:
-            params = params or ChainParams()
-            store.commit(genesis_writes(params), {})
-        else:
-            stored = ChainParams.from_json(json.loads(raw))
-            if params is not None and params != stored:
-                store.close()
-                raise InvariantBroken(f"{path} holds a chain with other genesis parameters")
-            params = stored
+        """Open a chain directory; one that never held a store is initialised with `params` (default:
+        devnet). StoreRefused when the store is damaged, or holds a chain of other genesis parameters."""
+        path = Path(path)
+        if is_fresh(path):
+            return cls._create(path, params or ChainParams(), sync)
+        file_identity = check_files(path)  # before LMDB maps the file
+        store = LmdbStore(path, sync=sync, check=check_record)
+        try:
+            contents = check_contents(store, file_identity)
+            if params is not None and params != contents.params:
+                theirs = StoreIdentity(FORMAT_VERSION, network_name(params.network), genesis_block(params).hash)
+                problem = f"holds a {contents.identity.describe()}, not the expected {theirs.describe()}"
+                raise refuse(path, problem, REMEDY_FOREIGN)
+        except BaseException:
+            store.close()
+            raise
+        if not contents.recorded:  # a store from before identities: adopt it
+            store.commit({schema.meta_key(schema.META_IDENTITY): contents.identity.encode()}, {})
+        if file_identity is None:
+            write_identity_file(path, contents.identity)
+        return cls(store, contents.params)
+
+    @classmethod
+    def _create(cls, path: Path, params: ChainParams, sync: bool) -> Chain:
+        """Genesis in one transaction (with the identity record), then the identity file beside it."""
+        identity = StoreIdentity(FORMAT_VERSION, network_name(params.network), genesis_block(params).hash)
+        store = LmdbStore(path, sync=sync, check=check_record)
+        writes = genesis_writes(params)
+        writes[schema.meta_key(schema.META_IDENTITY)] = identity.encode()
+        store.commit(writes, {})
+        write_identity_file(path, identity)
         return cls(store, params)
 
     @contextmanager
     def read(self) -> Iterator[tuple[LmdbReadView, LmdbNodeView]]:
-        with self.store.read() as views:
-            yield views
+        """A consistent read; DataCorrupted once the store failed an integrity check (now or before)."""
+        fault = self.store.fault
+        if fault.problem is not None:
+            raise DataCorrupted(fault.problem)
+        try:
+            with self.store.read() as views:
+                yield views
+        except InvalidChange:
+            raise
+        except MerkleError as err:  # a missing or malformed tree node, a value that does not match its leaf
+            raise fault.record(str(err)) from None
+        except DecodeError as err:  # a stored record that does not parse
+            raise fault.record(f"a stored record does not decode: {err}") from None
 
     def head(self) -> block_pb2.Block:
         with self.read() as (view, _):

@@ -112,6 +112,8 @@ class Reason(StrEnum):
     DRAINING = "DRAINING"
     # replicated mode: this node's state differs from the log's (it stopped taking writes)
     STATE_DIVERGED = "STATE_DIVERGED"
+    # the store failed an integrity check while serving (a hash mismatch, a damaged LMDB page)
+    DATA_CORRUPTED = "DATA_CORRUPTED"
     # reads and transport (typed errors other than rejections; the gateway's own answers)
     NOT_FOUND = "NOT_FOUND"
     INVALID_ARGUMENT = "INVALID_ARGUMENT"
@@ -255,3 +257,29 @@ def config_exit(prog: str, err: ConfigError) -> NoReturn:
     sys.stderr.write(f"{prog}: {err}\n")
     sys.stderr.flush()
     raise SystemExit(CONFIG_EXIT_STATUS)
+
+
+class DataCorrupted(ChainError):
+    """The store failed an integrity check while serving: what was read is not what was written.
+
+    Reason code DATA_CORRUPTED; gRPC DATA_LOSS, HTTP 503 (docs/operations.md). The node answers nothing
+    more from that store and goes NOT_SERVING."""
+
+    reason = Reason.DATA_CORRUPTED
+
+    def __init__(self, problem: str) -> None:
+        self.problem = problem
+        super().__init__(f"store corrupted: {problem}")
+
+
+class StoreRefused(ConfigError, InvariantBroken):
+    """The store on disk cannot be used as it is (damaged, foreign, missing): refused at start-up.
+
+    `problem` says what is wrong, `remedy` what to do; `chain-node` prints both on one line and exits 2
+    (CONFIG_EXIT_STATUS)."""
+
+    def __init__(self, path: str, problem: str, remedy: str) -> None:
+        self.path = path
+        self.problem = problem
+        self.remedy = remedy
+        super().__init__(f"{path}: {problem}; {remedy}")

@@ -35,7 +35,7 @@ from chain.v1 import (
     service_pb2_grpc,
 )
 from node.chain import Chain
-from node.errors import ConfigError, InvariantBroken
+from node.errors import ConfigError, InvariantBroken, StoreRefused
 from node.grpcweb.server import grpc_web_app, serve_grpc_web
 from node.listen import GRPC_EXCLUSIVE, check_free, grpc_add_port
 from node.observability.metrics import MetricsEndpoint
@@ -64,6 +64,8 @@ from node.server.write.pipeline import Pipeline
 from node.server.write.sizing import Resources
 from node.server.write.verify import Verifier
 from node.state.params import ChainParams
+from node.storage.identity import DATA_FILE, IDENTITY_FILE, LOCK_FILE, move_aside, network_name
+from node.storage.integrity import REMEDY_FOREIGN, check_files, is_fresh
 
 log = logging.getLogger("chain.node")
 CHAIN_SERVICE = service_pb2.DESCRIPTOR.services_by_name["ChainService"].full_name
@@ -72,6 +74,7 @@ LIVENESS = "liveness"
 READINESS = "readiness"
 READINESS_NAMES = ("", CHAIN_SERVICE, READINESS)  # "" and ChainService kept as they were documented
 NETWORKS = MappingProxyType({"mainnet": message_pb2.NETWORK_MAINNET, "testnet": message_pb2.NETWORK_TESTNET})
+STORE_FILES = (DATA_FILE, LOCK_FILE, IDENTITY_FILE, AUTHORITY_FILE)  # what --reinitialize moves aside
 
 
 def _reachable_host(listen_addr: str) -> str:
@@ -123,7 +126,22 @@ class NodeApp:
             if newest is not None:  # a new member with an empty disk starts from the newest snapshot
                 info = restore(cfg.snapshots / newest.name, cfg.data_dir)
                 log.info("empty data dir: restored the newest snapshot %s at block %d", info.name, info.block_number)
-        fresh = not (cfg.data_dir / "data.mdb").exists()
+        try:
+            return self._open_store()
+        except StoreRefused as refused:
+            if not cfg.reinitialize:
+                raise
+            aside = move_aside(cfg.data_dir, STORE_FILES)
+            log.warning("--reinitialize: %s; the old store was moved to %s", refused.problem, aside)
+            return self._open_store()
+
+    def _open_store(self) -> tuple[Chain, bool]:
+        """Open (or, in a directory that never held one, create) the store. StoreRefused when it is damaged,
+        foreign or missing (docs/operations.md, "Store identity and integrity")."""
+        cfg = self.config
+        fresh = is_fresh(cfg.data_dir) and not (cfg.data_dir / AUTHORITY_FILE).exists()
+        if not fresh and not (cfg.data_dir / "data.mdb").exists():
+            check_files(cfg.data_dir)  # refuses: the directory held a store that is gone
         params: ChainParams | None = None
         bootstrap = False
         if cfg.genesis is not None:
@@ -139,7 +157,9 @@ class NodeApp:
             bootstrap = True
         chain = Chain.open(cfg.data_dir, params)
         if cfg.network != "devnet" and chain.params.network != NETWORKS[cfg.network]:
-            raise ConfigError(f"{cfg.data_dir} holds a {chain.params.network} chain, not {cfg.network}")
+            held = network_name(chain.params.network)
+            chain.close()
+            raise StoreRefused(str(cfg.data_dir), f"holds a {held} chain, not {cfg.network}", REMEDY_FOREIGN)
         if (cfg.data_dir / AUTHORITY_FILE).exists():
             self.devnet_authority = str(cfg.data_dir / AUTHORITY_FILE)
         return chain, bootstrap
@@ -155,11 +175,15 @@ class NodeApp:
         if agreed != chain.params and bootstrap:
             # another member published its devnet first: drop the one just made here and join that one
             chain.close()
-            for name in ("data.mdb", "lock.mdb", AUTHORITY_FILE):
+            for name in STORE_FILES:
                 (cfg.data_dir / name).unlink(missing_ok=True)
             self.devnet_authority = ""
             self._published = agreed
             chain, bootstrap = self._open_chain()
+        if chain.params != agreed:
+            problem = f"holds a chain of other genesis parameters than the ones agreed in etcd ({agreed.to_json()})"
+            chain.close()
+            raise StoreRefused(str(cfg.data_dir), problem, REMEDY_FOREIGN)
         check_same(chain.params, agreed)
         return chain, bootstrap
 

@@ -34,6 +34,7 @@ class NodeConfig:
     network: str = "devnet"
     genesis: Path | None = None
     restore: Path | None = None
+    reinitialize: bool = False
     snapshot_dir: Path | None = None
     block_interval: float = 0.2
     empty_block_interval: float = 5.0
@@ -83,6 +84,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--network", default=d.network, choices=["mainnet", "testnet", "devnet"], help="network name")
     p.add_argument("--genesis", type=Path, default=None, help="genesis file (JSON); devnet genesis when absent")
     p.add_argument("--restore", type=Path, default=None, help="start from this snapshot directory")
+    p.add_argument(
+        "--reinitialize",
+        action="store_true",
+        default=d.reinitialize,
+        help="if the store is refused (damaged, foreign, missing), move it aside and start a new one",
+    )
     p.add_argument("--snapshot-dir", type=Path, default=None, help="where snapshots go")
     p.add_argument("--block-interval", type=float, default=d.block_interval, help="seconds between blocks")
     p.add_argument(
@@ -137,6 +144,8 @@ def parse_config(argv: Sequence[str] | None = None, env: Mapping[str, str] | Non
     ns = parser.parse_args(argv)
     values = vars(ns)
     values["cors_origins"] = tuple(values["cors_origins"] or ())
+    if isinstance(values["reinitialize"], str):  # from CHAIN_NODE_REINITIALIZE
+        values["reinitialize"] = values["reinitialize"].strip().lower() in ("1", "true", "yes", "on")
     values["etcd_endpoints"] = tuple(e.strip() for e in values["etcd_endpoints"].split(",") if e.strip())
     try:
         _check(values)

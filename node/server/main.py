@@ -1,4 +1,8 @@
-"""`chain-node`: run a node until SIGTERM or SIGINT."""
+"""`chain-node`: run a node until SIGTERM or SIGINT; `chain-node verify-store --data-dir DIR` checks a store offline.
+
+A store the node refuses to open (damaged, foreign, missing: node.errors.StoreRefused) stops it with one
+line on stderr and exit status 2 (docs/operations.md).
+"""
 
 from __future__ import annotations
 
@@ -10,12 +14,13 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from node.authority import Authority
-from node.errors import ConfigError, config_exit
+from node.errors import CONFIG_EXIT_STATUS, ConfigError, StoreRefused, config_exit
 from node.listen import ListenError
 from node.observability.logs import configure_logging
 from node.observability.tracing import Tracing
 from node.server.app import NodeApp
 from node.server.config import NodeConfig, parse_config
+from node.server.verify_store import main as verify_store
 
 
 async def run(argv: Sequence[str] | None = None) -> None:
@@ -56,11 +61,20 @@ async def _serve(config: NodeConfig, tracing: Tracing) -> None:
         signal.signal(sig, signal.SIG_IGN)
 
 
+EXIT_REFUSED = CONFIG_EXIT_STATUS  # a refused store is a configuration-like stop: 2
+
+
 def main(argv: Sequence[str] | None = None) -> None:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["verify-store"]:
+        raise SystemExit(verify_store(args[1:]))
     try:
-        asyncio.run(run(argv))
+        asyncio.run(run(args))
     except ListenError as err:  # a taken address: one line naming the flag, no traceback, exit status 1
         raise SystemExit(err.line("chain-node")) from None
+    except StoreRefused as refused:  # a damaged, foreign or missing store: one line, exit status 2
+        print(f"chain-node: refusing to start: {refused}", file=sys.stderr, flush=True)
+        raise SystemExit(EXIT_REFUSED) from None
     except ConfigError as err:
         config_exit("chain-node", err)
 

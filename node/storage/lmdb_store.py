@@ -4,35 +4,70 @@ Two named databases: `state` (every key built by node.storage.schema) and
 `tree` (sparse Merkle tree nodes, content addressed). A block's writes,
 including its tree nodes, go in one write transaction, so a crash leaves the
 store exactly at the previous block.
+
+Integrity: an LMDB error that means a damaged file, a tree node that does not hash to its name, or a record
+that fails the store's `check` (node.storage.integrity.check_record: blocks) is latched in the store's
+`fault` (one log line) and raised as DataCorrupted: never handed on as data.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import lmdb
+from blake3 import blake3
 
 from node.errors import StorageFailed
+from node.storage.fault import StoreFault
 from node.storage.kv import prefix_end
 
 DEFAULT_MAP_SIZE = 64 * 1024**3
+# LMDB errors that mean the file is damaged (not a full disk, a full map, a busy reader table, a failed
+# write that left the environment in panic, or a caller's mistake: those are StorageFailed or bugs).
+DAMAGE_ERRORS = (lmdb.CorruptedError, lmdb.PageNotFoundError, lmdb.InvalidError, lmdb.VersionMismatchError)
+RecordCheck = Callable[[bytes, bytes], str | None]
+"""(key, value) -> None when sound, else what is wrong."""
 
 
 class LmdbReadView:
     """A ReadView over one LMDB read transaction."""
 
-    def __init__(self, txn: Any, db: Any) -> None:
+    def __init__(self, txn: Any, db: Any, fault: StoreFault | None = None, check: RecordCheck | None = None) -> None:
         self._txn = txn
         self._db = db
+        self._fault = fault or StoreFault(Path("?"))
+        self._check = check
 
     def get(self, key: bytes) -> bytes | None:
-        value = self._txn.get(key, db=self._db)
-        return None if value is None else bytes(value)
+        try:
+            value = self._txn.get(key, db=self._db)
+        except DAMAGE_ERRORS as err:
+            raise self._fault.record(f"LMDB: {err}") from None
+        if value is None:
+            return None
+        out = bytes(value)
+        if self._check is not None:
+            problem = self._check(key, out)
+            if problem is not None:
+                raise self._fault.record(problem)
+        return out
 
     def scan(self, prefix: bytes, start: bytes | None = None, reverse: bool = False) -> Iterator[tuple[bytes, bytes]]:
+        check = self._check
+        try:
+            for key, value in self._scan(prefix, start, reverse):
+                if check is not None:
+                    problem = check(key, value)
+                    if problem is not None:
+                        raise self._fault.record(problem)
+                yield key, value
+        except DAMAGE_ERRORS as err:
+            raise self._fault.record(f"LMDB: {err}") from None
+
+    def _scan(self, prefix: bytes, start: bytes | None, reverse: bool) -> Iterator[tuple[bytes, bytes]]:
         cursor = self._txn.cursor(db=self._db)
         if reverse:
             yield from self._scan_reverse(cursor, prefix, start)
@@ -72,15 +107,24 @@ class LmdbReadView:
 
 
 class LmdbNodeView:
-    """Tree-node lookups by hash within one LMDB transaction."""
+    """Tree-node lookups by hash within one LMDB transaction; every node read is checked against its hash."""
 
-    def __init__(self, txn: Any, db: Any) -> None:
+    def __init__(self, txn: Any, db: Any, fault: StoreFault | None = None) -> None:
         self._txn = txn
         self._db = db
+        self._fault = fault or StoreFault(Path("?"))
 
     def get(self, node_hash: bytes) -> bytes | None:
-        value = self._txn.get(node_hash, db=self._db)
-        return None if value is None else bytes(value)
+        try:
+            value = self._txn.get(node_hash, db=self._db)
+        except DAMAGE_ERRORS as err:
+            raise self._fault.record(f"LMDB: {err}") from None
+        if value is None:
+            return None
+        out = bytes(value)
+        if blake3(out).digest() != node_hash:
+            raise self._fault.record(f"tree node {node_hash.hex()[:16]} does not hash to its name")
+        return out
 
 
 class ReadSnapshot:
@@ -98,8 +142,13 @@ class ReadSnapshot:
 class LmdbStore:
     """Owns the LMDB environment."""
 
-    def __init__(self, path: Path | str, *, map_size: int = DEFAULT_MAP_SIZE, sync: bool = True) -> None:
+    def __init__(
+        self, path: Path | str, *, map_size: int = DEFAULT_MAP_SIZE, sync: bool = True, check: RecordCheck | None = None
+    ) -> None:
+        """`check`: the content check applied to every state record read (None: none)."""
         self.path = Path(path)
+        self.fault = StoreFault(self.path)
+        self._check = check
         self.path.mkdir(parents=True, exist_ok=True)
         self._env = lmdb.open(
             str(self.path),
@@ -117,17 +166,23 @@ class LmdbStore:
     def read(self) -> Iterator[tuple[LmdbReadView, LmdbNodeView]]:
         """A consistent snapshot: state view and tree-node view of one transaction."""
         with self._env.begin(buffers=True) as txn:
-            yield LmdbReadView(txn, self._state), LmdbNodeView(txn, self._tree)
+            yield self._views(txn)
+
+    def _views(self, txn: Any) -> tuple[LmdbReadView, LmdbNodeView]:
+        return LmdbReadView(txn, self._state, self.fault, self._check), LmdbNodeView(txn, self._tree, self.fault)
 
     def begin_read(self) -> ReadSnapshot:
         """A long-lived read snapshot (close it when done): the mempool validates against one."""
         txn = self._env.begin(buffers=True)
-        return ReadSnapshot(txn, LmdbReadView(txn, self._state), LmdbNodeView(txn, self._tree))
+        return ReadSnapshot(txn, *self._views(txn))
 
     def commit(self, writes: Mapping[bytes, bytes | None], tree_nodes: Mapping[bytes, bytes]) -> None:
-        """Write one block's changes atomically; StorageFailed (nothing written) when the disk refuses."""
+        """Write one block's changes atomically; StorageFailed (nothing written) when the disk refuses,
+        DataCorrupted (latched) when LMDB finds the file damaged."""
         try:
             self._write(writes, tree_nodes)
+        except DAMAGE_ERRORS as err:
+            raise self.fault.record(f"LMDB: {err}") from None
         except (lmdb.Error, OSError) as exc:  # ENOSPC shows as EIO; the transaction was aborted whole
             raise StorageFailed(f"{type(exc).__name__}: {exc}") from exc
 
@@ -148,6 +203,16 @@ class LmdbStore:
         """A consistent, compacted copy of the whole environment (snapshots)."""
         Path(dest).mkdir(parents=True, exist_ok=True)
         self._env.copy(str(dest), compact=True)
+
+    def tree_nodes(self) -> Iterator[tuple[bytes, bytes]]:
+        """Every stored tree node (hash, encoding), unchecked: verify-store checks them itself."""
+        with self._env.begin(buffers=True) as txn:
+            for key, value in txn.cursor(db=self._tree):
+                yield bytes(key), bytes(value)
+
+    def tree_node_count(self) -> int:
+        with self._env.begin() as txn:
+            return int(txn.stat(self._tree)["entries"])
 
     def entry_count(self) -> int:
         with self._env.begin() as txn:

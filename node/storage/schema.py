@@ -296,3 +296,5 @@ def meta_key(name: str) -> bytes:
 META_HEAD: Final = "head"
 META_STATS: Final = "stats"
 META_GENESIS: Final = "genesis"
+META_IDENTITY: Final = "identity"
+"""What the store is (format version, network, genesis hash): node.storage.identity."""
