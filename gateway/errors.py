@@ -49,6 +49,7 @@ GRPC_HTTP_STATUS: Mapping[grpc.StatusCode, int] = MappingProxyType(
         grpc.StatusCode.RESOURCE_EXHAUSTED: 429,
         grpc.StatusCode.UNAVAILABLE: 503,
         grpc.StatusCode.DEADLINE_EXCEEDED: 504,
+        grpc.StatusCode.DATA_LOSS: 503,
     }
 )
 
@@ -138,6 +139,7 @@ REASON_HTTP_STATUS: Mapping[Reason, int] = _table(
             R.UNAVAILABLE,
             R.STREAM_GAP,
             R.HISTORY_UNAVAILABLE,
+            R.DATA_CORRUPTED,  # that node's store failed an integrity check; another node can answer
         ),
         504: (R.DEADLINE_EXCEEDED,),
     }

@@ -82,6 +82,8 @@ class WalkStats:
 
     pages: int = 0
     entries: dict[bytes, int] = field(default_factory=dict)
+    seen: bytearray = field(default_factory=bytearray)
+    """One byte per page of the file: 1 where the walk reached it."""
 
 
 def _parse_meta(raw: bytes, index: int) -> tuple[int, Meta]:
@@ -189,7 +191,7 @@ class _Walker:
             raise LmdbFileDamaged(f"page {pgno} is damaged (flags {flags:#x} where a {what} page belongs)")
         if not PAGE_HEADER <= lower <= upper <= self.meta.page_size or lower == PAGE_HEADER:
             raise LmdbFileDamaged(f"page {pgno} is damaged (free-space bounds {lower}..{upper})")
-        return (lower - PAGE_HEADER) >> 1
+        return int(lower - PAGE_HEADER) >> 1
 
     def _node(self, pgno: int, raw: bytes, off: int) -> tuple[int, int, int, int]:
         if not PAGE_HEADER <= off <= len(raw) - NODE_HEADER:
@@ -245,6 +247,7 @@ def walk(path: Path, meta: Meta, *, shallow: frozenset[bytes] = frozenset()) -> 
         walker.walk_db(b"", meta.main)
         for name, db in walker.named:
             walker.walk_db(name, db)
+    walker.stats.seen = walker.seen
     return walker.stats
 
 

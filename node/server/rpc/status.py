@@ -21,6 +21,7 @@ from node.errors import (
     REASON_VALUES,
     RETRY_AFTER_MS,
     ChainError,
+    DataCorrupted,
     InvalidArgument,
     InvalidBlock,
     InvariantBroken,
@@ -114,6 +115,7 @@ REASON_STATUS: Mapping[Reason, grpc.StatusCode] = _table(
         ),
         S.NOT_FOUND: (R.NOT_FOUND,),
         S.INTERNAL: (R.INTERNAL,),
+        S.DATA_LOSS: (R.DATA_CORRUPTED,),  # the store failed an integrity check: never the data
         S.ABORTED: (R.CONFLICT,),
         S.DEADLINE_EXCEEDED: (R.DEADLINE_EXCEEDED,),
         S.UNAUTHENTICATED: (R.UNAUTHENTICATED,),
@@ -168,6 +170,8 @@ def to_status(exc: BaseException) -> tuple[grpc.StatusCode, str, Trailers]:
         return status, message, (*trailers, (FIELD, exc.field))
     if isinstance(exc, StorageFailed):
         return abort_args(R.STORAGE_FAILED, f"storage failed: {exc}")
+    if isinstance(exc, DataCorrupted):
+        return abort_args(R.DATA_CORRUPTED, str(exc))
     if isinstance(exc, (InvalidBlock, InvariantBroken)):
         return abort_args(R.INTERNAL, f"internal error: {exc}")
     if isinstance(exc, ChainError):
