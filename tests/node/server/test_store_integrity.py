@@ -91,7 +91,7 @@ def run_refused(data_dir: Path, *args: str) -> tuple[int, list[str]]:
     cmd += ["--grpc-addr", "127.0.0.1:0", "--web-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0"]
     cmd += ["--metrics-addr", "127.0.0.1:0", *args]
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(cmd, check=False, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
     assert "ready" not in proc.stdout
     return proc.returncode, [line for line in proc.stderr.splitlines() if line.strip()]
 
@@ -110,7 +110,7 @@ def assert_refused(data_dir: Path, *must_say: str, args: tuple[str, ...] = ()) -
 def verify_store(data_dir: Path) -> tuple[int, list[str], str]:
     cmd = [sys.executable, "-m", "node.server.main", "verify-store", "--data-dir", str(data_dir)]
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(cmd, check=False, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     return proc.returncode, [line for line in proc.stderr.splitlines() if line.strip()], proc.stdout
 
 
@@ -183,7 +183,7 @@ def test_overwritten_page_is_refused_or_never_serves_wrong_data(base, tmp_path, 
     meta = read_meta(data)
     rng = random.Random(seed)
     reachable = [p for p, hit in enumerate(walk(data, meta).seen) if hit]
-    page = rng.choice(reachable + [0, 1]) if seed % 3 else rng.randrange(meta.last_pg + 1)  # any page, too
+    page = rng.choice([*reachable, 0, 1]) if seed % 3 else rng.randrange(meta.last_pg + 1)  # any page, too
     with open(data, "r+b") as f:
         f.seek(page * meta.page_size)
         f.write(rng.randbytes(meta.page_size))
