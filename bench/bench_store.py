@@ -93,6 +93,8 @@ def main() -> None:
         f"| `chain-node verify-store` | {doc['seconds']:.1f} s ({wall:.1f} s with interpreter start) "
         f"| {doc['keys_per_s']:,.0f} keys/s; {doc['tree_nodes']:,} tree nodes checked |"
     )
+    phases = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in doc["phases"].items())
+    print(f"\nverify-store phases: {phases}")
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ import logging
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from blake3 import blake3
@@ -66,6 +66,7 @@ class Report:
     tree_nodes: int = 0
     state_root: str = ""
     seconds: float = 0.0
+    phases: dict[str, float] = field(default_factory=dict)  # seconds per phase
 
     @property
     def keys_per_s(self) -> float:
@@ -122,16 +123,24 @@ def recompute_root(view: LmdbReadView, progress: Progress, total: int) -> tuple[
 def verify(data_dir: Path, progress: Progress) -> Report:
     started = time.monotonic()
     report = Report()
+
+    def phase(name: str) -> None:
+        report.phases[name] = round(time.monotonic() - started - sum(report.phases.values()), 3)
+
     file_identity = check_files(data_dir, deep=True)
+    phase("file")
     store = LmdbStore(data_dir, sync=False, check=check_record)
     try:
         contents = check_contents(store, file_identity)
         head = contents.head
         report.height = int(head.header.number)
         report.tree_nodes = check_tree_nodes(store, progress)
+        phase("tree_nodes")
         with store.read() as (view, _nodes):
             report.blocks = check_blocks(view, head, progress)
+            phase("blocks")
             root, report.keys = recompute_root(view, progress, store.entry_count())
+            phase("state_root")
         if root != head.header.state_root:
             raise Damaged(
                 f"the state root recomputed from {report.keys} keys is {root.hex()[:16]}, "

@@ -164,16 +164,27 @@ class _Walker:
                 continue
             raw = self.page(pgno)
             count = self._check_header(pgno, raw, leaf)
-            for i in range(count):
-                off = struct.unpack_from("<H", raw, PAGE_HEADER + 2 * i)[0]
-                if leaf:
-                    self._leaf_node(name, pgno, raw, off)
-                else:
-                    stack.append((self._branch_child(pgno, raw, off), depth + 1))
-            entries += count if leaf else 0
+            offsets = struct.unpack_from(f"<{count}H", raw, PAGE_HEADER)
+            if leaf:
+                self._leaf_page(name, pgno, raw, offsets)
+                entries += count
+            else:
+                stack.extend((self._branch_child(pgno, raw, off), depth + 1) for off in offsets)
         if name not in self.shallow and entries != db.entries:
             raise LmdbFileDamaged(f"database {name!r} holds {entries} entries, its record says {db.entries}")
         self.stats.entries[name] = entries
+
+    def _leaf_page(self, name: bytes, pgno: int, raw: bytes, offsets: tuple[int, ...]) -> None:
+        """Every node of a leaf page; plain in-page values take the fast path, the rest `_leaf_node`."""
+        upper = _HEADER.unpack_from(raw)[4]
+        size = len(raw)
+        unpack = _NODE.unpack_from
+        for off in offsets:
+            if upper <= off <= size - NODE_HEADER:
+                lo, hi, flags, ksize = unpack(raw, off)
+                if not flags and ksize <= MAX_KEY and off + NODE_HEADER + ksize + (lo | hi << 16) <= size:
+                    continue
+            self._leaf_node(name, pgno, raw, off)
 
     def _leaf_header(self, pgno: int, raw: bytes) -> None:
         self._bounds(pgno, raw, P_LEAF)
@@ -194,7 +205,7 @@ class _Walker:
         return int(lower - PAGE_HEADER) >> 1
 
     def _node(self, pgno: int, raw: bytes, off: int) -> tuple[int, int, int, int]:
-        if not PAGE_HEADER <= off <= len(raw) - NODE_HEADER:
+        if not _HEADER.unpack_from(raw)[4] <= off <= len(raw) - NODE_HEADER:
             raise LmdbFileDamaged(f"page {pgno} is damaged (a node at offset {off})")
         lo, hi, flags, ksize = _NODE.unpack_from(raw, off)
         if ksize > MAX_KEY or off + NODE_HEADER + ksize > len(raw):

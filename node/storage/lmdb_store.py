@@ -206,9 +206,8 @@ class LmdbStore:
 
     def tree_nodes(self) -> Iterator[tuple[bytes, bytes]]:
         """Every stored tree node (hash, encoding), unchecked: verify-store checks them itself."""
-        with self._env.begin(buffers=True) as txn:
-            for key, value in txn.cursor(db=self._tree):
-                yield bytes(key), bytes(value)
+        with self._env.begin() as txn:
+            yield from txn.cursor(db=self._tree).iternext()
 
     def tree_node_count(self) -> int:
         with self._env.begin() as txn:
