@@ -252,6 +252,7 @@ def rpc_error(code: grpc.StatusCode, *trailers: tuple[str, str]) -> grpc.aio.Aio
         (grpc.StatusCode.RESOURCE_EXHAUSTED, "MESSAGE_TOO_LARGE", 413),
         (grpc.StatusCode.UNAVAILABLE, "", 503),
         (grpc.StatusCode.DEADLINE_EXCEEDED, "", 504),
+        (grpc.StatusCode.DATA_LOSS, "DATA_CORRUPTED", 503),
         (grpc.StatusCode.INTERNAL, "INTERNAL", 500),
         (grpc.StatusCode.UNKNOWN, "", 500),
     ],
