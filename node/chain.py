@@ -20,7 +20,6 @@ from google.protobuf.message import DecodeError
 
 from chain.v1 import block_pb2
 from chain.v1 import message_pb2 as pb
-from node.block import genesis_block
 from node.crypto.ed25519 import Ed25519Verifier
 from node.errors import DataCorrupted, InvariantBroken
 from node.merkle import InvalidChange, MerkleError
@@ -28,8 +27,16 @@ from node.state.access import StateAccess
 from node.state.params import ChainParams
 from node.state.transition import BlockOutput, apply_block, build_block, genesis_writes
 from node.storage import schema
-from node.storage.identity import FORMAT_VERSION, StoreIdentity, network_name, write_identity_file
-from node.storage.integrity import REMEDY_FOREIGN, check_contents, check_files, check_record, is_fresh, refuse
+from node.storage.identity import write_identity_file
+from node.storage.integrity import (
+    REMEDY_FOREIGN,
+    check_contents,
+    check_files,
+    check_record,
+    identity_of,
+    is_fresh,
+    refuse,
+)
 from node.storage.kv import Overlay
 from node.storage.lmdb_store import LmdbNodeView, LmdbReadView, LmdbStore
 
@@ -52,8 +59,7 @@ class Chain:
         try:
             contents = check_contents(store, file_identity)
             if params is not None and params != contents.params:
-                theirs = StoreIdentity(FORMAT_VERSION, network_name(params.network), genesis_block(params).hash)
-                problem = f"holds a {contents.identity.describe()}, not the expected {theirs.describe()}"
+                problem = f"holds a {contents.identity.describe()}, not the expected {identity_of(params).describe()}"
                 raise refuse(path, problem, REMEDY_FOREIGN)
         except BaseException:
             store.close()
@@ -67,7 +73,7 @@ class Chain:
     @classmethod
     def _create(cls, path: Path, params: ChainParams, sync: bool) -> Chain:
         """Genesis in one transaction (with the identity record), then the identity file beside it."""
-        identity = StoreIdentity(FORMAT_VERSION, network_name(params.network), genesis_block(params).hash)
+        identity = identity_of(params)
         store = LmdbStore(path, sync=sync, check=check_record)
         writes = genesis_writes(params)
         writes[schema.meta_key(schema.META_IDENTITY)] = identity.encode()

@@ -65,7 +65,7 @@ from node.server.write.sizing import Resources
 from node.server.write.verify import Verifier
 from node.state.params import ChainParams
 from node.storage.identity import DATA_FILE, IDENTITY_FILE, LOCK_FILE, move_aside, network_name
-from node.storage.integrity import REMEDY_FOREIGN, check_files, is_fresh
+from node.storage.integrity import REMEDY_FOREIGN, check_files, identity_of, is_fresh
 
 log = logging.getLogger("chain.node")
 CHAIN_SERVICE = service_pb2.DESCRIPTOR.services_by_name["ChainService"].full_name
@@ -166,12 +166,19 @@ class NodeApp:
 
     async def _open_replicated(self) -> tuple[Chain, bool]:
         """Open the chain of an etcd member: its genesis must be the one published in etcd."""
+        self._etcd = EtcdClient(self.config.etcd_endpoints)
+        try:
+            return await self._join_replicated(self._etcd)
+        except StoreRefused:
+            await self._etcd.close()  # the refusal stops the process: leave no session open behind it
+            raise
+
+    async def _join_replicated(self, etcd: EtcdClient) -> tuple[Chain, bool]:
         cfg = self.config
-        self._etcd = EtcdClient(cfg.etcd_endpoints)
         keys = Keys(cfg.etcd_prefix.encode())
-        self._published = await published_genesis(self._etcd, keys)
+        self._published = await published_genesis(etcd, keys)
         chain, bootstrap = self._open_chain()
-        agreed = await agree_genesis(self._etcd, keys, chain.params)
+        agreed = await agree_genesis(etcd, keys, chain.params)
         if agreed != chain.params and bootstrap:
             # another member published its devnet first: drop the one just made here and join that one
             chain.close()
@@ -181,7 +188,8 @@ class NodeApp:
             self._published = agreed
             chain, bootstrap = self._open_chain()
         if chain.params != agreed:
-            problem = f"holds a chain of other genesis parameters than the ones agreed in etcd ({agreed.to_json()})"
+            ours, theirs = identity_of(chain.params).describe(), identity_of(agreed).describe()
+            problem = f"holds a {ours}, but the network in etcd agreed on a {theirs}"
             chain.close()
             raise StoreRefused(str(cfg.data_dir), problem, REMEDY_FOREIGN)
         check_same(chain.params, agreed)

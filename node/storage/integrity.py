@@ -76,6 +76,11 @@ def check_record(key: bytes, value: bytes) -> str | None:
     return None
 
 
+def identity_of(params: ChainParams) -> StoreIdentity:
+    """The identity a store of these genesis parameters has."""
+    return StoreIdentity(FORMAT_VERSION, network_name(params.network), bytes(genesis_block(params).hash))
+
+
 def refuse(data_dir: Path, problem: str, remedy: str = REMEDY_DAMAGED) -> StoreRefused:
     return StoreRefused(str(data_dir), problem, remedy)
 
@@ -154,7 +159,7 @@ def _identity(data_dir: Path, view: LmdbReadView) -> tuple[StoreIdentity, ChainP
     block0 = view.get(schema.block_key(0))
     if block0 is None or block_pb2.Block.FromString(block0).hash != expected.hash:
         raise refuse(data_dir, "block 0 is not the genesis block of the genesis record")
-    identity = StoreIdentity(FORMAT_VERSION, network_name(params.network), bytes(expected.hash))
+    identity = identity_of(params)
     recorded = view.get(schema.meta_key(schema.META_IDENTITY))
     if recorded is None:
         return identity, params, False

@@ -26,6 +26,7 @@ from node.sdk.rpc import reason_of
 from node.state.params import ChainParams
 from node.storage import schema
 from node.storage.lmdb_file import read_meta, walk
+from tests.node.replicated.cluster import ReplicaSet
 from tests.node.server.actors import new_account
 from tests.node.server.nodeproc import ROOT, NodeProcess
 
@@ -212,6 +213,18 @@ def test_store_of_another_network_is_refused(tmp_path):
     assert "--reinitialize" in line
     testnet.save(tmp_path / "testnet.json")
     assert_refused(d, "holds a testnet chain, not mainnet", args=("--network", "mainnet"))
+
+
+def test_store_of_another_genesis_than_the_one_agreed_in_etcd_is_refused(etcd1, tmp_path):
+    nodes = ReplicaSet(tmp_path / "cluster", etcd1).start(1)  # publishes its devnet genesis in etcd
+    try:
+        foreign = tmp_path / "foreign"
+        Chain.open(foreign).close()  # another devnet
+        args = ("--orderer", "etcd", "--etcd-endpoints", etcd1.endpoints_flag, "--node-id", "n9")
+        line = assert_refused(foreign, "but the network in etcd agreed on a devnet chain with genesis", args=args)
+        assert "--reinitialize" in line
+    finally:
+        nodes.stop()
 
 
 def test_identity_file_of_another_store_is_refused(base, tmp_path):

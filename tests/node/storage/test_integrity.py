@@ -3,6 +3,7 @@ checks, and the read-time hash checks (the process-level refusals are in tests/n
 
 from __future__ import annotations
 
+import json
 import random
 from pathlib import Path
 
@@ -116,3 +117,19 @@ def test_a_store_without_identity_is_adopted(store: Path) -> None:
     chain = Chain.open(store)
     chain.close()
     assert read_identity_file(store) == check_store(store)
+
+
+def test_a_store_of_another_format_version_is_refused(store: Path) -> None:
+    identity = check_store(store)
+    newer = json.dumps({**identity.to_json(), "format_version": 2}).encode()
+    raw_put(store, b"state", schema.meta_key(schema.META_IDENTITY), newer)
+    with pytest.raises(StoreRefused, match="store format version 2, this node reads 1"):
+        Chain.open(store)
+
+
+def test_an_identity_record_that_disagrees_with_block_0_is_refused(store: Path) -> None:
+    identity = check_store(store)
+    other = json.dumps({**identity.to_json(), "genesis_hash": "00" * 32}).encode()
+    raw_put(store, b"state", schema.meta_key(schema.META_IDENTITY), other)
+    with pytest.raises(StoreRefused, match="disagrees with block 0"):
+        Chain.open(store)
