@@ -26,9 +26,9 @@ from node.sdk.rpc import reason_of
 from node.state.params import ChainParams
 from node.storage import schema
 from node.storage.lmdb_file import read_meta, walk
-from tests.node.replicated.cluster import ReplicaSet
-from tests.node.server.actors import new_account
-from tests.node.server.nodeproc import ROOT, NodeProcess
+from tests.fixtures.actors import new_account
+from tests.fixtures.nodeproc import ROOT, NodeProcess
+from tests.fixtures.replicaset import ReplicaSet
 
 REFUSED = 2
 SERVING = health_pb2.HealthCheckResponse.SERVING
