@@ -64,6 +64,7 @@ from node.server.write.pipeline import Pipeline
 from node.server.write.sizing import Resources
 from node.server.write.verify import Verifier
 from node.state.params import ChainParams
+from node.storage.fault import REMEDY_DAMAGED
 from node.storage.identity import DATA_FILE, IDENTITY_FILE, LOCK_FILE, move_aside, network_name
 from node.storage.integrity import REMEDY_FOREIGN, check_files, identity_of, is_fresh
 
@@ -140,7 +141,10 @@ class NodeApp:
         foreign or missing (docs/operations.md, "Store identity and integrity")."""
         cfg = self.config
         fresh = is_fresh(cfg.data_dir) and not (cfg.data_dir / AUTHORITY_FILE).exists()
-        if not fresh and not (cfg.data_dir / "data.mdb").exists():
+        if is_fresh(cfg.data_dir) and not fresh:
+            problem = f"{AUTHORITY_FILE} is here but no store (data.mdb deleted, or the first start stopped early)"
+            raise StoreRefused(str(cfg.data_dir), problem, REMEDY_DAMAGED)
+        if not fresh and not (cfg.data_dir / DATA_FILE).exists():
             check_files(cfg.data_dir)  # refuses: the directory held a store that is gone
         params: ChainParams | None = None
         bootstrap = False

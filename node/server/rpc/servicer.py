@@ -58,8 +58,9 @@ class NodeState:
 
     @property
     def serving(self) -> bool:
-        """Readiness: started and not draining, caught up (the orderer says so), and the store takes commits."""
-        return self.ready and self.orderer.serving and self.storage.ok
+        """Readiness: started and not draining, caught up (the orderer says so), the store takes commits and
+        has not failed an integrity check."""
+        return self.ready and self.orderer.serving and self.storage.ok and self.chain.store.fault.problem is None
 
 
 def _result(o: Outcome) -> rpc_pb2.SubmitResult:
@@ -377,6 +378,9 @@ class ChainServicer(service_pb2_grpc.ChainServiceServicer):
         detail = "serving" if ready else "not serving"
         if not self.node.storage.ok:
             detail = f"not serving: storage failed: {self.node.storage.failure}"
+        corrupted = self.node.chain.store.fault.problem
+        if corrupted is not None:
+            detail = f"not serving: store corrupted: {corrupted}"
         return rpc_pb2.GetHealthResponse(live=True, ready=ready, detail=detail)
 
     async def GetChainStats(

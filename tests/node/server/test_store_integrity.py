@@ -168,6 +168,13 @@ def test_deleted_data_file_is_refused(base, tmp_path):
     assert not (d / "data.mdb").exists()
 
 
+def test_devnet_authority_without_a_store_is_refused(base, tmp_path):
+    d = copy_of(base, tmp_path / "node")
+    for name in ("data.mdb", "store-identity.json"):  # lock.mdb is not copied: only the authority file is left
+        (d / name).unlink()
+    assert_refused(d, "devnet-authority.json is here but no store")
+
+
 def test_identity_file_alone_still_marks_the_directory(base, tmp_path):
     d = copy_of(base, tmp_path / "node")
     Chain.open(d).close()  # adopts the store: writes its identity file
@@ -278,6 +285,8 @@ def test_damaged_old_block_is_reported_while_serving_never_served(base, tmp_path
             assert got == base.blocks[n]
         expect_corrupted(lambda: client.stub.GetBlock(rpc_pb2.GetBlockRequest(block_number=victim)))
         wait_health(node, NOT_SERVING)
+        health = client.stub.GetHealth(rpc_pb2.GetHealthRequest())
+        assert (health.live, health.ready) == (True, False) and f"block {victim}" in health.detail
         expect_corrupted(lambda: client.stub.GetBlock(rpc_pb2.GetBlockRequest(block_number=1)))  # latched
     finally:
         node.stop()
