@@ -21,7 +21,7 @@ import pytest
 
 from chain_operator import config as operator_config
 from gateway import config as gateway_config
-from node.envflags import default_text, env_actions, env_name
+from node.envflags import default_text, env_actions, env_name, is_switch
 from node.server import config as node_config
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -70,7 +70,9 @@ def expected_notes(command: Command) -> dict[str, str]:
     """Per flag: the `(default: X; env: NAME` its help must show; X from the configuration dataclass."""
     notes = {}
     for action in env_actions(command.parser()):
-        default = command.shown.get(action.dest) or default_text(getattr(command.config, action.dest))
+        default = command.shown.get(action.dest) or default_text(
+            getattr(command.config, action.dest), switch=is_switch(action)
+        )
         notes[action.option_strings[0]] = f"(default: {default}; env: {env_name(command.prefix, action)}"
     return notes
 

@@ -144,8 +144,6 @@ def parse_config(argv: Sequence[str] | None = None, env: Mapping[str, str] | Non
     ns = parser.parse_args(argv)
     values = vars(ns)
     values["cors_origins"] = tuple(values["cors_origins"] or ())
-    if isinstance(values["reinitialize"], str):  # from CHAIN_NODE_REINITIALIZE
-        values["reinitialize"] = values["reinitialize"].strip().lower() in ("1", "true", "yes", "on")
     values["etcd_endpoints"] = tuple(e.strip() for e in values["etcd_endpoints"].split(",") if e.strip())
     try:
         _check(values)
