@@ -10,9 +10,10 @@ BUF := node_modules/.bin/buf
 HELM := $(VENV)/bin/helm
 # Debian packages the test suite needs (installed by `make test` when missing).
 DEB_PACKAGES ?= redis-server chromium etcd-server etcd-client prometheus
+BENCH_DEB_PACKAGES ?= wrk
 PYTEST_ARGS ?=
 
-.PHONY: install install-test run test lint proto proto-check bench soak clean
+.PHONY: install install-test deb-packages run test lint proto proto-check bench soak clean
 
 install: $(VENV)/.installed $(BUF) $(HELM)
 
@@ -30,7 +31,11 @@ $(BUF): package.json package-lock.json
 	@touch $@
 
 install-test: install
-	@missing=""; for p in $(DEB_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	@$(MAKE) --no-print-directory deb-packages PACKAGES="$(DEB_PACKAGES)"
+
+# Debian packages named in PACKAGES that are not installed yet (tests: DEB_PACKAGES; bench: BENCH_DEB_PACKAGES).
+deb-packages:
+	@missing=""; for p in $(PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian packages:$$missing"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
@@ -60,6 +65,7 @@ soak: install-test
 	$(VENV)/bin/pytest -m soak -o addopts="-p no:cacheprovider" $(PYTEST_ARGS)
 
 bench: install
+	@$(MAKE) --no-print-directory deb-packages PACKAGES="$(BENCH_DEB_PACKAGES)"
 	$(PY) -m bench
 
 clean:
