@@ -22,7 +22,8 @@ or numbers, field names in lowerCamelCase or as in the .proto file.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from types import MappingProxyType
 from typing import Any, TypeAlias, cast
 
 from google.protobuf import message_factory
@@ -125,7 +126,7 @@ def enum_number(enum: EnumDescriptor, name: str) -> int:
 def _value(field: FieldDescriptor, value: Any) -> Json:
     t = field.type
     if t == FD.TYPE_MESSAGE:
-        return to_json(value)
+        return reference_json(value)
     if t == FD.TYPE_BYTES:
         return bytes(value).hex() if _is_ref(field) else "0x" + bytes(value).hex()
     if t in INT64_TYPES:
@@ -135,8 +136,9 @@ def _value(field: FieldDescriptor, value: Any) -> Json:
     return value
 
 
-def to_json(msg: Message) -> JsonObject:
-    """A protobuf record in its REST shape (see the module docstring for the rules)."""
+def reference_json(msg: Message) -> JsonObject:
+    """A protobuf record in its REST shape, rule by rule (see the module docstring): the definition that
+    the encoders compiled at import (`to_json`) must equal (tests/gateway/test_rest_encoder.py)."""
     out: JsonObject = {}
     for field in fields(msg.DESCRIPTOR):
         if _in_oneof(field) and not msg.HasField(field.name):
@@ -149,8 +151,89 @@ def to_json(msg: Message) -> JsonObject:
     return out
 
 
+def to_json(msg: Message) -> JsonObject:
+    """A protobuf record in its REST shape, by the encoder compiled for its type (`reference_json` else)."""
+    out: JsonObject = ENCODERS.get(msg.DESCRIPTOR.full_name, reference_json)(msg)
+    return out
+
+
 def to_json_list(items: Iterable[Message]) -> list[JsonObject]:
     return [to_json(m) for m in items]
+
+
+# ---- the same rules compiled once per message type (the read path's encoders) ----
+
+Encoder: TypeAlias = Callable[[Any], Json]
+# (field name, converter or None for the value as it is, repeated, member of a oneof)
+Plan: TypeAlias = list[tuple[str, Encoder | None, bool, bool]]
+
+
+def _enum_encoder(enum: EnumDescriptor) -> Encoder:
+    names = {v.number: enum_name(enum, v.number) for v in enum.values}
+    return lambda v: names[v] if v in names else str(v)
+
+
+def _hex0x(v: bytes) -> str:
+    return "0x" + v.hex()
+
+
+def _converter(field: FieldDescriptor, encoders: Mapping[str, Encoder]) -> Encoder | None:
+    t = field.type
+    if t == FD.TYPE_MESSAGE:
+        return encoders[_message_type(field).full_name]
+    if t == FD.TYPE_BYTES:
+        return bytes.hex if _is_ref(field) else _hex0x
+    if t in INT64_TYPES:
+        return str
+    if t == FD.TYPE_ENUM:
+        return _enum_encoder(_enum_type(field))
+    return None
+
+
+def _encoder(plan: Plan) -> Encoder:
+    def encode(msg: Any) -> JsonObject:
+        out: JsonObject = {}
+        for name, conv, repeated, oneof in plan:
+            if oneof and not msg.HasField(name):
+                continue
+            value = getattr(msg, name)
+            if repeated:
+                out[name] = [conv(v) for v in value] if conv is not None else list(value)
+            else:
+                out[name] = conv(value) if conv is not None else value
+        return out
+
+    return encode
+
+
+def _all_messages(files: Iterable[Any]) -> dict[str, Descriptor]:
+    found: dict[str, Descriptor] = {}
+    stack: list[Descriptor] = [d for f in files for d in f.DESCRIPTOR.message_types_by_name.values()]
+    while stack:
+        desc = stack.pop()
+        if desc.full_name not in found:
+            found[desc.full_name] = desc
+            stack.extend(desc.nested_types)
+            stack.extend(_message_type(f) for f in fields(desc) if f.type == FD.TYPE_MESSAGE)
+    return found
+
+
+def compile_encoders(files: Iterable[Any]) -> Mapping[str, Encoder]:
+    """An encoder per message type of these generated modules, equal to `reference_json` (map fields,
+    which no REST record has, are left to it)."""
+    descs = {n: d for n, d in _all_messages(files).items() if not d.GetOptions().map_entry}
+    plans: dict[str, Plan] = {name: [] for name in descs}
+    encoders = {name: _encoder(plan) for name, plan in plans.items()}
+    for name, desc in descs.items():
+        if any(f.type == FD.TYPE_MESSAGE and _message_type(f).full_name not in encoders for f in fields(desc)):
+            encoders[name] = reference_json
+            continue
+        for f in fields(desc):
+            plans[name].append((f.name, _converter(f, encoders), f.is_repeated, _in_oneof(f)))
+    return MappingProxyType(encoders)
+
+
+ENCODERS = compile_encoders((block_pb2, message_pb2, node_info_pb2, proof_pb2, rpc_pb2, state_pb2))
 
 
 def account_summary(resp: rpc_pb2.GetAccountResponse) -> JsonObject:
