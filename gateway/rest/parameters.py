@@ -5,12 +5,14 @@ through jsonschema-path), which costs 3-5 ms for a GET with one or two parameter
 A GET's inputs are only its path and query parameters, so at start-up each such operation of the same
 document gets, per parameter, a caster from the URL's text to the schema's type (with openapi-core's own
 rules: `int()`, its boolean words) and an `OAS31Validator` (openapi-schema-validator, the OAS 3.1 JSON
-Schema validator that openapi-core itself uses) for the parameter's schema. Errors have the same shape
-as openapi-core's. Requests with a body (the writes) still go through openapi-core whole.
+Schema validator that openapi-core itself uses) for the parameter's schema, with a lean check in front for
+the common schemas (`fast_accept`). Errors have the same shape as openapi-core's. Requests with a body
+(the writes) still go through openapi-core whole.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -36,6 +38,23 @@ def _boolean(text: str) -> bool:
 
 
 CASTERS: Mapping[str, Caster] = {"integer": int, "boolean": _boolean, "string": str}
+ANNOTATIONS = frozenset({"type", "description", "examples"})
+
+
+def fast_accept(schema: Schema) -> Callable[[Any], bool] | None:
+    """For the common schemas (a string with a pattern, an integer with bounds, a boolean), a check that
+    accepts exactly what the validator accepts, without building its error iterator; a value it refuses
+    still goes through the validator, so the error reasons are the validator's own. None for other schemas."""
+    kind, keywords = schema.get("type"), set(schema) - ANNOTATIONS
+    if kind == "string" and keywords <= {"pattern"}:
+        search = re.compile(schema.get("pattern", "")).search  # JSON Schema patterns are unanchored searches
+        return lambda v: search(v) is not None
+    if kind == "integer" and keywords <= {"minimum", "maximum"}:
+        lo, hi = schema.get("minimum"), schema.get("maximum")
+        return lambda v: (lo is None or v >= lo) and (hi is None or v <= hi)
+    if kind == "boolean" and not keywords:
+        return lambda v: True
+    return None
 
 
 @dataclass(frozen=True)
@@ -45,6 +64,7 @@ class CompiledParameter:
     required: bool
     cast: Caster
     validator: Any  # OAS31Validator (untyped library)
+    accept: Callable[[Any], bool] | None = None  # fast_accept of the schema
 
     def invalid(self, reason: str) -> ApiError:
         return ApiError(
@@ -57,6 +77,8 @@ class CompiledParameter:
             value = self.cast(text)
         except ValueError as err:
             raise self.invalid(str(err)) from None
+        if self.accept is not None and self.accept(value):
+            return value
         errors = sorted(self.validator.iter_errors(value), key=lambda e: e.path)
         if errors:
             raise self.invalid("; ".join(e.message for e in errors))
@@ -75,6 +97,7 @@ def compile_parameter(spec: Schema, document: Schema) -> CompiledParameter:
         required=bool(spec.get("required")),
         cast=CASTERS[kind],
         validator=OAS31Validator(resolver_root),
+        accept=fast_accept(schema),
     )
 
 

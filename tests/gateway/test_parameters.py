@@ -111,3 +111,24 @@ def test_project_names_follow_the_node_rule(name: str) -> None:
     op = COMPILED[("GET", "/v1/accounts/{ownerAddress}/projects/{name}")]
     outcome, _ = by_compiled(op, {"ownerAddress": "0x" + "ab" * 20, "name": name}, {})
     assert (outcome == "ok") == node_accepts
+
+
+SAMPLES = ("", "0", "7", "-1", "true", "0x" + "ab" * 20, "0x" + "AB" * 32, "0x" + "ab" * 20 + "\n", "0xzz", "main",
+           "refs", "726566", "42-0", "a" * 101, "_x.y-z", "18446744073709551616")  # fmt: skip
+
+
+def test_fast_accept_accepts_exactly_what_the_validator_accepts() -> None:
+    operations = compile_operations(build_document(ROUTES), EMPTY_IS_ABSENT)
+    checked = 0
+    for op in operations.values():
+        for p in op.parameters:
+            if p.accept is None:
+                continue
+            for text in SAMPLES:
+                try:
+                    value = p.cast(text)
+                except ValueError:
+                    continue
+                assert p.accept(value) == (not list(p.validator.iter_errors(value))), (p.name, text)
+                checked += 1
+    assert checked > 100
