@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from aiohttp import web
 
+from gateway.accesslog import LeanAccessLogger
 from gateway.app import build_app
 from gateway.config import GatewayConfig, parse_config
 from gateway.connections import ConnectionGuard, GuardedSite
@@ -42,7 +43,9 @@ async def _serve(config: GatewayConfig, metrics: GatewayMetrics | None, metrics_
     app = build_app(config, metrics)
     guard = ConnectionGuard(config.header_timeout, config.max_connections)
     app.middlewares.insert(0, guard.middleware)  # outermost: marks a request's headers complete
-    runner = web.AppRunner(app, handler_cancellation=True, keepalive_timeout=config.idle_timeout)
+    runner = web.AppRunner(
+        app, handler_cancellation=True, keepalive_timeout=config.idle_timeout, access_log_class=LeanAccessLogger
+    )
     await runner.setup()
     host, port = config.host_port
     site = GuardedSite(runner, host, port, guard)  # exclusive (no SO_REUSEPORT), header deadline, connection cap

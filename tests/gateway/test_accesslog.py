@@ -1,0 +1,58 @@
+"""The gateway's lean access logger writes the line aiohttp's own `AccessLogger` writes (default format),
+for real requests to an app served on loopback, and defers to aiohttp's logger for any other format."""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any
+
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestClient, TestServer
+from aiohttp.web_log import AccessLogger
+
+from gateway.accesslog import LeanAccessLogger
+
+STAMP = re.compile(r"\[\d\d/\w{3}/\d{4}:\d\d:\d\d:\d\d [+-]\d{4}\]")
+
+
+def app() -> web.Application:
+    async def hello(request: web.Request) -> web.Response:
+        return web.json_response({"hello": request.match_info["who"]}, status=201)
+
+    out = web.Application()
+    out.router.add_get("/v1/hello/{who}", hello)
+    return out
+
+
+async def lines(caplog: pytest.LogCaptureFixture, cls: type, **runner: Any) -> list[str]:
+    """The access log lines of three requests to an app served on loopback with this access log class."""
+    caplog.clear()
+    server = TestServer(app(), host="127.0.0.1")
+    await server.start_server(access_log_class=cls, **runner)
+    headers = {"Referer": "http://app.test/page", "User-Agent": "probe/1.0 (é)"}
+    with caplog.at_level(logging.INFO, logger="aiohttp.access"):
+        async with TestClient(server) as client:
+            for path in ("/v1/hello/a?x=1&y=%20", "/v1/nowhere"):
+                await (await client.get(path, headers=headers)).read()
+            await (await client.get("/v1/hello/b")).read()
+    records = [r for r in caplog.records if r.name == "aiohttp.access"]
+    expected_module = "accesslog" if cls is LeanAccessLogger and not runner else "web_log"
+    assert {r.module for r in records} == {expected_module}  # the class under test wrote them
+    return [r.getMessage() for r in records]
+
+
+async def test_same_line_as_aiohttp(caplog: pytest.LogCaptureFixture) -> None:
+    ours = await lines(caplog, LeanAccessLogger)
+    theirs = await lines(caplog, AccessLogger)
+    assert len(ours) == 3
+    assert all(STAMP.search(line) for line in ours)
+    assert [STAMP.sub("T", line) for line in ours] == [STAMP.sub("T", line) for line in theirs]
+    assert '"GET /v1/hello/a?x=1&y=%20 HTTP/1.1" 201' in ours[0]
+    assert ours[2].endswith('"-" "' + theirs[2].rsplit('"', 2)[-2] + '"')
+
+
+async def test_other_formats_are_aiohttp_s(caplog: pytest.LogCaptureFixture) -> None:
+    ours = await lines(caplog, LeanAccessLogger, access_log_format="%s %r")
+    assert ours[0] == "201 GET /v1/hello/a?x=1&y=%20 HTTP/1.1"
