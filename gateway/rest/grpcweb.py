@@ -4,7 +4,8 @@ or, without `--node-web-url`, onto the nodes' native gRPC (`gateway.rest.grpcweb
 The request body (gRPC-web frames, binary or text mode) goes to the node unchanged and the node's answer
 comes back unchanged: status, content type, `grpc-*` headers and the body, chunk by chunk as the node
 writes it (so server-streaming calls such as `SubscribeBlocks` stream). Nothing is decoded or re-encoded.
-CORS is the gateway's (see `cors.py`); the browser's `Origin` is not forwarded.
+CORS is the gateway's (see `cors.py`); the browser's `Origin` is not forwarded. A request that is not
+gRPC-web (its Content-Type) is answered here in both modes: 415 with the JSON error body.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from gateway.errors import ApiError
 from gateway.keys import CONFIG, GRPC_WEB_SESSION
 from gateway.rest.grpcweb_bridge import bridge
 from node.errors import Reason
+from node.grpcweb.wire import parse_content_type
 
 # How often an idle stream checks that its client is still there. chain-gateway runs aiohttp with handler
 # cancellation, which ends a stream at once when its client leaves; this covers other runners.
@@ -54,9 +56,13 @@ async def _session(app: web.Application) -> AsyncIterator[None]:
 
 
 async def passthrough(request: web.Request) -> web.StreamResponse:
+    parsed = parse_content_type(request.headers.get("Content-Type"))
+    if parsed is None:  # answered here in both modes, as the JSON error body
+        accepted = ["application/grpc-web+proto", "application/grpc-web-text+proto"]
+        raise ApiError(415, Reason.UNSUPPORTED_MEDIA_TYPE, "not a gRPC-web content type", accepted=accepted)
     base = request.app[CONFIG].node_web_url.rstrip("/")
     if not base:
-        return await bridge(request)
+        return await bridge(request, *parsed)
     service, method = request.match_info["service"], request.match_info["method"]
     headers = {k: v for k, v in request.headers.items() if k.lower() not in DROP_REQUEST and not k.startswith(":")}
     body = await request.read()

@@ -3,7 +3,9 @@
 The request's one gRPC-web message (binary or text mode) is sent as it is, as bytes, over the gateway's own
 gRPC channel to a node of the pool (`--node-addr`, round robin); the answer's messages come back as gRPC-web
 data frames as the node produces them, and the status with the node's trailing metadata (`reason-code`
-included) as the trailers frame. Whether a method streams is read from the `chain.v1` descriptors. Nothing
+included) as the trailers frame. Whether a method streams is read from the descriptors of the public
+services (`chain.v1` and server reflection v1/v1alpha). Reflection is bidirectional: its request body may
+hold several messages, sent as the client stream (half-duplex: HTTP/1.1 delivers the body whole). Nothing
 is decoded: the framing, text mode, timeouts and metadata rules are the node's own gRPC-web wire code
 (`node.grpcweb.wire`), and the answer is written by the node's own `node.grpcweb.responder.Responder`
 (data frames, trailers frame, trailers-only), so both paths answer alike. CORS is the gateway's
@@ -13,46 +15,62 @@ is decoded: the framing, text mode, timeouts and metadata rules are the node's o
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import grpc
 from aiohttp import web
 from google.protobuf import descriptor_pool
+from grpc_reflection.v1alpha import reflection_pb2
 
 import chain.v1.keychain_service_pb2
 import chain.v1.service_pb2
-from gateway.errors import ApiError
 from gateway.keys import CONFIG, NODES
-from node.errors import Reason
 from node.grpcweb.responder import ClientGone, Responder, RpcStatus
+from node.grpcweb.server import DEFAULT_MAX_MESSAGE_SIZE
 from node.grpcweb.wire import (
     Metadata,
+    Mode,
     ProtocolError,
     headers_to_metadata,
-    parse_content_type,
     parse_timeout,
     printable,
     request_message,
+    request_messages,
     valid_metadata_key,
 )
+from node.server.reflection import V1_FILE, describe_v1
 
-SERVICES = frozenset(d.name for d in (chain.v1.service_pb2.DESCRIPTOR, chain.v1.keychain_service_pb2.DESCRIPTOR))
+# The public services a request may name: the chain's (not AdminService) and server reflection (both versions).
+SERVICES = frozenset(
+    d.name
+    for d in (chain.v1.service_pb2.DESCRIPTOR, chain.v1.keychain_service_pb2.DESCRIPTOR, reflection_pb2.DESCRIPTOR)
+) | {V1_FILE}
 # What a browser sends that is no metadata for the node (besides the wire code's own list).
 NOT_FORWARDED = frozenset({"user-agent", "origin", "referer", "cookie", "authorization"})
 
 
-def server_streaming(service: str, method: str) -> bool | None:
-    """Whether `service/method` streams its answer; None when no such unary or server-streaming method."""
+@dataclass(frozen=True)
+class Shape:
+    """How a method streams: a client stream is sent half-duplex (every message of the request body)."""
+
+    client_streaming: bool
+    server_streaming: bool
+
+
+def method_shape(service: str, method: str) -> Shape | None:
+    """How `service/method` streams; None when the gateway offers no such method."""
+    describe_v1()
     try:
         found = descriptor_pool.Default().FindServiceByName(service)
     except KeyError:
         return None
     if found.file.name not in SERVICES:
-        return None  # only the chain's public services (not AdminService)
-    m = found.methods_by_name.get(method)
-    if m is None or m.client_streaming:
         return None
-    return bool(m.server_streaming)
+    m = found.methods_by_name.get(method)
+    if m is None:
+        return None
+    return Shape(bool(m.client_streaming), bool(m.server_streaming))
 
 
 def _status(code: grpc.StatusCode, message: str, metadata: Iterable[Any] | None) -> RpcStatus:
@@ -72,23 +90,24 @@ def _outgoing(headers: Sequence[tuple[str, str]]) -> Metadata:
     )
 
 
-async def bridge(request: web.Request) -> web.StreamResponse:
-    parsed = parse_content_type(request.headers.get("Content-Type"))
-    if parsed is None:
-        accepted = ["application/grpc-web+proto", "application/grpc-web-text+proto"]
-        raise ApiError(415, Reason.UNSUPPORTED_MEDIA_TYPE, "not a gRPC-web content type", accepted=accepted)
+async def bridge(request: web.Request, mode: Mode, content_type: str) -> web.StreamResponse:
     service, name = request.match_info["service"], request.match_info["method"]
     path = f"/{service}/{name}"
-    out = Responder(request, *parsed, path)
-    streaming = server_streaming(service, name)
-    if streaming is None:
+    out = Responder(request, mode, content_type, path)
+    shape = method_shape(service, name)
+    if shape is None:
         return out.trailers_only(RpcStatus(grpc.StatusCode.UNIMPLEMENTED, f"Method not found: {path}"))
+    streaming = shape.server_streaming or shape.client_streaming
     timeout = request.app[CONFIG].request_timeout if not streaming else None
     try:
         if "grpc-timeout" in request.headers:
             timeout = parse_timeout(request.headers["grpc-timeout"])
         body = await request.read()
-        payload = request_message(body, parsed[0], len(body))
+        # The node's own gRPC-web limit, so a short or oversize frame gets the node's answer.
+        if shape.client_streaming:
+            payloads = request_messages(body, mode, DEFAULT_MAX_MESSAGE_SIZE)
+        else:
+            payloads = [request_message(body, mode, DEFAULT_MAX_MESSAGE_SIZE)]
     except ProtocolError as err:
         return out.trailers_only(RpcStatus(err.code, err.message))
     except ValueError as err:
@@ -97,7 +116,7 @@ async def bridge(request: web.Request) -> web.StreamResponse:
     channel = request.app[NODES].pick().channel
     if not streaming:
         call = channel.unary_unary(path, request_serializer=None, response_deserializer=None)(
-            payload, metadata=metadata, timeout=timeout
+            payloads[0], metadata=metadata, timeout=timeout
         )
         try:
             reply = await call
@@ -105,9 +124,20 @@ async def bridge(request: web.Request) -> web.StreamResponse:
         except grpc.aio.AioRpcError as err:
             return out.trailers_only(_status(err.code(), err.details() or "", err.trailing_metadata()))
         return out.unary(reply, _status(grpc.StatusCode.OK, "", trailing))
-    stream = channel.unary_stream(path, request_serializer=None, response_deserializer=None)(
-        payload, metadata=metadata, timeout=timeout
-    )
+    stream: Any
+    if shape.client_streaming:
+        stream = channel.stream_stream(path, request_serializer=None, response_deserializer=None)(
+            iter(payloads), metadata=metadata, timeout=timeout
+        )
+    else:
+        stream = channel.unary_stream(path, request_serializer=None, response_deserializer=None)(
+            payloads[0], metadata=metadata, timeout=timeout
+        )
+    return await _relay(stream, out)
+
+
+async def _relay(stream: Any, out: Responder) -> web.StreamResponse:
+    """A streaming call's answers as data frames, then its status as the trailers frame."""
     try:
         await out.send_initial_metadata(())  # headers at once: the browser sees the stream is up
         try:

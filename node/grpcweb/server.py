@@ -36,6 +36,7 @@ from node.grpcweb.wire import (
     parse_content_type,
     parse_timeout,
     request_message,
+    request_messages,
 )
 
 if TYPE_CHECKING:
@@ -132,6 +133,25 @@ def _peer(request: web.Request) -> str:
     return "unknown"
 
 
+# A method's behaviour: (request or request iterator, context) -> response, awaitable or async iterator.
+Behaviour = Callable[[Any, Any], Any]
+
+
+def _behaviour(handler: MethodHandler) -> Behaviour:
+    """The servicer callable of a handler, whichever of the four call shapes it has."""
+    if handler.request_streaming:
+        found = handler.stream_stream if handler.response_streaming else handler.stream_unary
+    else:
+        found = handler.unary_stream if handler.response_streaming else handler.unary_unary
+    return cast(Behaviour, found)
+
+
+async def _iterate(messages: Sequence[Any]) -> AsyncIterator[Any]:
+    """A client stream that has already ended: gRPC-web over HTTP/1.1 delivers the request body whole."""
+    for message in messages:
+        yield message
+
+
 # --- dispatch -------------------------------------------------------------------------------------------------
 
 
@@ -183,9 +203,6 @@ class GrpcWebHandler:
         handler = self._methods.lookup(method, metadata)
         if handler is None:
             return out.trailers_only(RpcStatus(grpc.StatusCode.UNIMPLEMENTED, f"Method not found: {method}"))
-        if handler.request_streaming:
-            detail = "client-streaming methods are not available over gRPC-web"
-            return out.trailers_only(RpcStatus(grpc.StatusCode.UNIMPLEMENTED, detail))
         if self._shutting_down:
             return out.trailers_only(RpcStatus(grpc.StatusCode.UNAVAILABLE, "server is shutting down"))
 
@@ -197,7 +214,7 @@ class GrpcWebHandler:
             except ValueError as exc:
                 return out.trailers_only(RpcStatus(grpc.StatusCode.INVALID_ARGUMENT, str(exc)))
         try:
-            payload = request_message(await self._read_body(request, mode), mode, self._options.max_message_size)
+            payloads = self._payloads(handler, await self._read_body(request, mode), mode)
         except ProtocolError as exc:
             return out.trailers_only(RpcStatus(exc.code, exc.message))
         except ConnectionError:
@@ -205,7 +222,7 @@ class GrpcWebHandler:
             return out.abandon()
         try:
             deserialize = handler.request_deserializer
-            message = deserialize(payload) if deserialize is not None else payload
+            messages = [deserialize(p) if deserialize is not None else p for p in payloads]
         except Exception as exc:
             detail = f"request does not decode: {exc or type(exc).__name__}"
             if self._error_mapper is not None:  # the same status and reason code as native gRPC
@@ -222,9 +239,16 @@ class GrpcWebHandler:
             sink=out,
             response_streaming=handler.response_streaming,
         )
+        request_value: Any = _iterate(messages) if handler.request_streaming else messages[0]
         if handler.response_streaming:
-            return await self._server_stream(request, handler, message, ctx, out)
-        return await self._unary(handler, message, ctx, out)
+            return await self._server_stream(request, _behaviour(handler), request_value, ctx, out)
+        return await self._unary(_behaviour(handler), request_value, ctx, out)
+
+    def _payloads(self, handler: MethodHandler, body: bytes, mode: Mode) -> list[bytes]:
+        """The request's messages: exactly one, or for a client stream (served half-duplex) all it sent."""
+        if handler.request_streaming:
+            return request_messages(body, mode, self._options.max_message_size)
+        return [request_message(body, mode, self._options.max_message_size)]
 
     async def _read_body(self, request: web.Request, mode: Mode) -> bytes:
         """The whole request body as it arrived, refused past the size limit without reading it all."""
@@ -245,9 +269,8 @@ class GrpcWebHandler:
         return bytes(body)
 
     async def _unary(
-        self, handler: MethodHandler, message: Any, ctx: GrpcWebServicerContext, out: Responder
+        self, behaviour: Behaviour, message: Any, ctx: GrpcWebServicerContext, out: Responder
     ) -> web.StreamResponse:
-        behaviour = cast(Callable[[Any, Any], Any], handler.unary_unary)
         payload = b""
 
         async def run() -> None:
@@ -279,12 +302,11 @@ class GrpcWebHandler:
     async def _server_stream(
         self,
         request: web.Request,
-        handler: MethodHandler,
+        behaviour: Behaviour,
         message: Any,
         ctx: GrpcWebServicerContext,
         out: Responder,
     ) -> web.StreamResponse:
-        behaviour = cast(Callable[[Any, Any], Any], handler.unary_stream)
 
         async def run() -> None:
             result = behaviour(message, ctx)

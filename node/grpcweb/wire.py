@@ -122,8 +122,8 @@ def iter_frames(body: bytes, max_length: int | None = None) -> Iterator[tuple[in
         offset += length
 
 
-def single_request_message(body: bytes, max_message_size: int) -> bytes:
-    """The one data frame of a unary request (which is what every gRPC-web request is)."""
+def all_request_messages(body: bytes, max_message_size: int) -> list[bytes]:
+    """Every data frame of a decoded request body, in order (a half-duplex client stream sends several)."""
     messages: list[bytes] = []
     for flag, payload in iter_frames(body, max_message_size):
         if flag & COMPRESSED_FLAG:
@@ -131,6 +131,12 @@ def single_request_message(body: bytes, max_message_size: int) -> bytes:
         if flag & TRAILERS_FLAG:
             continue  # a client has nothing to say in trailers; tolerated and ignored
         messages.append(payload)
+    return messages
+
+
+def single_request_message(body: bytes, max_message_size: int) -> bytes:
+    """The one data frame of a unary or server-streaming request."""
+    messages = all_request_messages(body, max_message_size)
     if len(messages) != 1:
         raise ProtocolError(grpc.StatusCode.INTERNAL, f"expected one request message, got {len(messages)}")
     return messages[0]
@@ -139,6 +145,11 @@ def single_request_message(body: bytes, max_message_size: int) -> bytes:
 def request_message(body: bytes, mode: Mode, max_message_size: int) -> bytes:
     """The one request message of a whole request body as it arrived (base64 in text mode)."""
     return single_request_message(decode_text_body(body) if mode is Mode.TEXT else body, max_message_size)
+
+
+def request_messages(body: bytes, mode: Mode, max_message_size: int) -> list[bytes]:
+    """Every request message of a whole request body as it arrived (base64 in text mode)."""
+    return all_request_messages(decode_text_body(body) if mode is Mode.TEXT else body, max_message_size)
 
 
 # --- status and metadata ------------------------------------------------------------------------------------

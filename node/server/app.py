@@ -23,7 +23,6 @@ from types import MappingProxyType
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
 from opentelemetry.trace import TracerProvider
 
 from chain.v1 import (
@@ -49,6 +48,7 @@ from node.server.ordering.etcd.log import Keys
 from node.server.ordering.etcd.replicated import ReplicatedOrderer, ReplicationSettings
 from node.server.ordering.follower import FollowOrderer
 from node.server.ordering.orderer import Orderer, SoloOrderer
+from node.server.reflection import add_reflection_to_server, reflection_servicer
 from node.server.rpc.admin import AdminServicer
 from node.server.rpc.interceptors import ErrorInterceptor, Interceptor, TokenInterceptor
 from node.server.rpc.servicer import ChainServicer, KeychainServicer, NodeState
@@ -76,6 +76,7 @@ READINESS = "readiness"
 READINESS_NAMES = ("", CHAIN_SERVICE, READINESS)  # "" and ChainService kept as they were documented
 NETWORKS = MappingProxyType({"mainnet": message_pb2.NETWORK_MAINNET, "testnet": message_pb2.NETWORK_TESTNET})
 STORE_FILES = (DATA_FILE, LOCK_FILE, IDENTITY_FILE, AUTHORITY_FILE)  # what --reinitialize moves aside
+REFLECTED = (CHAIN_SERVICE, KEYCHAIN_SERVICE, health.SERVICE_NAME)  # and both reflection services
 
 
 def _reachable_host(listen_addr: str) -> str:
@@ -279,9 +280,7 @@ class NodeApp:
         service_pb2_grpc.add_ChainServiceServicer_to_server(chain_servicer, self._server)
         keychain_service_pb2_grpc.add_KeychainServiceServicer_to_server(KeychainServicer(self.state), self._server)
         health_pb2_grpc.add_HealthServicer_to_server(self._health, self._server)
-        reflection.enable_server_reflection(
-            [CHAIN_SERVICE, KEYCHAIN_SERVICE, health.SERVICE_NAME, reflection.SERVICE_NAME], self._server
-        )
+        add_reflection_to_server(reflection_servicer(REFLECTED), self._server)
         self.ports.grpc = grpc_add_port(self._server, "--grpc-addr", cfg.grpc_addr)
         await self._server.start()
 
@@ -328,6 +327,7 @@ class NodeApp:
                 (service_pb2_grpc.add_ChainServiceServicer_to_server, chain_servicer),
                 (keychain_service_pb2_grpc.add_KeychainServiceServicer_to_server, KeychainServicer(self.state)),
                 (health_pb2_grpc.add_HealthServicer_to_server, self._health),
+                (add_reflection_to_server, reflection_servicer(REFLECTED)),
             ],
             cors_origins=self.config.cors_origins,
             error_mapper=to_status,
