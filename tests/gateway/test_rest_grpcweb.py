@@ -182,3 +182,28 @@ async def test_cors(gateway_client: Client, make_gateway_client: MakeClient) -> 
     anyone = await make_gateway_client(cors_origins=("*",))
     resp = await anyone.get("/v1/stats", headers={"Origin": "http://whoever.test"})
     assert resp.headers["Access-Control-Allow-Origin"] == "*"
+
+
+async def test_what_is_not_grpc_web_is_a_json_415_in_both_modes(passthrough: Client) -> None:
+    for content_type in ("text/plain", "application/json", "application/grpc+proto"):
+        resp = await passthrough.post(
+            f"{SERVICE}/GetNodeStatus", data=frame(b""), headers={"Content-Type": content_type}
+        )
+        assert resp.status == 415 and resp.headers["Content-Type"].startswith("application/json"), content_type
+        error = (await resp.json())["error"]
+        assert error["code"] == "UNSUPPORTED_MEDIA_TYPE"
+        assert "application/grpc-web+proto" in error["details"]["accepted"]
+
+
+async def test_a_truncated_frame_is_answered_as_the_node_answers_it(passthrough: Client, node: NodeProcess) -> None:
+    truncated = frame(b"x" * 10)[:8]  # the header announces 10 bytes, 3 follow
+    direct = requests.post(
+        f"{node.web_url}/chain.v1.ChainService/GetNodeStatus", data=truncated, headers=GRPC_WEB, timeout=10
+    )
+    resp = await passthrough.post(f"{SERVICE}/GetNodeStatus", data=truncated, headers=GRPC_WEB)
+    assert direct.headers["grpc-status"] == "13" and direct.headers["grpc-message"] == "truncated grpc-web frame"
+    assert resp.status == direct.status_code == 200
+    assert (resp.headers["grpc-status"], resp.headers["grpc-message"]) == (
+        direct.headers["grpc-status"],
+        direct.headers["grpc-message"],
+    )
