@@ -10,6 +10,14 @@ from gateway.rest.shapes import JsonObject, ref
 from gateway.rest.table import Call, Param, Route, page_schema
 
 
+async def project_must_exist(c: Call, empty: bool) -> None:
+    """An empty page may mean that there is no such project: GetProject then answers (404 `NOT_FOUND`, as
+    `/activity` does). The node's list RPCs answer a missing project with an empty list (gRPC unchanged)."""
+    if empty:
+        req = rpc_pb2.GetProjectRequest(project_id=c.inputs.hex("projectId"))
+        await c.read(lambda u, t: u.chain.GetProject(req, timeout=t))
+
+
 async def list_projects(c: Call) -> JsonObject:
     owner = c.inputs.hex("owner_address") if c.inputs.get("owner_address") else b""
     req = rpc_pb2.ListProjectsRequest(owner_address=owner, **c.inputs.page())
@@ -38,6 +46,7 @@ async def get_project_activity(c: Call) -> JsonObject:
 async def list_merge_requests(c: Call) -> JsonObject:
     req = rpc_pb2.ListMergeRequestsRequest(project_id=c.inputs.hex("projectId"), **c.inputs.page())
     resp = await c.read(lambda u, t: u.chain.ListMergeRequests(req, timeout=t))
+    await project_must_exist(c, not resp.merge_requests)
     return {"merge_requests": shapes.to_json_list(resp.merge_requests), "next_cursor": resp.next_page_token}
 
 
@@ -50,6 +59,7 @@ async def get_merge_request(c: Call) -> JsonObject:
 async def list_refs(c: Call) -> JsonObject:
     req = rpc_pb2.ListRefsRequest(project_id=c.inputs.hex("projectId"), **c.inputs.page())
     resp = await c.read(lambda u, t: u.chain.ListRefs(req, timeout=t))
+    await project_must_exist(c, not resp.refs)
     return {"refs": shapes.to_json_list(resp.refs), "next_cursor": resp.next_page_token}
 
 
@@ -64,12 +74,14 @@ async def get_ref_log(c: Call) -> JsonObject:
         project_id=c.inputs.hex("projectId"), ref_name=c.inputs.hex("refHex"), **c.inputs.page()
     )
     resp = await c.read(lambda u, t: u.chain.GetRefLog(req, timeout=t))
+    await project_must_exist(c, not resp.entries)
     return {"entries": shapes.to_json_list(resp.entries), "next_cursor": resp.next_page_token}
 
 
 async def list_commits(c: Call) -> JsonObject:
     req = rpc_pb2.ListCommitsRequest(project_id=c.inputs.hex("projectId"), **c.inputs.page())
     resp = await c.read(lambda u, t: u.chain.ListCommits(req, timeout=t))
+    await project_must_exist(c, not resp.commits)
     return {"commits": shapes.to_json_list(resp.commits), "next_cursor": resp.next_page_token}
 
 
@@ -95,12 +107,14 @@ async def list_reactions_by_target(c: Call) -> JsonObject:
         project_id=c.inputs.hex("projectId"), commit_hash=c.inputs.hex("hash"), **c.inputs.page()
     )
     resp = await c.read(lambda u, t: u.chain.ListReactionsByTarget(req, timeout=t))
+    await project_must_exist(c, not resp.reactions)
     return {"reactions": shapes.to_json_list(resp.reactions), "next_cursor": resp.next_page_token}
 
 
 async def list_collaborators(c: Call) -> JsonObject:
     req = rpc_pb2.ListCollaboratorsRequest(project_id=c.inputs.hex("projectId"), **c.inputs.page())
     resp = await c.read(lambda u, t: u.chain.ListCollaborators(req, timeout=t))
+    await project_must_exist(c, not resp.collaborators)
     return {"collaborators": shapes.to_json_list(resp.collaborators), "next_cursor": resp.next_page_token}
 
 
@@ -177,6 +191,7 @@ ROUTES: tuple[Route, ...] = (
         list_merge_requests,
         page_schema("merge_requests", "MergeRequest"),
         (PROJECT, *PAGE),
+        errors=(400, 404),
     ),
     Route(
         "GET",
@@ -198,6 +213,7 @@ ROUTES: tuple[Route, ...] = (
         list_refs,
         page_schema("refs", "Ref"),
         (PROJECT, *PAGE),
+        errors=(400, 404),
     ),
     Route(
         "GET",
@@ -219,6 +235,7 @@ ROUTES: tuple[Route, ...] = (
         get_ref_log,
         page_schema("entries", "RefLogEntry"),
         (PROJECT, REF, *PAGE),
+        errors=(400, 404),
     ),
     Route(
         "GET",
@@ -229,6 +246,7 @@ ROUTES: tuple[Route, ...] = (
         list_commits,
         page_schema("commits", "Commit"),
         (PROJECT, *PAGE),
+        errors=(400, 404),
     ),
     Route(
         "GET",
@@ -261,6 +279,7 @@ ROUTES: tuple[Route, ...] = (
         list_reactions_by_target,
         page_schema("reactions", "Reaction"),
         (PROJECT, COMMIT, *PAGE),
+        errors=(400, 404),
     ),
     Route(
         "GET",
@@ -271,6 +290,7 @@ ROUTES: tuple[Route, ...] = (
         list_collaborators,
         page_schema("collaborators", "Collaborator"),
         (PROJECT, *PAGE),
+        errors=(400, 404),
     ),
     Route(
         "GET",
