@@ -15,7 +15,7 @@ import orjson
 from aiohttp import web
 from openapi_core import Config, OpenAPI
 
-from gateway.errors import setup_errors
+from gateway.errors import Handler, setup_errors
 from gateway.keys import COMPILED, DOCUMENT, NODES, OPENAPI
 from gateway.rest import accounts, chain, projects, writes
 from gateway.rest.cors import setup_cors
@@ -32,6 +32,29 @@ ROUTES: tuple[Route, ...] = (*accounts.ROUTES, *projects.ROUTES, *chain.ROUTES, 
 def json_response(out: Json, status: int = 200) -> web.Response:
     """The JSON answer, serialised by orjson (compact, UTF-8; the same JSON values as `json.dumps`)."""
     return web.Response(body=orjson.dumps(out), status=status, content_type="application/json", charset="utf-8")
+
+
+def fixed_paths(routes: tuple[Route, ...]) -> dict[str, frozenset[str]]:
+    """Template-free paths and their methods (`/v1/messages/batch`: POST), which a template beside them
+    (`/v1/messages/{hash}`) would otherwise also match."""
+    out: dict[str, set[str]] = {}
+    for route in routes:
+        if "{" not in route.path:
+            out.setdefault(route.path, set()).add(route.method)
+    return {path: frozenset(methods) for path, methods in out.items()}
+
+
+FIXED = fixed_paths(ROUTES)
+
+
+@web.middleware
+async def fixed_path_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """A request for a fixed path with a method it does not serve is 405 naming that path's methods (not
+    routed to a template that matches the same text, nor answered with the template's methods too)."""
+    methods = FIXED.get(request.path)
+    if methods is not None and request.method not in methods:
+        raise web.HTTPMethodNotAllowed(request.method, sorted(methods))
+    return await handler(request)
 
 
 def endpoint(route: Route) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
@@ -59,6 +82,7 @@ def setup_rest(app: web.Application) -> None:
     app[COMPILED] = compile_operations(document, EMPTY_IS_ABSENT)
     setup_cors(app)
     setup_errors(app)
+    app.middlewares.append(fixed_path_middleware)
     app.middlewares.append(validation_middleware)
     for route in ROUTES:
         app.router.add_route(route.method, route.path, endpoint(route), name=route.name)
