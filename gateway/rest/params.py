@@ -11,7 +11,7 @@ ADDRESS: Schema = {"type": "string", "pattern": "^0x[0-9a-fA-F]{40}$", "examples
 HASH32: Schema = {"type": "string", "pattern": "^0x[0-9a-fA-F]{64}$", "examples": ["0x" + "cd" * 32]}
 REF_HEX: Schema = {
     "type": "string",
-    "pattern": f"^([0-9a-fA-F]{{2}}){{1,{MAX_REF_NAME_LEN}}}$",
+    "pattern": f"^(0[xX])?([0-9a-fA-F]{{2}}){{1,{MAX_REF_NAME_LEN}}}$",
     "examples": [b"refs/heads/main".hex()],
 }
 STATE_KEY: Schema = {"type": "string", "pattern": "^0x([0-9a-fA-F]{2}){1,400}$"}
@@ -24,7 +24,9 @@ PROJECT = Param("projectId", "path", HASH32, "project ID: 0x-prefixed 32 bytes")
 REQUEST_ID = Param("requestId", "path", HASH32, "merge request ID: 0x-prefixed 32 bytes")
 KEY_ID = Param("key_id", "path", ADDRESS, "custody key ID: 0x-prefixed 20-byte address of the key")
 DELEGATED_KEY = Param("key", "path", HASH32, "delegated Ed25519 public key: 0x-prefixed 32 bytes")
-REF = Param("refHex", "path", REF_HEX, "ref name as hex-encoded bytes without a prefix (`refs/heads/main` → 726566…)")
+REF = Param(
+    "refHex", "path", REF_HEX, "ref name as hex-encoded bytes, bare or 0x-prefixed (`refs/heads/main` → 726566…)"
+)
 COMMIT = Param("hash", "path", HASH32, "commit hash: 0x-prefixed 32 bytes")
 MESSAGE_HASH = Param("hash", "path", HASH32, "BLAKE3 hash of the message: 0x-prefixed 32 bytes")
 BLOCK_NUMBER = Param("number", "path", UINT64, "block number")
