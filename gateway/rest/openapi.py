@@ -93,6 +93,8 @@ def operation(route: Route) -> Schema:
     }
     if route.description:
         op["description"] = route.description
+    if route.exactly_one_of:
+        op["x-exactly-one-of"] = [list(route.exactly_one_of)]
     if route.body is not None:
         op["requestBody"] = route.body.openapi()
     return op

@@ -6,6 +6,7 @@ from gateway.rest.shapes import UINT64_MAX, Schema
 from gateway.rest.table import Param
 from node.constants import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, MAX_REF_NAME_LEN
 from node.state.structural import PROJECT_NAME_RE
+from node.storage.schema import TREE_PREFIX_LIMIT
 
 ADDRESS: Schema = {"type": "string", "pattern": "^0x[0-9a-fA-F]{40}$", "examples": ["0x" + "ab" * 20]}
 HASH32: Schema = {"type": "string", "pattern": "^0x[0-9a-fA-F]{64}$", "examples": ["0x" + "cd" * 32]}
@@ -14,7 +15,11 @@ REF_HEX: Schema = {
     "pattern": f"^(0[xX])?([0-9a-fA-F]{{2}}){{1,{MAX_REF_NAME_LEN}}}$",
     "examples": [b"refs/heads/main".hex()],
 }
-STATE_KEY: Schema = {"type": "string", "pattern": "^0x([0-9a-fA-F]{2}){1,400}$"}
+# A public state key: its first byte is below TREE_PREFIX_LIMIT (docs/state.md); other keys are not in the tree.
+STATE_KEY: Schema = {
+    "type": "string",
+    "pattern": f"^0x[0-{(TREE_PREFIX_LIMIT >> 4) - 1}][0-9a-fA-F]([0-9a-fA-F]{{2}}){{0,399}}$",
+}
 UINT64: Schema = {"type": "integer", "minimum": 0, "maximum": UINT64_MAX}
 # The node's own rule (node.state.structural), so the gateway refuses exactly the names the node refuses.
 PROJECT_NAME: Schema = {"type": "string", "pattern": PROJECT_NAME_RE.pattern}
@@ -43,7 +48,10 @@ LIMIT = Param(
 CURSOR = Param(
     "cursor",
     "query",
-    {"type": "string", "maxLength": 512, "pattern": "^[A-Za-z0-9_-]*$"},
-    "`next_cursor` of the previous page; absent or empty for the first page",
+    # base64url without padding (lengths 4n, 4n+2 and 4n+3 decode); which values belong to a listing, only
+    # the service knows: another is 400 (`field` page_token).
+    {"type": "string", "maxLength": 512, "pattern": "^([A-Za-z0-9_-]{4})*([A-Za-z0-9_-]{2,3})?$"},
+    "`next_cursor` of the previous page of the same listing (anything else is 400); absent or empty for the first page",
+    opaque=True,
 )
 PAGE = (LIMIT, CURSOR)

@@ -302,5 +302,6 @@ ROUTES: tuple[Route, ...] = (
         page_schema("links", "Link"),
         (TARGET_OWNER, TARGET_PROJECT, *PAGE),
         description="Give exactly one of `target_owner_address` and `target_project_id` (400 otherwise).",
+        exactly_one_of=("target_owner_address", "target_project_id"),
     ),
 )

@@ -60,7 +60,8 @@ UINT32_MAX = 2**32 - 1
 HEX_PATTERN = "^0x([0-9a-f]{2})*$"
 REF_PATTERN = "^([0-9a-f]{2})*$"
 UINT64_PATTERN = "^(0|[1-9][0-9]{0,19})$"
-BASE64_PATTERN = "^[A-Za-z0-9+/_-]*={0,2}$"
+# What the protobuf JSON parser decodes: either alphabet, padding optional, never 4n+1 data characters.
+BASE64_PATTERN = "^([A-Za-z0-9+/_-]{4})*([A-Za-z0-9+/_-]{2,3})?={0,2}$"
 PROTO_JSON_PREFIX = "ProtoJson"
 
 
@@ -460,12 +461,29 @@ def proto_json_schema(desc: Descriptor) -> Schema:
         prop = {"type": "array", "items": one} if field.is_repeated else one
         props[field.json_name] = prop
         props[field.name] = prop
-    return {
+    schema: Schema = {
         "type": "object",
         "properties": props,
         "additionalProperties": False,
         "description": f"`chain.v1.{desc.name}` in the protobuf JSON mapping",
     }
+    if desc.oneofs:
+        schema["allOf"] = [_one_member(oneof, list(props)) for oneof in desc.oneofs]
+    return schema
+
+
+def _spellings(field: FieldDescriptor) -> list[str]:
+    return list(dict.fromkeys((field.json_name, field.name)))
+
+
+def _one_member(oneof: Any, names: list[str]) -> Schema:
+    """At most one member of a `oneof`, in one spelling (the protobuf JSON parser refuses a second, even the
+    same member's other spelling; a plain field may appear in both, the last wins): the property names are
+    those outside the oneof and one member's name."""
+    members = {name for f in oneof.fields for name in _spellings(f)}
+    rest = [n for n in names if n not in members]
+    variants = [{"propertyNames": {"enum": [*rest, name]}} for f in oneof.fields for name in _spellings(f)]
+    return {"anyOf": [{"propertyNames": {"enum": rest}}, *variants]}
 
 
 PROTO_JSON_ROOTS: tuple[Descriptor, ...] = (

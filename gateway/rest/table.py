@@ -30,6 +30,8 @@ class Param:
     required: bool = False
     style: str | None = None
     explode: bool | None = None
+    # Only values the service handed out are accepted (a cursor): no schema can say which (`x-opaque`).
+    opaque: bool = False
 
     def openapi(self) -> Schema:
         out: Schema = {
@@ -43,6 +45,8 @@ class Param:
             out["style"] = self.style
         if self.explode is not None:
             out["explode"] = self.explode
+        if self.opaque:
+            out["x-opaque"] = True
         return out
 
 
@@ -135,6 +139,8 @@ class Route:
     description: str = ""
     errors: tuple[int, ...] = (400,)
     extra_responses: Mapping[int, tuple[str, Schema]] = field(default_factory=dict)
+    # Query parameters of which a request gives exactly one (`x-exactly-one-of`; 400 otherwise).
+    exactly_one_of: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:

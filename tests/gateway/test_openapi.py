@@ -33,7 +33,9 @@ from tests.fixtures.gwproc import GatewayProcess
 from tests.fixtures.nodeproc import NodeProcess
 
 METHODS = {"get", "post", "put", "patch", "delete"}
-EXAMPLES = 12  # per operation and generation mode
+# Examples per operation and generation mode: `make test` runs the first, `make soak` the second.
+EXAMPLES = {GenerationMode.POSITIVE: 200, GenerationMode.NEGATIVE: 50}
+SOAK_EXAMPLES = {GenerationMode.POSITIVE: 2000, GenerationMode.NEGATIVE: 500}
 SPEC_ROUTES = [
     "/v1/accounts/{ownerAddress}",
     "/v1/accounts/{ownerAddress}/custody-keys",
@@ -136,7 +138,38 @@ def test_shapes_follow_the_address_native_rules(app_and_document: tuple[web.Appl
 # reads `Function._nodeid`), so the operations are parametrized here from the document (which is built
 # without a server) and each one runs schemathesis' Hypothesis strategy against the live gateway.
 
+
+def conforms_to_documented_rules(case: Any) -> bool:
+    """Whether a request the generator drew as valid also keeps what the document says beyond JSON Schema:
+    `x-exactly-one-of` (one of those query parameters, not none, not both) and `x-opaque` parameters (only a
+    value the service handed out: a drawn non-empty one is not known to be valid)."""
+    op = case.operation.definition.raw
+    query = case.query or {}
+    for group in op.get("x-exactly-one-of", []):
+        if sum(1 for name in group if query.get(name) not in (None, "")) != 1:
+            return False
+    opaque = {p["name"] for p in op.get("parameters", []) if p.get("x-opaque")}
+    return not any(query.get(name) not in (None, "") for name in opaque)
+
+
+@schemathesis.check
+def valid_but_refused(ctx: Any, response: Any, case: Any) -> bool | None:
+    """A request valid by the document is never refused by form: no 400 `INVALID_ARGUMENT` (the code of every
+    refusal of a parameter's or body's form, by the gateway's validation or by the node). Other 400 codes
+    are the node judging content no schema can (a signature, a nonce) and stay allowed."""
+    meta = case.meta
+    if meta is None or not meta.generation.mode.is_positive or response.status_code != 400:
+        return None
+    if not conforms_to_documented_rules(case):
+        return None
+    error = response.json().get("error", {})
+    if error.get("code") == "INVALID_ARGUMENT":
+        raise AssertionError(f"valid by the document but refused: {error}")
+    return None
+
+
 CHECKS = [
+    valid_but_refused,
     not_a_server_error,
     status_code_conformance,
     content_type_conformance,
@@ -164,14 +197,27 @@ def api_schema(node: NodeProcess, gateway: GatewayProcess) -> Any:
     return schemathesis.openapi.from_url(gateway.url + "/v1/openapi.json", config=config)
 
 
-@pytest.mark.parametrize(("path", "method", "mode"), FUZZED, ids=[f"{m} {p} {g.value}" for p, m, g in FUZZED])
+IDS = [f"{m} {p} {g.value}" for p, m, g in FUZZED]
+
+
+@pytest.mark.parametrize(("path", "method", "mode"), FUZZED, ids=IDS)
 def test_gateway_honours_its_document(api_schema: Any, path: str, method: str, mode: GenerationMode) -> None:
-    operation = api_schema[path][method]
+    fuzz(api_schema[path][method], mode, EXAMPLES[mode])
+
+
+@pytest.mark.soak
+@pytest.mark.parametrize(("path", "method", "mode"), FUZZED, ids=IDS)
+def test_gateway_honours_its_document_soak(api_schema: Any, path: str, method: str, mode: GenerationMode) -> None:
+    fuzz(api_schema[path][method], mode, SOAK_EXAMPLES[mode])
+
+
+def fuzz(operation: Any, mode: GenerationMode, examples: int) -> None:
+    """`examples` requests drawn by schemathesis for `operation` in `mode`, each answer checked by CHECKS."""
     session = requests.Session()
 
     @given(case=operation.as_strategy(generation_mode=mode))
     @settings(
-        max_examples=EXAMPLES,
+        max_examples=examples,
         deadline=None,
         derandomize=True,
         database=None,
