@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.gateway.gwproc import GatewayProcess
+from tests.fixtures.gwproc import GatewayProcess
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "rest.md"
 

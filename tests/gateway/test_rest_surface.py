@@ -7,9 +7,9 @@ import pytest
 import requests
 
 from chain.v1 import rpc_pb2
-from tests.gateway.gwproc import GatewayProcess
-from tests.node.server.actors import new_account
-from tests.node.server.nodeproc import NodeProcess
+from tests.fixtures.actors import new_account
+from tests.fixtures.gwproc import GatewayProcess
+from tests.fixtures.nodeproc import NodeProcess
 
 MISSING = "0x" + "ee" * 32
 HASH = "0x" + "ab" * 32
@@ -39,7 +39,8 @@ def empty_project(node: NodeProcess) -> str:
         actor = new_account(c, node.authority())
         c.commit(actor.b.project_create("bare"))
         req = rpc_pb2.GetProjectByNameRequest(owner_address=actor.address, name="bare")
-        return "0x" + c.stub.GetProjectByName(req, timeout=10).project.project_id.hex()
+        project_id: bytes = c.stub.GetProjectByName(req, timeout=10).project.project_id
+        return "0x" + project_id.hex()
     finally:
         c.close()
 
