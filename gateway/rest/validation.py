@@ -31,6 +31,7 @@ from openapi_core.validation.request.exceptions import (
 
 from gateway.errors import ApiError, Handler
 from gateway.keys import COMPILED, OPENAPI
+from gateway.rest.shapes import ONEOF_KEY
 from gateway.rest.table import Inputs
 from node.errors import Reason
 
@@ -82,6 +83,12 @@ def to_api_error(error: Exception) -> ApiError:
         if isinstance(error, MissingRequestBody):
             return ApiError(400, Reason.INVALID_ARGUMENT, "a request body is required", field="body", **{"in": "body"})
         errors = _schema_errors(cause)
+        oneof = next((e for e in errors if isinstance(e.schema, dict) and ONEOF_KEY in e.schema), None)
+        if oneof is not None:  # the field in error is the oneof itself (several of its members given)
+            where = _path(oneof) or "body"
+            name = oneof.schema[ONEOF_KEY]
+            message = f"invalid request body: {where}: more than one member of oneof {name!r} given"
+            return ApiError(400, Reason.INVALID_ARGUMENT, message, field=name, **{"in": "body"})
         if errors:
             first = min(errors, key=lambda e: len(list(getattr(e, "absolute_path", ()))))
             field = _path(first) or "body"

@@ -30,6 +30,7 @@ TEXTS = (
     "0x" + "ab" * 20, "0x" + "AB" * 20, "0x" + "cd" * 32, "0x" + "ab" * 19, "0x" + "zz" * 20, "ab" * 20,
     "726566732f68656164732f6d61696e", "72656", "", "0", "1", "7", "200", "201", "-1", "1.5", str(2**64 - 1),
     str(2**64), "true", "False", "yes", "maybe", "main", "my-project.v2", "a" * 101, "AbC_-9", "a b",
+    "0x01" + "ab" * 20,  # a public state key (an account's)
 )  # fmt: skip
 
 
