@@ -15,6 +15,7 @@ events write each one once: the refusal means "already written".
 from __future__ import annotations
 
 import logging
+from types import MappingProxyType
 from typing import Any, Final
 
 from redis.asyncio import Redis
@@ -25,7 +26,7 @@ from gateway.events.model import Event, EventKey, Kind, start_position
 
 log = logging.getLogger(__name__)
 
-STREAMS: Final = {Kind.MESSAGES: "chain:messages", Kind.BLOCKS: "chain:blocks"}
+STREAMS: Final = MappingProxyType({Kind.MESSAGES: "chain:messages", Kind.BLOCKS: "chain:blocks"})
 
 
 def stream_name(kind: Kind) -> str:

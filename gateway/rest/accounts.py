@@ -3,6 +3,8 @@ verifications, links, reactions, merge requests opened, projects by name, storag
 
 from __future__ import annotations
 
+from types import MappingProxyType
+
 from chain.v1 import message_pb2 as pb
 from chain.v1 import rpc_pb2
 from gateway.rest import shapes
@@ -65,7 +67,7 @@ async def list_verifications(c: Call) -> JsonObject:
     return {"verifications": shapes.to_json_list(resp.verifications), "next_cursor": resp.next_page_token}
 
 
-LINK_TYPES = {"follow": pb.LINK_TYPE_FOLLOW, "star": pb.LINK_TYPE_STAR}
+LINK_TYPES = MappingProxyType({"follow": pb.LINK_TYPE_FOLLOW, "star": pb.LINK_TYPE_STAR})
 
 
 async def list_links(c: Call) -> JsonObject:

@@ -8,11 +8,12 @@ passthrough, so there is one document for the whole gateway.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from types import MappingProxyType
 
 from gateway.rest import shapes
 from gateway.rest.params import HASH32, UINT64
-from gateway.rest.shapes import Schema, ref
+from gateway.rest.shapes import Schema, SchemaFragment, ref
 from gateway.rest.table import Param, Route
 
 VERSION = "1.0.0"
@@ -34,18 +35,20 @@ decimal strings. Lists take `limit` (50 by default, capped at 200) and `cursor`,
 Writes accept a signed `chain.v1.Message` in the protobuf JSON mapping or as binary protobuf
 (`application/x-protobuf`). See docs/rest.md."""
 
-ERROR_DESCRIPTIONS: dict[int, str] = {
-    400: "invalid input (the field is named in `details.field`) or a message the node refuses as invalid",
-    401: "unauthenticated",
-    403: "permission denied (e.g. UNKNOWN_SIGNER, CUSTODY_KEY_REVOKED); CORS preflight refused",
-    404: "not found",
-    409: "conflict with current state (FAILED_PRECONDITION, ALREADY_EXISTS: e.g. NONCE_MISMATCH, NAME_TAKEN)",
-    413: "request too large (MESSAGE_TOO_LARGE, BATCH_TOO_LARGE, body over --max-body-bytes)",
-    415: "unsupported Content-Type",
-    429: "resource exhausted (MEMPOOL_FULL, QUOTA_EXCEEDED, NO_STORAGE, LIMIT_EXCEEDED)",
-    503: "no node available",
-    504: "the node did not answer in time",
-}
+ERROR_DESCRIPTIONS: Mapping[int, str] = MappingProxyType(
+    {
+        400: "invalid input (the field is named in `details.field`) or a message the node refuses as invalid",
+        401: "unauthenticated",
+        403: "permission denied (e.g. UNKNOWN_SIGNER, CUSTODY_KEY_REVOKED); CORS preflight refused",
+        404: "not found",
+        409: "conflict with current state (FAILED_PRECONDITION, ALREADY_EXISTS: e.g. NONCE_MISMATCH, NAME_TAKEN)",
+        413: "request too large (MESSAGE_TOO_LARGE, BATCH_TOO_LARGE, body over --max-body-bytes)",
+        415: "unsupported Content-Type",
+        429: "resource exhausted (MEMPOOL_FULL, QUOTA_EXCEEDED, NO_STORAGE, LIMIT_EXCEEDED)",
+        503: "no node available",
+        504: "the node did not answer in time",
+    }
+)
 NODE_ERRORS = (503, 504)
 
 
@@ -104,7 +107,9 @@ def _event_stream(description: str) -> Schema:
     return {"description": description, "content": {"text/event-stream": {"schema": {"type": "string"}}}}
 
 
-EVENT_ID: Schema = {"type": "string", "pattern": "^[0-9]{1,20}-[0-9]{1,10}$", "examples": ["42-0"]}
+EVENT_ID: SchemaFragment = MappingProxyType(
+    {"type": "string", "pattern": "^[0-9]{1,20}-[0-9]{1,10}$", "examples": ["42-0"]}
+)
 LAST_EVENT_ID_HEADER = Param(
     "Last-Event-ID", "header", EVENT_ID, "resume after this event id, `<block>-<index>` (EventSource sends it)"
 )

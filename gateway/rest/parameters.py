@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 from openapi_core.util import BOOLEAN_FALSE_VALUES, BOOLEAN_TRUE_VALUES
@@ -37,7 +38,7 @@ def _boolean(text: str) -> bool:
     raise ValueError(f"{text!r} is not a boolean")
 
 
-CASTERS: Mapping[str, Caster] = {"integer": int, "boolean": _boolean, "string": str}
+CASTERS: Mapping[str, Caster] = MappingProxyType({"integer": int, "boolean": _boolean, "string": str})
 ANNOTATIONS = frozenset({"type", "description", "examples"})
 
 

@@ -2,27 +2,37 @@
 
 from __future__ import annotations
 
-from gateway.rest.shapes import UINT64_MAX, Schema
+from types import MappingProxyType
+
+from gateway.rest.shapes import UINT64_MAX, SchemaFragment
 from gateway.rest.table import Param
 from node.constants import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, MAX_REF_NAME_LEN
 from node.state.structural import PROJECT_NAME_RE
 from node.storage.schema import TREE_PREFIX_LIMIT
 
-ADDRESS: Schema = {"type": "string", "pattern": "^0x[0-9a-fA-F]{40}$", "examples": ["0x" + "ab" * 20]}
-HASH32: Schema = {"type": "string", "pattern": "^0x[0-9a-fA-F]{64}$", "examples": ["0x" + "cd" * 32]}
-REF_HEX: Schema = {
-    "type": "string",
-    "pattern": f"^(0[xX])?([0-9a-fA-F]{{2}}){{1,{MAX_REF_NAME_LEN}}}$",
-    "examples": [b"refs/heads/main".hex()],
-}
+ADDRESS: SchemaFragment = MappingProxyType(
+    {"type": "string", "pattern": "^0x[0-9a-fA-F]{40}$", "examples": ["0x" + "ab" * 20]}
+)
+HASH32: SchemaFragment = MappingProxyType(
+    {"type": "string", "pattern": "^0x[0-9a-fA-F]{64}$", "examples": ["0x" + "cd" * 32]}
+)
+REF_HEX: SchemaFragment = MappingProxyType(
+    {
+        "type": "string",
+        "pattern": f"^(0[xX])?([0-9a-fA-F]{{2}}){{1,{MAX_REF_NAME_LEN}}}$",
+        "examples": [b"refs/heads/main".hex()],
+    }
+)
 # A public state key: its first byte is below TREE_PREFIX_LIMIT (docs/state.md); other keys are not in the tree.
-STATE_KEY: Schema = {
-    "type": "string",
-    "pattern": f"^0x[0-{(TREE_PREFIX_LIMIT >> 4) - 1}][0-9a-fA-F]([0-9a-fA-F]{{2}}){{0,399}}$",
-}
-UINT64: Schema = {"type": "integer", "minimum": 0, "maximum": UINT64_MAX}
+STATE_KEY: SchemaFragment = MappingProxyType(
+    {
+        "type": "string",
+        "pattern": f"^0x[0-{(TREE_PREFIX_LIMIT >> 4) - 1}][0-9a-fA-F]([0-9a-fA-F]{{2}}){{0,399}}$",
+    }
+)
+UINT64: SchemaFragment = MappingProxyType({"type": "integer", "minimum": 0, "maximum": UINT64_MAX})
 # The node's own rule (node.state.structural), so the gateway refuses exactly the names the node refuses.
-PROJECT_NAME: Schema = {"type": "string", "pattern": PROJECT_NAME_RE.pattern}
+PROJECT_NAME: SchemaFragment = MappingProxyType({"type": "string", "pattern": PROJECT_NAME_RE.pattern})
 
 OWNER = Param("ownerAddress", "path", ADDRESS, "`owner_address` of the account: 0x-prefixed 20-byte address")
 PROJECT = Param("projectId", "path", HASH32, "project ID: 0x-prefixed 32 bytes")

@@ -35,11 +35,13 @@ from chain.v1 import block_pb2, keychain_service_pb2, message_pb2, node_info_pb2
 Json: TypeAlias = Any
 JsonObject: TypeAlias = dict[str, Any]
 Schema: TypeAlias = dict[str, Any]
+# A schema shared by several places of the document: read-only, copied where it is placed.
+SchemaFragment: TypeAlias = Mapping[str, Any]
 
 FD = FieldDescriptor
-INT64_TYPES = {FD.TYPE_INT64, FD.TYPE_UINT64, FD.TYPE_SINT64, FD.TYPE_FIXED64, FD.TYPE_SFIXED64}
-INT32_TYPES = {FD.TYPE_INT32, FD.TYPE_UINT32, FD.TYPE_SINT32, FD.TYPE_FIXED32, FD.TYPE_SFIXED32}
-UNSIGNED_TYPES = {FD.TYPE_UINT32, FD.TYPE_FIXED32, FD.TYPE_UINT64, FD.TYPE_FIXED64}
+INT64_TYPES = frozenset({FD.TYPE_INT64, FD.TYPE_UINT64, FD.TYPE_SINT64, FD.TYPE_FIXED64, FD.TYPE_SFIXED64})
+INT32_TYPES = frozenset({FD.TYPE_INT32, FD.TYPE_UINT32, FD.TYPE_SINT32, FD.TYPE_FIXED32, FD.TYPE_SFIXED32})
+UNSIGNED_TYPES = frozenset({FD.TYPE_UINT32, FD.TYPE_FIXED32, FD.TYPE_UINT64, FD.TYPE_FIXED64})
 
 # Ref names: raw bytes in the protocol, plain hex on REST (spec 2.4).
 REF_FIELDS = frozenset(

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 from aiohttp import web
 
 from gateway.nodes import NodePool, Upstream
-from gateway.rest.shapes import Json, Schema, ref
+from gateway.rest.shapes import Json, Schema, SchemaFragment, ref
 from node.constants import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
 
 T = TypeVar("T")
@@ -25,7 +25,7 @@ T = TypeVar("T")
 class Param:
     name: str
     where: str  # path | query | header
-    schema: Schema
+    schema: SchemaFragment
     description: str
     required: bool = False
     style: str | None = None
@@ -39,7 +39,7 @@ class Param:
             "in": self.where,
             "required": self.required or self.where == "path",
             "description": self.description,
-            "schema": self.schema,
+            "schema": dict(self.schema),
         }
         if self.style is not None:
             out["style"] = self.style
