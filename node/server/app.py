@@ -32,6 +32,8 @@ from chain.v1 import (
     message_pb2,
     service_pb2,
     service_pb2_grpc,
+    snapshot_sync_service_pb2,
+    snapshot_sync_service_pb2_grpc,
 )
 from node.chain import Chain
 from node.errors import ConfigError, InvariantBroken, StoreRefused
@@ -44,6 +46,7 @@ from node.server.events import EventHub
 from node.server.ordering.applier import BlockApplier
 from node.server.ordering.etcd.client import EtcdClient
 from node.server.ordering.etcd.genesis import agree_genesis, check_same, published_genesis
+from node.server.ordering.etcd.join import join
 from node.server.ordering.etcd.log import Keys
 from node.server.ordering.etcd.replicated import ReplicatedOrderer, ReplicationSettings
 from node.server.ordering.follower import FollowOrderer
@@ -54,6 +57,8 @@ from node.server.rpc.interceptors import ErrorInterceptor, Interceptor, TokenInt
 from node.server.rpc.servicer import ChainServicer, KeychainServicer, NodeState
 from node.server.rpc.status import to_status
 from node.server.snapshots import SnapshotManager, restore
+from node.server.snapshots.staging import Staging
+from node.server.snapshots.sync_server import SnapshotSyncServicer
 from node.server.storage_health import StorageHealth
 from node.server.telemetry.node_metrics import NodeMetrics
 from node.server.telemetry.rpc import RpcMetricsInterceptor, grpc_web_metrics
@@ -71,6 +76,7 @@ from node.storage.integrity import REMEDY_FOREIGN, check_files, identity_of, is_
 log = logging.getLogger("chain.node")
 CHAIN_SERVICE = service_pb2.DESCRIPTOR.services_by_name["ChainService"].full_name
 KEYCHAIN_SERVICE = keychain_service_pb2.DESCRIPTOR.services_by_name["KeychainService"].full_name
+SYNC_SERVICE = snapshot_sync_service_pb2.DESCRIPTOR.services_by_name["SnapshotSyncService"].full_name
 LIVENESS = "liveness"
 READINESS = "readiness"
 READINESS_NAMES = ("", CHAIN_SERVICE, READINESS)  # "" and ChainService kept as they were documented
@@ -118,16 +124,37 @@ class NodeApp:
         self.devnet_authority: str = ""
 
     # ---- lifecycle ----
-    def _open_chain(self) -> tuple[Chain, bool]:
+    def _restore_local(self) -> None:
+        """`--restore DIR`, or (replicated, empty data dir) the newest snapshot in --snapshot-dir: both staged,
+        verified and renamed into place; without either, a leftover of an interrupted restore is removed."""
         cfg = self.config
         if cfg.restore is not None:
-            info = restore(cfg.restore, cfg.data_dir)
+            info = restore(cfg.restore, cfg.data_dir, timeout=cfg.restore_timeout)
             log.info("restored snapshot %s at block %d", info.name, info.block_number)
         elif cfg.orderer == "etcd" and not (cfg.data_dir / "data.mdb").exists():
-            newest = SnapshotManager(None, cfg.snapshots).latest()  # type: ignore[arg-type]
+            newest = SnapshotManager(None, cfg.snapshots).latest()
             if newest is not None:  # a new member with an empty disk starts from the newest snapshot
-                info = restore(cfg.snapshots / newest.name, cfg.data_dir)
+                info = restore(cfg.snapshots / newest.name, cfg.data_dir, timeout=cfg.restore_timeout)
                 log.info("empty data dir: restored the newest snapshot %s at block %d", info.name, info.block_number)
+        elif cfg.orderer != "etcd":  # the replicated join resumes a state sync instead
+            Staging(cfg.data_dir).discard()
+
+    async def join(self) -> str:
+        """Replicated: bring the data dir to a store the etcd log continues (state sync when it cannot);
+        `chain-node state-sync` runs only this. Says what it did."""
+        cfg = self.config
+        self._restore_local()
+        if self._etcd is None:
+            self._etcd = EtcdClient(cfg.etcd_endpoints)
+        keys = Keys(cfg.etcd_prefix.encode())
+        done = await join(self._etcd, keys, cfg.data_dir, node_id=self._node_id(), timeout=cfg.restore_timeout)
+        log.info("join: %s", done)
+        return done
+
+    def _open_chain(self) -> tuple[Chain, bool]:
+        cfg = self.config
+        if cfg.orderer != "etcd":
+            self._restore_local()
         try:
             return self._open_store()
         except StoreRefused as refused:
@@ -180,6 +207,7 @@ class NodeApp:
 
     async def _join_replicated(self, etcd: EtcdClient) -> tuple[Chain, bool]:
         cfg = self.config
+        await self.join()
         keys = Keys(cfg.etcd_prefix.encode())
         self._published = await published_genesis(etcd, keys)
         chain, bootstrap = self._open_chain()
@@ -205,6 +233,7 @@ class NodeApp:
             return self.config.node_id
         path = self.config.data_dir / "node-id"
         if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(secrets.token_hex(8) + "\n")
         return path.read_text().strip()
 
@@ -259,7 +288,7 @@ class NodeApp:
         await self._verifier.warm_up()
         pipeline = Pipeline(chain, mempool, self._verifier, telemetry=self.telemetry)
         hub = EventHub(cfg.subscriber_queue)
-        snapshots = SnapshotManager(chain, cfg.snapshots)
+        snapshots = SnapshotManager(chain, cfg.snapshots, chunk_bytes=cfg.snapshot_chunk_bytes)
         orderer = self._orderer(chain, mempool, pipeline, hub, snapshots)
         self.state = NodeState(chain, mempool, pipeline, hub, orderer, snapshots, cfg.max_batch, storage=self.storage)
         if bootstrap:
@@ -280,7 +309,9 @@ class NodeApp:
         service_pb2_grpc.add_ChainServiceServicer_to_server(chain_servicer, self._server)
         keychain_service_pb2_grpc.add_KeychainServiceServicer_to_server(KeychainServicer(self.state), self._server)
         health_pb2_grpc.add_HealthServicer_to_server(self._health, self._server)
-        add_reflection_to_server(reflection_servicer(REFLECTED), self._server)
+        sync = SnapshotSyncServicer(snapshots, rate=cfg.state_sync_rate)  # members state-sync from each other
+        snapshot_sync_service_pb2_grpc.add_SnapshotSyncServiceServicer_to_server(sync, self._server)
+        add_reflection_to_server(reflection_servicer((*REFLECTED, SYNC_SERVICE)), self._server)
         self.ports.grpc = grpc_add_port(self._server, "--grpc-addr", cfg.grpc_addr)
         await self._server.start()
 
@@ -303,6 +334,10 @@ class NodeApp:
         await self._health.set(LIVENESS, health_pb2.HealthCheckResponse.SERVING)  # answered on the event loop
         await self._set_health(self.state.serving)
         self._health_task = asyncio.create_task(self._watch_health(), name="health")
+
+    async def close_etcd(self) -> None:
+        if self._etcd is not None:
+            await self._etcd.close()
 
     async def _set_health(self, serving: bool) -> None:
         status = health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING

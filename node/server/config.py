@@ -36,6 +36,10 @@ class NodeConfig:
     restore: Path | None = None
     reinitialize: bool = False
     snapshot_dir: Path | None = None
+    # a restore (--restore, or state sync in the replicated mode) has its own budget, apart from catching up
+    restore_timeout: float = 3600.0
+    snapshot_chunk_bytes: int = 1024 * 1024  # chunk size of the manifests of new snapshots (state sync)
+    state_sync_rate: int = 0  # bytes/s one state-sync stream this node serves may send; 0: no limit
     block_interval: float = 0.2
     empty_block_interval: float = 5.0
     cors_origins: tuple[str, ...] = ()
@@ -91,6 +95,13 @@ def _parser() -> argparse.ArgumentParser:
         help="if the store is refused (damaged, foreign, missing), move it aside and start a new one",
     )
     p.add_argument("--snapshot-dir", type=Path, default=None, help="where snapshots go")
+    p.add_argument(
+        "--restore-timeout", type=float, default=d.restore_timeout, help="seconds a restore/state sync may take"
+    )
+    p.add_argument("--snapshot-chunk-bytes", type=int, default=d.snapshot_chunk_bytes, help="state-sync chunk size")
+    p.add_argument(
+        "--state-sync-rate", type=int, default=d.state_sync_rate, help="bytes/s per served stream; 0: no limit"
+    )
     p.add_argument("--block-interval", type=float, default=d.block_interval, help="seconds between blocks")
     p.add_argument(
         "--empty-block-interval", type=float, default=d.empty_block_interval, help="seconds between empty blocks"

@@ -2,11 +2,16 @@
 
 A store the node refuses to open (damaged, foreign, missing: node.errors.StoreRefused) stops it with one
 line on stderr and exit status 2 (docs/operations.md).
+
+`chain-node state-sync [FLAGS]` (replicated mode) only joins: it brings DATA_DIR to a store the etcd log
+continues, state-syncing from a member's snapshot when needed, then exits 0 (1 with one line on failure).
+The chart runs it as an init container, so a restore never eats the startup probe's budget.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import signal
 import sys
@@ -14,13 +19,32 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from node.authority import Authority
-from node.errors import CONFIG_EXIT_STATUS, ConfigError, StoreRefused, config_exit
+from node.errors import CONFIG_EXIT_STATUS, ChainError, ConfigError, StoreRefused, config_exit
 from node.listen import ListenError
 from node.observability.logs import configure_logging
 from node.observability.tracing import Tracing
 from node.server.app import NodeApp
 from node.server.config import NodeConfig, parse_config
 from node.server.verify_store import main as verify_store
+
+
+async def state_sync(argv: Sequence[str]) -> int:
+    config = parse_config(argv)
+    configure_logging(config.log_level, config.log_format)
+    if config.orderer != "etcd":
+        config_exit("chain-node state-sync", ConfigError("needs --orderer etcd (a replicated member)"))
+    node = NodeApp(config)
+    try:
+        done = await node.join()
+    except ConfigError as err:
+        config_exit("chain-node state-sync", err)
+    except ChainError as err:
+        print(f"chain-node state-sync: {err}", file=sys.stderr, flush=True)
+        return 1
+    finally:
+        await node.close_etcd()
+    print(json.dumps({"event": "state-sync", "result": done}), flush=True)
+    return 0
 
 
 async def run(argv: Sequence[str] | None = None) -> None:
@@ -68,6 +92,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["verify-store"]:
         raise SystemExit(verify_store(args[1:]))
+    if args[:1] == ["state-sync"]:
+        raise SystemExit(asyncio.run(state_sync(args[1:])))
     try:
         asyncio.run(run(args))
     except ListenError as err:  # a taken address: one line naming the flag, no traceback, exit status 1

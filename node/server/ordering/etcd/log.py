@@ -8,7 +8,7 @@ Keys (all under the cluster prefix, `/chain-node/` by default):
     log/<N:020d>        block N: b"B" + the encoded Block, or b"P" + a JSON manifest of parts
     part/<N:020d>/<hash>/<i:06d>   part i of a block too large for one etcd request
     member/<id>         a member's applied height (attached to its lease)
-    snapshot/<id>       the block number of a member's newest snapshot
+    snapshot/<id>       {block_number, name, addr} of the newest snapshot a member serves (on its lease)
 
 Block N lands with one transaction that compares `next == N` and the lease of
 `leader` with the writer's lease, so a deposed leader (whose lease expired or

@@ -14,9 +14,12 @@ Followers forward accepted submissions to the leader (forwarding.py). With
 no leader (election under way, etcd without quorum) submissions get
 UNAVAILABLE (NOT_LEADER) with a retry hint.
 
-A maintenance task publishes this member's applied height and newest
-snapshot, re-forwards long-pending messages, and, on the leader, compacts the
-log below the newest snapshot (and below every live member's applied height).
+A maintenance task publishes this member's applied height and the newest
+snapshot it serves to joining members (both attached to its lease, so only
+live members count), re-forwards long-pending messages, and, on the leader,
+compacts the log below the oldest of the snapshots live members serve (and
+below every live member's applied height): whichever single member is left
+serving, a joining member can state-sync from it and replay the log after.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from node.errors import ChainError, InvalidBlock, InvariantBroken, MessageReject
 from node.server.ordering.applier import BlockApplier
 from node.server.ordering.etcd.client import EtcdClient, EtcdUnavailable, prefix_end
 from node.server.ordering.etcd.election import Election
+from node.server.ordering.etcd.join import served_snapshots, snapshot_doc
 from node.server.ordering.etcd.log import BlockLog, Keys
 from node.server.snapshots import SnapshotManager
 from node.server.write.forwarding import Forwarder, no_leader
@@ -91,7 +95,7 @@ class ReplicatedOrderer:
         self._last_block = clock()
         self._stopping = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
-        self._published_snapshot = -1
+        self._published_snapshot: tuple[str, int] = ("", 0)  # (snapshot name, lease) as last published
         self._last_compaction = 0.0
 
     # ---- the Orderer interface ----
@@ -200,7 +204,7 @@ class ReplicatedOrderer:
         if tail.first and tail.first > self._height + 1:
             self._halt(
                 f"the log starts at block {tail.first} but this node is at {self._height}: "
-                "start it from a newer snapshot (--restore, or an empty data dir with --snapshot-dir)"
+                "restart it to state-sync from a member's snapshot (docs/operations.md, Wipe and resync)"
             )
             return False
         if tail.next_number <= self._height:
@@ -258,10 +262,7 @@ class ReplicatedOrderer:
             await self.client.put(
                 self.keys.member(self.settings.node_id), json.dumps(doc).encode(), lease=self.election.lease
             )
-        latest = self.snapshots.latest()
-        if latest is not None and latest.block_number != self._published_snapshot:
-            await self.client.put(self.keys.snapshot(self.settings.node_id), str(latest.block_number).encode())
-            self._published_snapshot = int(latest.block_number)
+        await self._publish_snapshot()
         current = self.election.current
         if current is not None and not self.election.is_leader:
             await self.forwarder.reforward(current.addr)
@@ -269,12 +270,28 @@ class ReplicatedOrderer:
             self._last_compaction = time.monotonic()
             await self.compact()
 
+    async def _publish_snapshot(self) -> None:
+        """`snapshot/<id>`: the newest snapshot this member serves, attached to its lease (gone with it)."""
+        assert self.election is not None
+        lease = self.election.lease
+        latest = self.snapshots.latest()
+        name = latest.name if latest is not None else ""
+        if not lease or (name, lease) == self._published_snapshot:
+            return
+        key = self.keys.snapshot(self.settings.node_id)
+        if latest is None:
+            await self.client.delete_range(key)
+        else:
+            await self.client.put(key, snapshot_doc(int(latest.block_number), name, self.addr), lease=lease)
+        self._published_snapshot = (name, lease)
+
     async def compact(self) -> int:
-        """Delete log entries below the newest snapshot and below every live member's applied height."""
-        snaps = await self.client.range(self.keys.snapshot_prefix, prefix_end(self.keys.snapshot_prefix))
-        if not snaps:
+        """Delete log entries below the oldest snapshot a live member serves, never above a live member's
+        applied height: a joining member can state-sync from any one serving member and replay from there."""
+        served = await served_snapshots(self.client, self.keys)
+        if not served:
             return 0
-        floor = max(int(kv.value) for kv in snaps)
+        floor = min(p.block_number for p in served)
         members = await self.client.range(self.keys.member_prefix, prefix_end(self.keys.member_prefix))
         for kv in members:
             floor = min(floor, int(json.loads(kv.value)["applied"]))

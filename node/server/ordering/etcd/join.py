@@ -1,0 +1,121 @@
+"""Joining a replicated network: state sync from a peer when the log alone cannot bring this member up.
+
+Before a member opens its store it compares what it holds with the log in etcd:
+
+- a store the log continues (its height + 1 is still in the log): nothing to do, the log is replayed;
+- no store, or a store the log was compacted past (a lost or retained old volume): it fetches the newest
+  snapshot a live member serves (`snapshot/<id>` keys, attached to the members' leases), checks the
+  snapshot's header hash and state root against the block the log holds at that number, fetches and checks
+  every chunk, verifies the store and renames it into place (node/server/snapshots/);
+- no store, no snapshot served anywhere and a log that still starts at block 1: a new member replays the
+  whole log from genesis.
+
+The whole step has its own budget (`--restore-timeout`), separate from catching up afterwards; chunks
+already fetched stay in `DATA_DIR/.restore` for the next try.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from pathlib import Path
+
+import grpc
+import lmdb
+
+from chain.v1 import snapshot_sync_pb2 as pb
+from node.block import header_hash
+from node.errors import ChainError, InvariantBroken
+from node.server.ordering.etcd.client import EtcdClient, prefix_end
+from node.server.ordering.etcd.log import BlockLog, Keys
+from node.server.snapshots.files import STORE_FILE
+from node.server.snapshots.staging import RestoreTimeout, Staging
+from node.server.snapshots.sync_client import Peer, fetch
+from node.server.snapshots.verify import Expected, store_height
+
+log = logging.getLogger("chain.statesync")
+
+
+def snapshot_doc(block_number: int, name: str, addr: str) -> bytes:
+    """The value of `snapshot/<id>`: the newest snapshot a member serves, and where."""
+    return json.dumps({"block_number": block_number, "name": name, "addr": addr}, sort_keys=True).encode()
+
+
+async def served_snapshots(client: EtcdClient, keys: Keys) -> list[Peer]:
+    """Snapshots live members serve, newest first (values in an older format are not servable)."""
+    peers = []
+    for kv in await client.range(keys.snapshot_prefix, prefix_end(keys.snapshot_prefix)):
+        try:
+            doc = json.loads(kv.value)
+            node_id = kv.key[len(keys.snapshot_prefix) :].decode()
+            peers.append(Peer(node_id, str(doc["addr"]), int(doc["block_number"]), str(doc["name"])))
+        except (ValueError, KeyError, TypeError):
+            continue
+    return sorted(peers, key=lambda p: p.block_number, reverse=True)
+
+
+async def bind_to_log(blocks: BlockLog, manifest: pb.SnapshotManifest) -> Expected:
+    """The manifest must name the block the log holds at its number; otherwise nothing of it is trusted."""
+    number = int(manifest.block_number)
+    kv = await blocks.client.get(blocks.keys.log(number))
+    if kv is None:
+        raise InvariantBroken(f"snapshot {manifest.name}: block {number} is not in the log (compacted or never there)")
+    block = await blocks.decode(number, kv.value)
+    if header_hash(block.header) != bytes(manifest.block_hash):
+        raise InvariantBroken(f"snapshot {manifest.name}: its header hash is not the one of block {number} in the log")
+    if bytes(block.header.state_root) != bytes(manifest.state_root):
+        raise InvariantBroken(f"snapshot {manifest.name}: its state root is not the one of block {number} in the log")
+    return Expected(number, bytes(manifest.block_hash), bytes(manifest.state_root))
+
+
+async def join(client: EtcdClient, keys: Keys, data_dir: Path, *, node_id: str, timeout: float) -> str:
+    """Make `data_dir` hold a store the log continues; says what it did."""
+    height = _local_height(data_dir)
+    blocks = BlockLog(client, keys)
+    tail = await blocks.tail(0, 1)
+    if height is not None and (tail.first == 0 or tail.first <= height + 1):
+        Staging(data_dir).discard()
+        return f"the store at block {height} continues from the log"
+    peers = [p for p in await served_snapshots(client, keys) if p.node_id != node_id]
+    peers = [p for p in peers if p.block_number >= tail.first - 1]  # the log must continue the snapshot
+    if not peers:
+        if height is None and tail.first <= 1:
+            Staging(data_dir).discard()
+            return "no store and no snapshot served: replaying the log from genesis"
+        raise InvariantBroken(
+            f"the log starts at block {tail.first} but this node is at {height if height is not None else 'no store'}"
+            " and no live member serves a snapshot to state-sync from: take a snapshot on a healthy member"
+            " (AdminService.CreateSnapshot) and start this one again"
+        )
+    try:
+        async with asyncio.timeout(timeout):
+            return await _sync(peers, blocks, data_dir, replace=(data_dir / STORE_FILE).exists())
+    except TimeoutError:
+        raise RestoreTimeout(
+            f"state sync did not finish within --restore-timeout {timeout:g}s; what was fetched stays in"
+            f" {Staging(data_dir).dir} and the next start resumes it"
+        ) from None
+
+
+async def _sync(peers: list[Peer], blocks: BlockLog, data_dir: Path, *, replace: bool) -> str:
+    errors = []
+    for peer in peers:
+        try:
+            head = await fetch(peer, data_dir, lambda m: bind_to_log(blocks, m), replace=replace)
+        except (grpc.RpcError, ChainError) as exc:
+            detail = exc.details() if isinstance(exc, grpc.aio.AioRpcError) else str(exc)
+            log.warning("state sync from %s (%s) failed: %s", peer.node_id, peer.addr, detail)
+            errors.append(f"{peer.node_id}: {detail}")
+            continue
+        return f"state-synced block {head.header.number} from {peer.node_id} ({peer.addr})"
+    raise InvariantBroken("state sync failed from every member serving a snapshot: " + "; ".join(errors))
+
+
+def _local_height(data_dir: Path) -> int | None:
+    if not (data_dir / STORE_FILE).exists():
+        return None
+    try:
+        return store_height(data_dir)
+    except lmdb.Error as exc:
+        raise InvariantBroken(f"{data_dir} holds a store that cannot be read: {exc}") from exc

@@ -1,0 +1,136 @@
+"""Snapshots: consistent copies of the store at a committed block, and restoring from one.
+
+A snapshot is a directory holding a compacted LMDB copy (`data.mdb`, taken inside one read transaction, so
+it is exactly one committed block), `snapshot.json` describing it (block number, header hash, entry count,
+state root) and `manifest.pb`, the chunk hashes other members check a state sync against.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from pathlib import Path
+
+from chain.v1 import node_info_pb2
+from chain.v1 import snapshot_sync_pb2 as sync_pb
+from node.chain import Chain
+from node.errors import InvariantBroken, NotFound
+from node.server.snapshots.files import LOCK_FILE, STORE_FILE, fsync_dir, fsync_file
+from node.server.snapshots.manifest import DEFAULT_CHUNK_BYTES, build_manifest, load_manifest, save_manifest
+from node.server.snapshots.verify import Expected, verify_store
+from node.storage.lmdb_store import LmdbStore
+
+INFO = "snapshot.json"
+
+
+def read_info(directory: Path) -> node_info_pb2.SnapshotInfo:
+    doc = json.loads((directory / INFO).read_text())
+    return node_info_pb2.SnapshotInfo(
+        block_number=doc["block_number"],
+        entry_count=doc["entry_count"],
+        state_root=bytes.fromhex(doc["state_root"]),
+        created_at=doc["created_at"],
+        name=directory.name,
+    )
+
+
+def expected_of(directory: Path) -> Expected:
+    """What a store restored from this snapshot must hold (its header hash when the snapshot recorded it)."""
+    doc = json.loads((directory / INFO).read_text())
+    block_hash = bytes.fromhex(doc["block_hash"]) if "block_hash" in doc else None
+    return Expected(int(doc["block_number"]), block_hash, bytes.fromhex(doc["state_root"]))
+
+
+class SnapshotManager:
+    def __init__(self, chain: Chain | None, directory: Path, *, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> None:
+        self.chain = chain
+        self.directory = directory
+        self.chunk_bytes = chunk_bytes
+
+    def create(self) -> node_info_pb2.SnapshotInfo:
+        if self.chain is None:
+            raise InvariantBroken("this snapshot manager has no chain to copy")
+        self.directory.mkdir(parents=True, exist_ok=True)
+        tmp = self.directory / f".tmp-{time.time_ns()}"
+        self.chain.store.copy_to(tmp)
+        copy = LmdbStore(tmp, sync=True)
+        try:
+            head = Chain(copy, self.chain.params).head()
+            entries = copy.entry_count()
+        finally:
+            copy.close()
+        number = int(head.header.number)
+        created = int(time.time())
+        name = f"snap-{number:012d}-{created}"
+        doc = {
+            "block_number": number,
+            "block_hash": bytes(head.hash).hex(),
+            "entry_count": entries,
+            "state_root": head.header.state_root.hex(),
+            "created_at": created,
+        }
+        (tmp / INFO).write_text(json.dumps(doc, indent=2) + "\n")
+        (tmp / LOCK_FILE).unlink(missing_ok=True)
+        fsync_file(tmp / STORE_FILE)
+        fsync_file(tmp / INFO)
+        fsync_dir(tmp)
+        return read_info(self._publish(tmp, name))
+
+    def _publish(self, tmp: Path, name: str) -> Path:
+        """Move the finished copy to its name; a second snapshot of the same block in the same second
+        gets the next free suffix (`-2`, `-3`, ...) instead of failing."""
+        for attempt in range(1, 1000):
+            final = self.directory / (name if attempt == 1 else f"{name}-{attempt}")
+            if final.exists():
+                continue
+            try:
+                tmp.rename(final)
+            except OSError:
+                if final.exists():
+                    continue  # taken meanwhile by a concurrent snapshot
+                raise
+            fsync_dir(self.directory)
+            return final
+        raise InvariantBroken(f"no free snapshot name for {name} in {self.directory}")
+
+    def list(self) -> list[node_info_pb2.SnapshotInfo]:
+        if not self.directory.exists():
+            return []
+        infos = [read_info(d) for d in self.directory.iterdir() if (d / INFO).exists() and d.name.startswith("snap-")]
+        return sorted(infos, key=lambda i: (i.block_number, i.created_at), reverse=True)
+
+    def latest(self) -> node_info_pb2.SnapshotInfo | None:
+        snapshots = self.list()
+        return snapshots[0] if snapshots else None
+
+    def manifest(self, name: str = "") -> tuple[sync_pb.SnapshotManifest, Path]:
+        """The manifest of snapshot `name` ("" for the newest) and its directory; computed once, then kept."""
+        if not name:
+            latest = self.latest()
+            if latest is None:
+                raise NotFound("snapshot", "(newest)")
+            name = latest.name
+        directory = self.directory / name
+        if not name.startswith("snap-") or "/" in name or not (directory / INFO).is_file():
+            raise NotFound("snapshot", name)
+        return manifest_of(directory, self.chunk_bytes), directory
+
+
+def manifest_of(directory: Path, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> sync_pb.SnapshotManifest:
+    """The snapshot's kept manifest, or one computed now (and kept when the directory is writable)."""
+    cached = load_manifest(directory)
+    if cached is not None:
+        return cached
+    expected = expected_of(directory)
+    block_hash = expected.block_hash
+    if block_hash is None:  # a snapshot from before header hashes were recorded: read its head
+        block_hash = bytes(verify_store(directory, expected).hash)
+    info = read_info(directory)
+    manifest = build_manifest(
+        directory, name=directory.name, block_number=int(info.block_number), block_hash=block_hash,
+        state_root=bytes(info.state_root), entry_count=int(info.entry_count), chunk_size=chunk_bytes,
+    )  # fmt: skip
+    with contextlib.suppress(OSError):  # a read-only snapshot volume: compute it again next time
+        save_manifest(directory, manifest)
+    return manifest

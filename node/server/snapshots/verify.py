@@ -1,0 +1,106 @@
+"""Checking a restored store before it is put in place: its head block and its state tree.
+
+The store is opened read-only and without LMDB's lock file, so checking never changes a byte of it. The
+head must be the expected block (number, header hash, state root), and every tree node reachable from the
+state root must be present and hash to the reference its parent holds (the tree is content addressed, so
+this proves the state committed to by the header is all there); the tree's leaves must number exactly the
+public state entries of the store.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import lmdb
+
+from chain.v1 import block_pb2
+from node.block import header_hash
+from node.errors import InvariantBroken
+from node.merkle import EMPTY
+from node.merkle.codec import Leaf, decode, node_hash
+from node.state.access import StateAccess
+from node.storage.kv import Overlay
+from node.storage.lmdb_store import LmdbNodeView, LmdbReadView
+from node.storage.schema import TREE_PREFIX_LIMIT
+
+
+@dataclass(frozen=True)
+class Expected:
+    block_number: int
+    block_hash: bytes | None  # None: a snapshot from before header hashes were recorded (number and root only)
+    state_root: bytes
+
+
+def _public_entries(view: LmdbReadView) -> int:
+    """Entries committed to the tree: every key whose prefix byte is below TREE_PREFIX_LIMIT."""
+    return sum(1 for prefix in range(TREE_PREFIX_LIMIT) for _ in view.scan(bytes([prefix])))
+
+
+def walk_tree(nodes: LmdbNodeView, root: bytes) -> int:
+    """Leaves under `root`, checking that every node is present and hashes to its reference."""
+    if root == EMPTY:
+        return 0
+    leaves = 0
+    stack = [root]
+    while stack:
+        ref = stack.pop()
+        raw = nodes.get(ref)
+        if raw is None:
+            raise InvariantBroken(f"state tree node {ref.hex()} is missing")
+        if node_hash(raw) != ref:
+            raise InvariantBroken(f"state tree node {ref.hex()} does not hash to its reference")
+        node = decode(raw)
+        if node is None:
+            raise InvariantBroken(f"state tree node {ref.hex()} is not a tree node")
+        if isinstance(node, Leaf):
+            leaves += 1
+        else:
+            stack.extend(child for child in (node.left, node.right) if child != EMPTY)
+    return leaves
+
+
+def verify_store(directory: Path, expected: Expected) -> block_pb2.Block:
+    """The store's head block once everything checks out; InvariantBroken saying what does not."""
+    env = lmdb.open(str(directory), readonly=True, lock=False, max_dbs=4, readahead=False)
+    try:
+        state, tree = env.open_db(b"state", create=False), env.open_db(b"tree", create=False)
+        with env.begin(buffers=True) as txn:
+            view, nodes = LmdbReadView(txn, state), LmdbNodeView(txn, tree)
+            head = StateAccess(Overlay(view)).head()
+            if head is None:
+                raise InvariantBroken(f"the restored store in {directory} has no head block")
+            _check_head(head, expected)
+            leaves = walk_tree(nodes, bytes(head.header.state_root))
+            public = _public_entries(view)
+    except lmdb.Error as exc:
+        raise InvariantBroken(f"the restored store in {directory} cannot be read: {exc}") from exc
+    finally:
+        env.close()
+    if leaves != public:
+        raise InvariantBroken(f"the restored state tree has {leaves} leaves but the store {public} public entries")
+    return head
+
+
+def _check_head(head: block_pb2.Block, expected: Expected) -> None:
+    number = int(head.header.number)
+    if number != expected.block_number:
+        raise InvariantBroken(f"the restored store is at block {number}, expected {expected.block_number}")
+    if header_hash(head.header) != bytes(head.hash):
+        raise InvariantBroken(f"the restored head block {number} does not hash to its recorded hash")
+    if expected.block_hash is not None and bytes(head.hash) != expected.block_hash:
+        raise InvariantBroken(f"the restored head block {number} does not have the expected header hash")
+    if bytes(head.header.state_root) != expected.state_root:
+        raise InvariantBroken(f"the restored head block {number} does not have the expected state root")
+
+
+def store_height(directory: Path) -> int | None:
+    """The head block number of the store in `directory`, read without writing to it (None: no head)."""
+    env = lmdb.open(str(directory), readonly=True, lock=False, max_dbs=4, readahead=False)
+    try:
+        state = env.open_db(b"state", create=False)
+        with env.begin(buffers=True) as txn:
+            head = StateAccess(Overlay(LmdbReadView(txn, state))).head()
+    finally:
+        env.close()
+    return None if head is None else int(head.header.number)
