@@ -1,0 +1,97 @@
+"""State sync with real etcd and real members: new, wiped and stale members join after the log was compacted
+past them; the compaction bound keeps the log continuing every served snapshot."""
+
+from __future__ import annotations
+
+import shutil
+import signal
+from pathlib import Path
+
+from tests.node.replicated.cluster import ReplicaSet, assert_same_chain, status, wait_height
+from tests.node.replicated.etcdproc import EtcdCluster
+from tests.node.replicated.statesync import COMPACT, advance, fill, read_tail, snapshot, wait_compacted
+
+
+def converge(nodes: ReplicaSet) -> None:
+    height = advance(nodes, 2)
+    wait_height(nodes.alive(), height)
+    assert_same_chain(nodes.alive(), height)
+
+
+def test_empty_member_joins_after_the_log_was_compacted_below_a_snapshot(tmp_path: Path, etcd1: EtcdCluster) -> None:
+    nodes = ReplicaSet(tmp_path, etcd1, *COMPACT, block_interval=0.1).start(3)
+    try:
+        fill(nodes.nodes[0], 200)
+        snap = snapshot(nodes.nodes[0])  # n0 alone holds a snapshot, on its own volume
+        advance(nodes, 15)  # every member is well past it: only the served snapshot bounds compaction
+        tail = wait_compacted(etcd1, snap.block_number)
+        assert tail.first == snap.block_number  # the gate: never above the snapshot n0 serves
+        newcomer = nodes.add(data_dir=tmp_path / "empty")
+        assert any(f"state-synced block {snap.block_number} from n0" in line for line in newcomer.stderr_lines)
+        assert status(newcomer).block_height >= snap.block_number
+        converge(nodes)
+    finally:
+        nodes.stop()
+
+
+def test_compaction_keeps_the_oldest_served_snapshot(tmp_path: Path, etcd1: EtcdCluster) -> None:
+    nodes = ReplicaSet(tmp_path, etcd1, *COMPACT, block_interval=0.1).start(3)
+    try:
+        older = snapshot(nodes.nodes[1])
+        advance(nodes, 5)
+        newer = snapshot(nodes.nodes[2])
+        advance(nodes, 10)
+        assert wait_compacted(etcd1, older.block_number).first == older.block_number
+        nodes.kill(2)  # the newer snapshot's member is gone (its lease, and its snapshot key, expire)
+        wiped = tmp_path / "n2"
+        shutil.rmtree(wiped)
+        rejoined = nodes.restart(2)  # only n1's older snapshot is left to sync from, and the log continues it
+        assert any(f"state-synced block {older.block_number} from n1" in line for line in rejoined.stderr_lines)
+        assert newer.block_number > older.block_number
+        converge(nodes)
+    finally:
+        nodes.stop()
+
+
+def test_wiped_member_rejoins(tmp_path: Path, etcd1: EtcdCluster) -> None:
+    nodes = ReplicaSet(tmp_path, etcd1, *COMPACT, block_interval=0.1).start(3)
+    try:
+        fill(nodes.nodes[0], 100)
+        snap = snapshot(nodes.nodes[0])
+        advance(nodes, 5)
+        wait_compacted(etcd1, snap.block_number)
+        nodes.kill(2)
+        shutil.rmtree(tmp_path / "n2")  # a lost volume
+        rejoined = nodes.restart(2)
+        assert any("state-synced block" in line for line in rejoined.stderr_lines)
+        converge(nodes)
+    finally:
+        nodes.stop()
+
+
+def test_stale_member_on_a_retained_volume_state_syncs_past_the_compacted_log(
+    tmp_path: Path, etcd1: EtcdCluster
+) -> None:
+    nodes = ReplicaSet(tmp_path, etcd1, *COMPACT, block_interval=0.1).start(3)
+    try:
+        nodes.nodes[2].signal(signal.SIGTERM)  # scaled down; its volume is kept
+        assert nodes.nodes[2].stop() == 0
+        stale = status_height_of_stopped(nodes, 2)
+        advance(nodes, 10)
+        snap = snapshot(nodes.nodes[0])
+        advance(nodes, 5)
+        assert wait_compacted(etcd1, snap.block_number).first > stale + 1  # the log no longer continues it
+        back = nodes.restart(2)  # scaled back up onto the retained volume
+        assert any(f"state-synced block {snap.block_number} from n0" in line for line in back.stderr_lines)
+        converge(nodes)
+        assert read_tail(etcd1).first == snap.block_number
+    finally:
+        nodes.stop()
+
+
+def status_height_of_stopped(nodes: ReplicaSet, index: int) -> int:
+    from node.server.snapshots.verify import store_height
+
+    height = store_height(nodes.nodes[index].data_dir)
+    assert height is not None
+    return height
