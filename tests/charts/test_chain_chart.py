@@ -414,3 +414,36 @@ def test_external_etcd_endpoints():
     assert env["CHAIN_NODE_ETCD_ENDPOINTS"] == "http://etcd-a:2379,http://etcd-b:2379"
     assert not [s for s in m.kind("StatefulSet") if s["metadata"]["name"].endswith("-etcd")]
     assert not [p for p in m.kind("NetworkPolicy") if p["metadata"]["name"].endswith("-etcd")]
+
+
+def test_replicated_nodes_state_sync_in_an_init_container_with_its_own_budget(replicated, default):
+    spec = replicated.get("StatefulSet", NODE)["spec"]["template"]["spec"]
+    (init,) = spec["initContainers"]
+    assert init["name"] == "state-sync"
+    assert init["command"] == ["chain-node", "state-sync"]
+    assert init["image"] == node_container(replicated)["image"]
+    env, main = env_of(init), env_of(node_container(replicated))
+    known = env_names(node_parser, "CHAIN_NODE_")
+    assert {n for n in env if n.startswith("CHAIN_")} <= known
+    for name in ("CHAIN_NODE_DATA_DIR", "CHAIN_NODE_ETCD_ENDPOINTS", "CHAIN_NODE_ETCD_PREFIX", "CHAIN_NODE_NODE_ID"):
+        assert env[name] == main[name], name  # the same member, store and log as the node itself
+    assert env["CHAIN_NODE_ORDERER"] == "etcd"
+    assert env["CHAIN_NODE_RESTORE_TIMEOUT"] == main["CHAIN_NODE_RESTORE_TIMEOUT"] == "3600"
+    assert {m["mountPath"] for m in init["volumeMounts"]} >= {"/var/lib/chain", "/tmp"}
+    assert init["securityContext"] == node_container(replicated)["securityContext"]
+    # A single solo node has nobody to sync from.
+    assert "initContainers" not in default.get("StatefulSet", NODE)["spec"]["template"]["spec"]
+
+
+def test_state_sync_can_be_switched_off_and_tuned():
+    m = Manifests(
+        template(
+            *PROFILES["replicated"],
+            "--set", "node.stateSync.enabled=false", "--set", "node.stateSync.timeoutSeconds=600",
+            "--set", "node.stateSync.rateBytesPerSecond=52428800",
+        )
+    )  # fmt: skip
+    assert "initContainers" not in m.get("StatefulSet", NODE)["spec"]["template"]["spec"]
+    env = env_of(node_container(m))
+    assert env["CHAIN_NODE_RESTORE_TIMEOUT"] == "600"
+    assert env["CHAIN_NODE_STATE_SYNC_RATE"] == "52428800"
