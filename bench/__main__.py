@@ -25,6 +25,7 @@ def main() -> None:
         ["bench.bench_gateway", "--sse-clients", "2000" if ns.quick else "10000"],
         ["bench.bench_store", "--keys", "100000" if ns.quick else "1000000"],
         ["bench.bench_rest", "--seconds", "5" if ns.quick else "10", "--connections", "32"],
+        ["bench.bench_statesync", "--keys", "100000" if ns.quick else "1000000"],
         ["bench.bench_tracing", "--messages", "5000" if ns.quick else "10000", "--rounds", "2"],
     ]
     for run in runs:

@@ -75,7 +75,9 @@ class SnapshotManager:
         fsync_file(tmp / STORE_FILE)
         fsync_file(tmp / INFO)
         fsync_dir(tmp)
-        return read_info(self._publish(tmp, name))
+        final = self._publish(tmp, name)
+        manifest_of(final, self.chunk_bytes)  # now, so a member state-syncing from it never waits for the hashing
+        return read_info(final)
 
     def _publish(self, tmp: Path, name: str) -> Path:
         """Move the finished copy to its name; a second snapshot of the same block in the same second
