@@ -42,7 +42,7 @@ def fill(node: NodeProcess, follows: int, authority_node: NodeProcess | None = N
 
 def snapshot(node: NodeProcess) -> node_info_pb2.SnapshotInfo:
     with node.client(timeout=60) as c:
-        return c.admin.CreateSnapshot(rpc_pb2.CreateSnapshotRequest()).snapshot  # type: ignore[union-attr,no-any-return]
+        return c.admin.CreateSnapshot(rpc_pb2.CreateSnapshotRequest()).snapshot  # type: ignore[union-attr]
 
 
 def wait_compacted(etcd: EtcdCluster, floor: int, timeout: float = 30.0) -> Tail:
