@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 STORE_FILE = "data.mdb"  # LMDB's data file; `lock.mdb` beside it is recreated by LMDB and never copied
@@ -28,7 +29,7 @@ def fsync_dir(path: Path) -> None:
 
 def write_atomic(path: Path, data: bytes) -> None:
     """`path` holds either its old content or all of `data`, never a part of it, even after a crash."""
-    tmp = path.with_name(f".{path.name}.tmp")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{time.monotonic_ns()}.tmp")  # concurrent writers never share one
     with tmp.open("wb") as f:
         f.write(data)
         f.flush()

@@ -35,6 +35,7 @@ from node.server.snapshots.sync_client import Peer, fetch
 from node.server.snapshots.verify import Expected, store_height
 
 log = logging.getLogger("chain.statesync")
+MAX_ROUNDS = 3
 
 
 def snapshot_doc(block_number: int, name: str, addr: str) -> bytes:
@@ -71,31 +72,42 @@ async def bind_to_log(blocks: BlockLog, manifest: pb.SnapshotManifest) -> Expect
 
 async def join(client: EtcdClient, keys: Keys, data_dir: Path, *, node_id: str, timeout: float) -> str:
     """Make `data_dir` hold a store the log continues; says what it did."""
-    height = _local_height(data_dir)
-    blocks = BlockLog(client, keys)
-    tail = await blocks.tail(0, 1)
-    if height is not None and (tail.first == 0 or tail.first <= height + 1):
-        Staging(data_dir).discard()
-        return f"the store at block {height} continues from the log"
-    peers = [p for p in await served_snapshots(client, keys) if p.node_id != node_id]
-    peers = [p for p in peers if p.block_number >= tail.first - 1]  # the log must continue the snapshot
-    if not peers:
-        if height is None and tail.first <= 1:
-            Staging(data_dir).discard()
-            return "no store and no snapshot served: replaying the log from genesis"
-        raise InvariantBroken(
-            f"the log starts at block {tail.first} but this node is at {height if height is not None else 'no store'}"
-            " and no live member serves a snapshot to state-sync from: take a snapshot on a healthy member"
-            " (AdminService.CreateSnapshot) and start this one again"
-        )
     try:
         async with asyncio.timeout(timeout):
-            return await _sync(peers, blocks, data_dir, replace=(data_dir / STORE_FILE).exists())
+            done = ""
+            for _ in range(MAX_ROUNDS):  # the log may be compacted past a snapshot while it is being fetched
+                step, final = await _join_round(client, keys, data_dir, node_id=node_id)
+                if final:
+                    return done or step
+                done = step
+            return done
     except TimeoutError:
         raise RestoreTimeout(
             f"state sync did not finish within --restore-timeout {timeout:g}s; what was fetched stays in"
             f" {Staging(data_dir).dir} and the next start resumes it"
         ) from None
+
+
+async def _join_round(client: EtcdClient, keys: Keys, data_dir: Path, *, node_id: str) -> tuple[str, bool]:
+    """One look at the store and the log: what was done, and whether nothing more is needed."""
+    height = _local_height(data_dir)
+    blocks = BlockLog(client, keys)
+    tail = await blocks.tail(0, 1)
+    if height is not None and (tail.first == 0 or tail.first <= height + 1):
+        Staging(data_dir).discard()
+        return f"the store at block {height} continues from the log", True
+    peers = [p for p in await served_snapshots(client, keys) if p.node_id != node_id]
+    peers = [p for p in peers if p.block_number >= tail.first - 1]  # the log must continue the snapshot
+    if not peers:
+        if height is None and tail.first <= 1:
+            Staging(data_dir).discard()
+            return "no store and no snapshot served: replaying the log from genesis", True
+        raise InvariantBroken(
+            f"the log starts at block {tail.first} but this node is at {height if height is not None else 'no store'}"
+            " and no live member serves a snapshot to state-sync from: take a snapshot on a healthy member"
+            " (AdminService.CreateSnapshot) and start this one again"
+        )
+    return await _sync(peers, blocks, data_dir, replace=(data_dir / STORE_FILE).exists()), False
 
 
 async def _sync(peers: list[Peer], blocks: BlockLog, data_dir: Path, *, replace: bool) -> str:
