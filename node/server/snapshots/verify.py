@@ -13,16 +13,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import lmdb
+from blake3 import blake3
 
 from chain.v1 import block_pb2
 from node.block import header_hash
 from node.errors import InvariantBroken
 from node.merkle import EMPTY
-from node.merkle.codec import Leaf, decode, node_hash
+from node.merkle.codec import INTERNAL_TAG, LEAF_TAG, NODE_LEN
 from node.state.access import StateAccess
 from node.storage.kv import Overlay
 from node.storage.lmdb_store import LmdbNodeView, LmdbReadView
 from node.storage.schema import TREE_PREFIX_LIMIT
+
+LEAF, INTERNAL = LEAF_TAG[0], INTERNAL_TAG[0]
 
 
 @dataclass(frozen=True)
@@ -38,25 +41,30 @@ def _public_entries(view: LmdbReadView) -> int:
 
 
 def walk_tree(nodes: LmdbNodeView, root: bytes) -> int:
-    """Leaves under `root`, checking that every node is present and hashes to its reference."""
+    """Leaves under `root`, checking that every node is present and hashes to its reference.
+
+    The node layout (node/merkle/codec.py: a tag byte, then a leaf's path and value hash or an internal
+    node's two child hashes) is read inline: this loop runs once per tree node, millions of times."""
     if root == EMPTY:
         return 0
     leaves = 0
     stack = [root]
+    get, push = nodes.get, stack.append
     while stack:
         ref = stack.pop()
-        raw = nodes.get(ref)
+        raw = get(ref)
         if raw is None:
             raise InvariantBroken(f"state tree node {ref.hex()} is missing")
-        if node_hash(raw) != ref:
+        if len(raw) != NODE_LEN or blake3(raw).digest() != ref:
             raise InvariantBroken(f"state tree node {ref.hex()} does not hash to its reference")
-        node = decode(raw)
-        if node is None:
-            raise InvariantBroken(f"state tree node {ref.hex()} is not a tree node")
-        if isinstance(node, Leaf):
+        if raw[0] == LEAF:
             leaves += 1
+        elif raw[0] == INTERNAL:
+            for child in (raw[1:33], raw[33:65]):
+                if child != EMPTY:
+                    push(child)
         else:
-            stack.extend(child for child in (node.left, node.right) if child != EMPTY)
+            raise InvariantBroken(f"state tree node {ref.hex()} is not a tree node")
     return leaves
 
 
