@@ -4,8 +4,9 @@
 
 The store is built directly with the Chain/LMDB API: N public-state keys (32-byte ids, 64-byte values)
 written as the state of ten blocks without messages, each block's tree update and records made by the
-transition's own helpers (a fixture that is never replayed: members join it by state sync). One member runs
-on it over a one-member etcd (the log starts after its head), takes a snapshot, and then:
+transition's own epilogue (start_block, finish_block, record_block): a fixture never replayed (members
+join it by state sync). One member runs on it over a one-member etcd (the log starts after its head),
+takes a snapshot, and then:
 
 - plain copy: the snapshot's `data.mdb` copied to another file and fsynced (the floor for moving the bytes);
 - state sync: `chain-node state-sync` into an empty data dir: manifest, chunks over gRPC on loopback, each
@@ -31,13 +32,11 @@ from chain.v1 import block_pb2, rpc_pb2
 from node.block import header_hash
 from node.chain import Chain
 from node.server.devnet import new_devnet
-from node.state.access import StateAccess
-from node.state.transition import _finish, _store_block
+from node.state.transition import finish_block, record_block, start_block
 from node.storage import schema
-from node.storage.kv import Overlay
-from tests.node.replicated.cluster import ReplicaSet, status
-from tests.node.replicated.etcdproc import EtcdCluster
-from tests.node.replicated.statesync import run_state_sync
+from tests.fixtures.etcdproc import EtcdCluster
+from tests.fixtures.replicaset import ReplicaSet, status
+from tests.fixtures.statesync import run_state_sync
 
 BLOCKS = 10
 STAMP = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})")
@@ -51,18 +50,16 @@ def build_store(data_dir: Path, keys: int) -> float:
     per = keys // BLOCKS
     for b in range(BLOCKS):
         with chain.read() as (view, nodes):
-            overlay = Overlay(view)
+            start = start_block(view)
             for _ in range(per):
-                overlay.put(schema.commit_key(os.urandom(32), os.urandom(32)), os.urandom(64))
-            parent = StateAccess(overlay).head()
-            assert parent is not None
+                start.overlay.put(schema.commit_key(os.urandom(32), os.urandom(32)), os.urandom(64))
             header = block_pb2.BlockHeader(
-                number=parent.header.number + 1, parent_hash=parent.hash, timestamp_ms=int(time.time() * 1000),
-                network=params.network, protocol_version=parent.header.protocol_version,
+                number=start.number, parent_hash=start.parent.hash, timestamp_ms=int(time.time() * 1000),
+                network=params.network, protocol_version=start.parent.header.protocol_version,
             )  # fmt: skip
-            header.state_root, tree_nodes = _finish(view, nodes, overlay, parent, [], header)
-            _store_block(overlay, block_pb2.Block(header=header, hash=header_hash(header)))
-            writes = dict(overlay.writes)
+            header.state_root, tree_nodes = finish_block(start, nodes, [], header)
+            out = record_block(start, block_pb2.Block(header=header, hash=header_hash(header)), tree_nodes, [], [])
+            writes = dict(out.writes)
         chain.store.commit(writes, tree_nodes)
         print(f"  built block {b + 1}/{BLOCKS}", file=sys.stderr, flush=True)
     chain.close()

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("chain.statesync")
 Binder = Callable[[pb.SnapshotManifest], Awaitable[Expected]]
-OPTIONS = [("grpc.max_receive_message_length", 256 * 1024 * 1024)]
+OPTIONS = (("grpc.max_receive_message_length", 256 * 1024 * 1024),)
 
 
 @dataclass(frozen=True)

@@ -7,9 +7,10 @@ import shutil
 import signal
 from pathlib import Path
 
-from tests.node.replicated.cluster import ReplicaSet, assert_same_chain, status, wait_height
-from tests.node.replicated.etcdproc import EtcdCluster
-from tests.node.replicated.statesync import COMPACT, advance, fill, read_tail, snapshot, wait_compacted
+from node.server.snapshots.verify import store_height
+from tests.fixtures.etcdproc import EtcdCluster
+from tests.fixtures.replicaset import ReplicaSet, assert_same_chain, status, wait_height
+from tests.fixtures.statesync import COMPACT, advance, fill, read_tail, snapshot, wait_compacted
 
 
 def converge(nodes: ReplicaSet) -> None:
@@ -90,8 +91,6 @@ def test_stale_member_on_a_retained_volume_state_syncs_past_the_compacted_log(
 
 
 def status_height_of_stopped(nodes: ReplicaSet, index: int) -> int:
-    from node.server.snapshots.verify import store_height
-
     height = store_height(nodes.nodes[index].data_dir)
     assert height is not None
     return height

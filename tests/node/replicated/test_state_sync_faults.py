@@ -11,9 +11,9 @@ from pathlib import Path
 from chain.v1 import snapshot_sync_pb2
 from node.server.snapshots.manager import SnapshotManager
 from node.server.snapshots.staging import STAGING_DIR
-from tests.node.replicated.cluster import ReplicaSet, assert_same_chain, wait_height
-from tests.node.replicated.etcdproc import EtcdCluster
-from tests.node.replicated.statesync import (
+from tests.fixtures.etcdproc import EtcdCluster
+from tests.fixtures.replicaset import ReplicaSet, assert_same_chain, wait_height
+from tests.fixtures.statesync import (
     COMPACT,
     advance,
     fill,

@@ -13,8 +13,8 @@ from chain.v1 import rpc_pb2
 from node.server.snapshots.manager import manifest_of
 from node.server.snapshots.manifest import read_chunks
 from node.server.snapshots.staging import STAGING_DIR, Staging
-from tests.node.replicated.cluster import ENV
-from tests.node.server.nodeproc import NodeProcess
+from tests.fixtures.nodeproc import NodeProcess
+from tests.fixtures.replicaset import ENV
 
 ARGS = ("--verify-workers", "0")
 

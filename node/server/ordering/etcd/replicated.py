@@ -36,7 +36,7 @@ from chain.v1 import message_pb2 as pb
 from node.chain import Chain
 from node.errors import ChainError, InvalidBlock, InvariantBroken, MessageRejected, Reason, StorageFailed
 from node.server.ordering.applier import BlockApplier
-from node.server.ordering.etcd.client import EtcdClient, EtcdUnavailable, prefix_end
+from node.server.ordering.etcd.client import EtcdClient, EtcdUnavailable, op_delete, prefix_end
 from node.server.ordering.etcd.election import Election
 from node.server.ordering.etcd.join import served_snapshots, snapshot_doc
 from node.server.ordering.etcd.log import BlockLog, Keys
@@ -280,7 +280,7 @@ class ReplicatedOrderer:
             return
         key = self.keys.snapshot(self.settings.node_id)
         if latest is None:
-            await self.client.delete_range(key)
+            await self.client.txn([], [op_delete(key)])
         else:
             await self.client.put(key, snapshot_doc(int(latest.block_number), name, self.addr), lease=lease)
         self._published_snapshot = (name, lease)
