@@ -121,3 +121,22 @@ def test_a_manifest_that_is_not_the_block_in_the_log_is_refused(tmp_path: Path, 
         assert not (tmp_path / "joiner" / STAGING_DIR).exists()  # refused before a single chunk was fetched
     finally:
         nodes.stop()
+
+
+def test_a_state_sync_past_its_budget_stops_and_the_next_try_resumes(tmp_path: Path, etcd1: EtcdCluster) -> None:
+    nodes, block = served_network(tmp_path, etcd1, 1, 1000)
+    joiner = tmp_path / "joiner"
+    try:
+        late = run_state_sync(nodes, joiner, "n9", "--restore-timeout", "1")  # ~4 s of chunks at the served rate
+        assert late.returncode == 1
+        assert "did not finish within --restore-timeout 1s" in late.stderr
+        assert not (joiner / "data.mdb").exists()
+        assert (joiner / STAGING_DIR / "data.mdb").stat().st_size > 0  # kept for the next try
+        again = run_state_sync(nodes, joiner, "n9")
+        assert again.returncode == 0, again.stderr[-2000:]
+        resumed = [line for line in again.stderr.splitlines() if "resuming the restore" in line]
+        assert resumed and " 0 of " not in resumed[0]
+        assert f"state-synced block {block} from n0" in again.stdout
+        assert (joiner / "data.mdb").exists() and not (joiner / STAGING_DIR).exists()
+    finally:
+        nodes.stop()
