@@ -245,6 +245,11 @@ class InvariantBroken(ChainError):
     """Internal state is inconsistent: a bug, never user input."""
 
 
+class RestoreFailed(ChainError):
+    """A restore or state sync could not put a verified store in place (damaged chunk, a snapshot that is not
+    the log's block, no member serving one, out of time); nothing unchecked was installed."""
+
+
 class ConfigError(ChainError):
     """An operator's mistake at start-up (flags, environment, files): `main` prints one line and exits 2."""
 

@@ -36,7 +36,7 @@ from chain.v1 import (
     snapshot_sync_service_pb2_grpc,
 )
 from node.chain import Chain
-from node.errors import ConfigError, InvariantBroken, StoreRefused
+from node.errors import ConfigError, InvariantBroken, RestoreFailed, StoreRefused
 from node.grpcweb.server import grpc_web_app, serve_grpc_web
 from node.listen import GRPC_EXCLUSIVE, check_free, grpc_add_port
 from node.observability.metrics import MetricsEndpoint
@@ -201,7 +201,7 @@ class NodeApp:
         self._etcd = EtcdClient(self.config.etcd_endpoints)
         try:
             return await self._join_replicated(self._etcd)
-        except StoreRefused:
+        except (StoreRefused, RestoreFailed):
             await self._etcd.close()  # the refusal stops the process: leave no session open behind it
             raise
 

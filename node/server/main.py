@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from node.authority import Authority
-from node.errors import CONFIG_EXIT_STATUS, ChainError, ConfigError, StoreRefused, config_exit
+from node.errors import CONFIG_EXIT_STATUS, ChainError, ConfigError, RestoreFailed, StoreRefused, config_exit
 from node.listen import ListenError
 from node.observability.logs import configure_logging
 from node.observability.tracing import Tracing
@@ -101,6 +101,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     except StoreRefused as refused:  # a damaged, foreign or missing store: one line, exit status 2
         print(f"chain-node: refusing to start: {refused}", file=sys.stderr, flush=True)
         raise SystemExit(EXIT_REFUSED) from None
+    except RestoreFailed as err:  # --restore or state sync at start-up: one line, exit status 1, nothing installed
+        raise SystemExit(f"chain-node: {err}") from None
     except ConfigError as err:
         config_exit("chain-node", err)
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from blake3 import blake3
 
 from chain.v1 import snapshot_sync_pb2 as pb
-from node.errors import InvariantBroken
+from node.errors import RestoreFailed
 from node.server.snapshots.files import STORE_FILE, write_atomic
 
 MANIFEST_FILE = "manifest.pb"
@@ -27,7 +27,7 @@ def chunk_hash(data: bytes) -> bytes:
 def chunk_size_of(manifest: pb.SnapshotManifest, index: int) -> int:
     """How many bytes chunk `index` holds (all but the last hold exactly chunk_size)."""
     if index < 0 or index >= manifest.chunk_count:
-        raise InvariantBroken(f"chunk {index} is outside 0..{manifest.chunk_count - 1}")
+        raise RestoreFailed(f"chunk {index} is outside 0..{manifest.chunk_count - 1}")
     if index < manifest.chunk_count - 1:
         return int(manifest.chunk_size)
     return int(manifest.total_size - manifest.chunk_size * (manifest.chunk_count - 1))
@@ -66,13 +66,11 @@ def check_shape(manifest: pb.SnapshotManifest) -> None:
     """A manifest whose numbers do not add up is refused before any chunk is fetched."""
     size, count, chunk = int(manifest.total_size), int(manifest.chunk_count), int(manifest.chunk_size)
     if chunk <= 0 or count <= 0 or len(manifest.chunk_hashes) != count:
-        raise InvariantBroken(
-            f"snapshot manifest {manifest.name!r}: {count} chunks, {len(manifest.chunk_hashes)} hashes"
-        )
+        raise RestoreFailed(f"snapshot manifest {manifest.name!r}: {count} chunks, {len(manifest.chunk_hashes)} hashes")
     if not chunk * (count - 1) < size <= chunk * count:
-        raise InvariantBroken(f"snapshot manifest {manifest.name!r}: {size} bytes do not fit {count} chunks of {chunk}")
+        raise RestoreFailed(f"snapshot manifest {manifest.name!r}: {size} bytes do not fit {count} chunks of {chunk}")
     if any(len(h) != 32 for h in manifest.chunk_hashes) or len(manifest.block_hash) != 32:
-        raise InvariantBroken(f"snapshot manifest {manifest.name!r}: hashes must be 32 bytes")
+        raise RestoreFailed(f"snapshot manifest {manifest.name!r}: hashes must be 32 bytes")
 
 
 def save_manifest(directory: Path, manifest: pb.SnapshotManifest) -> None:

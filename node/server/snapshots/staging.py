@@ -19,7 +19,7 @@ from pathlib import Path
 
 from chain.v1 import block_pb2
 from chain.v1 import snapshot_sync_pb2 as pb
-from node.errors import InvariantBroken
+from node.errors import RestoreFailed
 from node.server.snapshots.files import LOCK_FILE, STORE_FILE, fsync_dir
 from node.server.snapshots.manifest import (
     MANIFEST_FILE,
@@ -36,7 +36,7 @@ STAGING_DIR = ".restore"
 log = logging.getLogger("chain.restore")
 
 
-class RestoreTimeout(InvariantBroken):
+class RestoreTimeout(RestoreFailed):
     """A restore ran past its own budget (`--restore-timeout`); what it fetched stays for the next try."""
 
 
@@ -101,12 +101,10 @@ class Staging:
     def install(self, manifest: pb.SnapshotManifest, expected: Expected, *, replace: bool) -> block_pb2.Block:
         """Verify the complete staged store and rename it into place (replacing an old store only if asked)."""
         if self.store.stat().st_size != manifest.total_size:
-            raise InvariantBroken(
-                f"staged store holds {self.store.stat().st_size} bytes, expected {manifest.total_size}"
-            )
+            raise RestoreFailed(f"staged store holds {self.store.stat().st_size} bytes, expected {manifest.total_size}")
         target = self.data_dir / STORE_FILE
         if target.exists() and not replace:
-            raise InvariantBroken(f"{self.data_dir} already holds a store; restore into an empty data dir")
+            raise RestoreFailed(f"{self.data_dir} already holds a store; restore into an empty data dir")
         head = verify_store(self.dir, expected)
         for name in (LOCK_FILE, MANIFEST_FILE):
             (self.dir / name).unlink(missing_ok=True)
@@ -147,8 +145,8 @@ class ChunkWriter:
 def check_chunk(manifest: pb.SnapshotManifest, index: int, data: bytes, expect: int) -> None:
     """A chunk out of order, of the wrong size or with the wrong BLAKE3 hash is refused."""
     if index != expect:
-        raise InvariantBroken(f"snapshot {manifest.name}: got chunk {index}, expected {expect}")
+        raise RestoreFailed(f"snapshot {manifest.name}: got chunk {index}, expected {expect}")
     if len(data) != chunk_size_of(manifest, index):
-        raise InvariantBroken(f"snapshot {manifest.name}: chunk {index} holds {len(data)} bytes")
+        raise RestoreFailed(f"snapshot {manifest.name}: chunk {index} holds {len(data)} bytes")
     if chunk_hash(data) != manifest.chunk_hashes[index]:
-        raise InvariantBroken(f"snapshot {manifest.name}: chunk {index} hash mismatch (damaged in store or transit)")
+        raise RestoreFailed(f"snapshot {manifest.name}: chunk {index} hash mismatch (damaged in store or transit)")

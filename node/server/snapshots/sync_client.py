@@ -19,7 +19,7 @@ import grpc
 
 from chain.v1 import block_pb2, snapshot_sync_service_pb2_grpc
 from chain.v1 import snapshot_sync_pb2 as pb
-from node.errors import InvariantBroken
+from node.errors import RestoreFailed
 from node.server.snapshots.manifest import check_shape
 from node.server.snapshots.staging import ChunkWriter, Staging
 from node.server.snapshots.verify import Expected
@@ -48,7 +48,7 @@ async def fetch(peer: Peer, data_dir: Path, bind: Binder, *, replace: bool) -> b
         manifest = reply.manifest
         check_shape(manifest)
         if manifest.block_number != peer.block_number:
-            raise InvariantBroken(f"{peer.addr} announced block {peer.block_number} but serves {manifest.block_number}")
+            raise RestoreFailed(f"{peer.addr} announced block {peer.block_number} but serves {manifest.block_number}")
         expected = await bind(manifest)
         staging = Staging(data_dir)
         first = await asyncio.to_thread(staging.begin, manifest)
@@ -70,6 +70,4 @@ async def _stream(stub: SnapshotSyncServiceAsyncStub, manifest: pb.SnapshotManif
     finally:
         writer.close()
     if not writer.complete:
-        raise InvariantBroken(
-            f"the chunk stream of {manifest.name} ended at chunk {writer.next}/{manifest.chunk_count}"
-        )
+        raise RestoreFailed(f"the chunk stream of {manifest.name} ended at chunk {writer.next}/{manifest.chunk_count}")

@@ -17,7 +17,7 @@ from blake3 import blake3
 
 from chain.v1 import block_pb2
 from node.block import header_hash
-from node.errors import InvariantBroken
+from node.errors import RestoreFailed
 from node.merkle import EMPTY
 from node.merkle.codec import INTERNAL_TAG, LEAF_TAG, NODE_LEN
 from node.state.access import StateAccess
@@ -54,9 +54,9 @@ def walk_tree(nodes: LmdbNodeView, root: bytes) -> int:
         ref = stack.pop()
         raw = get(ref)
         if raw is None:
-            raise InvariantBroken(f"state tree node {ref.hex()} is missing")
+            raise RestoreFailed(f"state tree node {ref.hex()} is missing")
         if len(raw) != NODE_LEN or blake3(raw).digest() != ref:
-            raise InvariantBroken(f"state tree node {ref.hex()} does not hash to its reference")
+            raise RestoreFailed(f"state tree node {ref.hex()} does not hash to its reference")
         if raw[0] == LEAF:
             leaves += 1
         elif raw[0] == INTERNAL:
@@ -64,12 +64,12 @@ def walk_tree(nodes: LmdbNodeView, root: bytes) -> int:
                 if child != EMPTY:
                     push(child)
         else:
-            raise InvariantBroken(f"state tree node {ref.hex()} is not a tree node")
+            raise RestoreFailed(f"state tree node {ref.hex()} is not a tree node")
     return leaves
 
 
 def verify_store(directory: Path, expected: Expected) -> block_pb2.Block:
-    """The store's head block once everything checks out; InvariantBroken saying what does not."""
+    """The store's head block once everything checks out; RestoreFailed saying what does not."""
     env = lmdb.open(str(directory), readonly=True, lock=False, max_dbs=4, readahead=False)
     try:
         state, tree = env.open_db(b"state", create=False), env.open_db(b"tree", create=False)
@@ -77,29 +77,29 @@ def verify_store(directory: Path, expected: Expected) -> block_pb2.Block:
             view, nodes = LmdbReadView(txn, state), LmdbNodeView(txn, tree)
             head = StateAccess(Overlay(view)).head()
             if head is None:
-                raise InvariantBroken(f"the restored store in {directory} has no head block")
+                raise RestoreFailed(f"the restored store in {directory} has no head block")
             _check_head(head, expected)
             leaves = walk_tree(nodes, bytes(head.header.state_root))
             public = _public_entries(view)
     except lmdb.Error as exc:
-        raise InvariantBroken(f"the restored store in {directory} cannot be read: {exc}") from exc
+        raise RestoreFailed(f"the restored store in {directory} cannot be read: {exc}") from exc
     finally:
         env.close()
     if leaves != public:
-        raise InvariantBroken(f"the restored state tree has {leaves} leaves but the store {public} public entries")
+        raise RestoreFailed(f"the restored state tree has {leaves} leaves but the store {public} public entries")
     return head
 
 
 def _check_head(head: block_pb2.Block, expected: Expected) -> None:
     number = int(head.header.number)
     if number != expected.block_number:
-        raise InvariantBroken(f"the restored store is at block {number}, expected {expected.block_number}")
+        raise RestoreFailed(f"the restored store is at block {number}, expected {expected.block_number}")
     if header_hash(head.header) != bytes(head.hash):
-        raise InvariantBroken(f"the restored head block {number} does not hash to its recorded hash")
+        raise RestoreFailed(f"the restored head block {number} does not hash to its recorded hash")
     if expected.block_hash is not None and bytes(head.hash) != expected.block_hash:
-        raise InvariantBroken(f"the restored head block {number} does not have the expected header hash")
+        raise RestoreFailed(f"the restored head block {number} does not have the expected header hash")
     if bytes(head.header.state_root) != expected.state_root:
-        raise InvariantBroken(f"the restored head block {number} does not have the expected state root")
+        raise RestoreFailed(f"the restored head block {number} does not have the expected state root")
 
 
 def store_height(directory: Path) -> int | None:

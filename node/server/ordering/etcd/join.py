@@ -26,7 +26,7 @@ import lmdb
 
 from chain.v1 import snapshot_sync_pb2 as pb
 from node.block import header_hash
-from node.errors import ChainError, InvariantBroken
+from node.errors import ChainError, RestoreFailed
 from node.server.ordering.etcd.client import EtcdClient, prefix_end
 from node.server.ordering.etcd.log import BlockLog, Keys
 from node.server.snapshots.files import STORE_FILE
@@ -61,12 +61,12 @@ async def bind_to_log(blocks: BlockLog, manifest: pb.SnapshotManifest) -> Expect
     number = int(manifest.block_number)
     kv = await blocks.client.get(blocks.keys.log(number))
     if kv is None:
-        raise InvariantBroken(f"snapshot {manifest.name}: block {number} is not in the log (compacted or never there)")
+        raise RestoreFailed(f"snapshot {manifest.name}: block {number} is not in the log (compacted or never there)")
     block = await blocks.decode(number, kv.value)
     if header_hash(block.header) != bytes(manifest.block_hash):
-        raise InvariantBroken(f"snapshot {manifest.name}: its header hash is not the one of block {number} in the log")
+        raise RestoreFailed(f"snapshot {manifest.name}: its header hash is not the one of block {number} in the log")
     if bytes(block.header.state_root) != bytes(manifest.state_root):
-        raise InvariantBroken(f"snapshot {manifest.name}: its state root is not the one of block {number} in the log")
+        raise RestoreFailed(f"snapshot {manifest.name}: its state root is not the one of block {number} in the log")
     return Expected(number, bytes(manifest.block_hash), bytes(manifest.state_root))
 
 
@@ -102,7 +102,7 @@ async def _join_round(client: EtcdClient, keys: Keys, data_dir: Path, *, node_id
         if height is None and tail.first <= 1:
             Staging(data_dir).discard()
             return "no store and no snapshot served: replaying the log from genesis", True
-        raise InvariantBroken(
+        raise RestoreFailed(
             f"the log starts at block {tail.first} but this node is at {height if height is not None else 'no store'}"
             " and no live member serves a snapshot to state-sync from: take a snapshot on a healthy member"
             " (AdminService.CreateSnapshot) and start this one again"
@@ -121,7 +121,7 @@ async def _sync(peers: list[Peer], blocks: BlockLog, data_dir: Path, *, replace:
             errors.append(f"{peer.node_id}: {detail}")
             continue
         return f"state-synced block {head.header.number} from {peer.node_id} ({peer.addr})"
-    raise InvariantBroken("state sync failed from every member serving a snapshot: " + "; ".join(errors))
+    raise RestoreFailed("state sync failed from every member serving a snapshot: " + "; ".join(errors))
 
 
 def _local_height(data_dir: Path) -> int | None:
@@ -130,4 +130,4 @@ def _local_height(data_dir: Path) -> int | None:
     try:
         return store_height(data_dir)
     except lmdb.Error as exc:
-        raise InvariantBroken(f"{data_dir} holds a store that cannot be read: {exc}") from exc
+        raise RestoreFailed(f"{data_dir} holds a store that cannot be read: {exc}") from exc
