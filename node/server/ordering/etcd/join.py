@@ -33,6 +33,7 @@ from node.server.snapshots.files import STORE_FILE
 from node.server.snapshots.staging import RestoreTimeout, Staging
 from node.server.snapshots.sync_client import Peer, fetch
 from node.server.snapshots.verify import Expected, store_height
+from node.storage.integrity import check_files
 
 log = logging.getLogger("chain.statesync")
 MAX_ROUNDS = 3
@@ -127,6 +128,7 @@ async def _sync(peers: list[Peer], blocks: BlockLog, data_dir: Path, *, replace:
 def _local_height(data_dir: Path) -> int | None:
     if not (data_dir / STORE_FILE).exists():
         return None
+    check_files(data_dir)  # the file checked before it is mapped: a damaged store is refused in one line
     try:
         return store_height(data_dir)
     except lmdb.Error as exc:
