@@ -147,7 +147,15 @@ class NodeApp:
         if self._etcd is None:
             self._etcd = EtcdClient(cfg.etcd_endpoints)
         keys = Keys(cfg.etcd_prefix.encode())
-        done = await join(self._etcd, keys, cfg.data_dir, node_id=self._node_id(), timeout=cfg.restore_timeout)
+        node_id = self._node_id()
+        try:
+            done = await join(self._etcd, keys, cfg.data_dir, node_id=node_id, timeout=cfg.restore_timeout)
+        except StoreRefused as refused:  # a damaged store: with --reinitialize, set aside and state-synced instead
+            if not cfg.reinitialize:
+                raise
+            aside = move_aside(cfg.data_dir, STORE_FILES)
+            log.warning("--reinitialize: %s; the old store was moved to %s", refused.problem, aside)
+            done = await join(self._etcd, keys, cfg.data_dir, node_id=node_id, timeout=cfg.restore_timeout)
         log.info("join: %s", done)
         return done
 
