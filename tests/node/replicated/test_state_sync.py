@@ -9,6 +9,7 @@ from pathlib import Path
 
 from node.server.snapshots.verify import store_height
 from tests.fixtures.etcdproc import EtcdCluster
+from tests.fixtures.nodeproc import NodeProcess
 from tests.fixtures.replicaset import ReplicaSet, assert_same_chain, status, wait_height
 from tests.fixtures.statesync import COMPACT, advance, fill, read_tail, snapshot, wait_compacted
 
@@ -94,3 +95,26 @@ def status_height_of_stopped(nodes: ReplicaSet, index: int) -> int:
     height = store_height(nodes.nodes[index].data_dir)
     assert height is not None
     return height
+
+
+def test_a_damaged_store_with_reinitialize_is_set_aside_and_state_synced(tmp_path: Path, etcd1: EtcdCluster) -> None:
+    nodes = ReplicaSet(tmp_path, etcd1, *COMPACT, block_interval=0.1).start(3)
+    try:
+        snap = snapshot(nodes.nodes[0])
+        advance(nodes, 5)
+        wait_compacted(etcd1, snap.block_number)
+        nodes.kill(2)
+        data = nodes.nodes[2].data_dir / "data.mdb"
+        with data.open("r+b") as f:
+            f.truncate(8192)  # a damaged store: refused by the start-up checks, never mapped
+        old = nodes.nodes[2]
+        back = NodeProcess(old.data_dir, *old.args, "--reinitialize", env=old.env)
+        nodes.nodes[2] = back
+        nodes._started.append(back)
+        back.start()
+        assert any("--reinitialize" in line for line in back.stderr_lines)
+        assert any(f"state-synced block {snap.block_number} from n0" in line for line in back.stderr_lines)
+        assert list(old.data_dir.glob("replaced-*/data.mdb"))  # the damaged store is kept aside, not deleted
+        converge(nodes)
+    finally:
+        nodes.stop()
