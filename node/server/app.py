@@ -156,7 +156,8 @@ class NodeApp:
             aside = move_aside(cfg.data_dir, STORE_FILES)
             log.warning("--reinitialize: %s; the old store was moved to %s", refused.problem, aside)
             done = await join(self._etcd, keys, cfg.data_dir, node_id=node_id, timeout=cfg.restore_timeout)
-        log.info("join: %s", done)
+        # only a state sync is news; a store the log continues stays quiet (a refusal after it is one line)
+        log.log(logging.INFO if done.startswith("state-synced") else logging.DEBUG, "join: %s", done)
         return done
 
     def _open_chain(self) -> tuple[Chain, bool]:
