@@ -174,7 +174,10 @@ def build_registry(config: OperatorConfig) -> kopf.OperatorRegistry:
         await runtime_of(memo).replace_kube(None)
 
     @kopf.on.create(*res, id="upgrade", registry=registry)
+    # A new version, digest or repository may change the desired image; `step` compares references.
     @kopf.on.update(*res, id="upgrade", field="spec.version", registry=registry)
+    @kopf.on.update(*res, id="upgrade", field="spec.digest", registry=registry)
+    @kopf.on.update(*res, id="upgrade", field="spec.image", registry=registry)
     @kopf.on.resume(*res, id="upgrade", registry=registry)
     async def upgrade_handler(body: kopf.Body, status: kopf.Status, patch: kopf.Patch, memo: Any, **_: Any) -> None:
         await handle_upgrade(runtime_of(memo), body, status, patch)

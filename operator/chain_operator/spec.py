@@ -5,6 +5,7 @@ spec:
   container: node                # its node container
   image: ghcr.io/example/chain-node
   version: "0.2.0"               # desired image tag; changing it starts a rolling upgrade
+  digest: sha256:...             # optional: pins the image (repo@digest); changing it rolls too
   replicas: 3
   snapshots:
     every: 6h                    # schedule: a duration (s, m, h, d); "" or absent = no snapshots
@@ -23,6 +24,33 @@ from chain_operator.errors import SpecInvalid
 DURATION = re.compile(r"([0-9]+)(s|m|h|d)")
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+
+
+@dataclass(frozen=True)
+class ImageRef:
+    """An image reference split into repository, tag and digest (`repo[:tag][@sha256:...]`)."""
+
+    repository: str
+    tag: str
+    digest: str
+
+    @classmethod
+    def parse(cls, ref: str) -> ImageRef:
+        name, _, digest = ref.partition("@")
+        repo, colon, tag = name.rpartition(":")
+        if not colon or "/" in tag:  # no tag: the colon (if any) belonged to a registry port
+            repo, tag = name, ""
+        return cls(repo, tag, digest)
+
+
+def same_image(a: str, b: str) -> bool:
+    """Two references name the same image: by digest when both carry one (the tag is then only a label),
+    else by the whole reference."""
+    ra, rb = ImageRef.parse(a), ImageRef.parse(b)
+    if ra.digest and rb.digest:
+        return ra.repository == rb.repository and ra.digest == rb.digest
+    return a == b
 
 
 def parse_duration(text: str) -> float:
@@ -59,10 +87,13 @@ class NetworkSpec:
     version: str
     replicas: int
     snapshots: SnapshotPolicy
+    digest: str = ""
 
     @property
     def desired_image(self) -> str:
-        return f"{self.image}:{self.version}"
+        """The full reference the nodes must run: `repo@sha256:...` when pinned (as the chart renders it),
+        else `repo:version`."""
+        return f"{self.image}@{self.digest}" if self.digest else f"{self.image}:{self.version}"
 
     def pod_name(self, ordinal: int) -> str:
         return f"{self.statefulset}-{ordinal}"
@@ -96,14 +127,21 @@ def parse_spec(spec: Mapping[str, Any]) -> NetworkSpec:
     every = snaps.get("every", "")
     if not isinstance(every, str):
         raise SpecInvalid("spec.snapshots.every must be a string such as 6h")
+    digest = spec.get("digest") or ""
+    if not isinstance(digest, str) or (digest and not DIGEST.fullmatch(digest)):
+        raise SpecInvalid(f"spec.digest {digest!r} is not an image digest like sha256:<64 hex digits>")
+    image = _str(spec, "image")
+    if "@" in image:
+        raise SpecInvalid(f"spec.image {image!r} carries a digest: put it in spec.digest")
     return NetworkSpec(
         statefulset=statefulset,
         container=_str(spec, "container", "node"),
-        image=_str(spec, "image"),
+        image=image,
         version=version,
         replicas=_int(spec, "replicas", 1, 1, 99),
         snapshots=SnapshotPolicy(
             every_seconds=parse_duration(every),
             retention=_int(snaps, "retention", 7, 1, 1000),
         ),
+        digest=digest,
     )

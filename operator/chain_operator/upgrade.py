@@ -31,6 +31,7 @@ from chain_operator.errors import KubeNotFound, NodeUnreachable, SpecInvalid, Up
 from chain_operator.kube import KubeApi, Obj, pod_path, statefulset_path
 from chain_operator.nodes import NodeClient, PodView, pod_view
 from chain_operator.snapshots import Network, parse_time
+from chain_operator.spec import same_image
 
 log = logging.getLogger("chain.operator.upgrade")
 
@@ -191,7 +192,7 @@ async def why_not_done(config: OperatorConfig, net: Network, pod: PodView | None
     """'' when the pod is upgraded, ready, serving and caught up; else what it is still missing."""
     if pod is None:
         return "the pod does not exist yet"
-    if pod.image != net.spec.desired_image:
+    if not same_image(pod.image, net.spec.desired_image):
         return f"it still runs {pod.image or 'no image'}"
     if not pod.ready or not pod.ip:
         return "it is not Ready"
@@ -214,7 +215,7 @@ async def step(kube: KubeApi, config: OperatorConfig, net: Network, status: Mapp
     image = container_image(sts, net.spec.container)
     rollout = Rollout(kube, config, net, sts, replicas, image, min(partition_of(sts), replicas))
     progress = UpgradeProgress.from_status(status.get("upgrade"))
-    if image != net.spec.desired_image:
+    if not same_image(image, net.spec.desired_image):
         return await begin(rollout)
     if not progress.running(net.spec.desired_image) and rollout.partition == 0:
         return up_to_date(rollout)

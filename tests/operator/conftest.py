@@ -45,8 +45,10 @@ async def start_operator(cluster) -> AsyncIterator[OperatorFactory]:
             await asyncio.wait_for(task, 30)
 
 
-def network(name: str, version: str, replicas: int, every: str = "", retention: int = 3) -> dict[str, Any]:
-    return {
+def network(
+    name: str, version: str, replicas: int, every: str = "", retention: int = 3, digest: str = ""
+) -> dict[str, Any]:
+    body: dict[str, Any] = {
         "apiVersion": "chain.dev/v1",
         "kind": "ChainNetwork",
         # kmock keeps no resourceVersion of its own; kopf's JSON patches test the one they saw.
@@ -66,6 +68,9 @@ def network(name: str, version: str, replicas: int, every: str = "", retention: 
             "snapshots": {"every": every, "retention": retention},
         },
     }
+    if digest:
+        body["spec"]["digest"] = digest
+    return body
 
 
 async def create_network(k: kmock.KubernetesEmulator, body: dict[str, Any]) -> None:

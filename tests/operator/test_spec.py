@@ -3,7 +3,7 @@
 import pytest
 
 from chain_operator.errors import SpecInvalid
-from chain_operator.spec import parse_duration, parse_spec
+from chain_operator.spec import ImageRef, parse_duration, parse_spec, same_image
 
 GOOD = {"statefulSet": "chain-node", "image": "ghcr.io/x/chain-node", "version": "1.2.3", "replicas": 3}
 
@@ -54,3 +54,32 @@ def test_bad_specs_name_the_field(change, field):
     with pytest.raises(SpecInvalid) as err:
         parse_spec({**GOOD, **change})
     assert field in str(err.value)
+
+
+DIGEST_A = "sha256:" + "a" * 64
+
+
+def test_a_digest_pins_the_image_reference():
+    spec = parse_spec({**GOOD, "digest": DIGEST_A})
+    assert spec.desired_image == f"ghcr.io/x/chain-node@{DIGEST_A}"
+    assert parse_spec({**GOOD, "digest": ""}).desired_image == "ghcr.io/x/chain-node:1.2.3"
+
+
+@pytest.mark.parametrize(
+    ("field", "value"), [("digest", "sha256:abc"), ("digest", "md5:" + "a" * 64), ("image", f"x/y@{DIGEST_A}")]
+)
+def test_a_bad_digest_is_refused(field, value):
+    with pytest.raises(SpecInvalid) as err:
+        parse_spec({**GOOD, field: value})
+    assert err.value.reason == "InvalidSpec" and f"spec.{field}" in str(err.value)
+
+
+def test_references_compare_by_digest_when_both_have_one():
+    repo = "registry.local:5000/x/chain-node"
+    assert same_image(f"{repo}@{DIGEST_A}", f"{repo}:1.2@{DIGEST_A}")
+    assert not same_image(f"{repo}@{DIGEST_A}", f"{repo}@sha256:{'b' * 64}")
+    assert not same_image(f"{repo}@{DIGEST_A}", f"{repo}:1.2")
+    assert not same_image(f"{repo}@{DIGEST_A}", f"other/chain-node@{DIGEST_A}")
+    assert same_image(f"{repo}:1.2", f"{repo}:1.2") and not same_image(f"{repo}:1.2", f"{repo}:1.3")
+    assert ImageRef.parse(f"{repo}:1.2@{DIGEST_A}") == ImageRef(repo, "1.2", DIGEST_A)
+    assert ImageRef.parse(repo) == ImageRef(repo, "", "")
