@@ -106,6 +106,8 @@ async def handle_upgrade(
 async def handle_snapshots(
     runtime: Runtime, body: Mapping[str, Any], status: Mapping[str, Any], patch: kopf.Patch
 ) -> None:
+    """Take a due snapshot, advance the schedule, then prune (best effort: a failing prune is recorded in
+    `status.snapshots.pruneError` and retried after the next take, never a reason to take another)."""
     gen = body.get("metadata", {}).get("generation")
     config = runtime.config
     try:
@@ -113,7 +115,6 @@ async def handle_snapshots(
         if not snapshots.is_due(net.spec, dict(status), datetime.datetime.now(tz=datetime.UTC)):
             return
         created = await snapshots.take(runtime.kube, config, net)
-        pruned = await snapshots.prune(runtime.kube, config, net)
     except SpecInvalid as exc:
         raise to_kopf(exc) from exc
     except OperatorError as exc:
@@ -122,18 +123,23 @@ async def handle_snapshots(
         write_status(patch, status, {}, (update,), gen)
         raise to_kopf(exc) from exc
     spec = created["spec"]
-    fields = {
-        "snapshots": {
-            "lastTime": now_iso(),
-            "last": created["metadata"]["name"],
-            "lastBlock": spec["blockNumber"],
-            "lastStateRoot": spec["stateRoot"],
-            "pruned": len(pruned),
-        }
+    record: dict[str, Any] = {
+        "lastTime": now_iso(),
+        "last": created["metadata"]["name"],
+        "lastBlock": spec["blockNumber"],
+        "lastStateRoot": spec["stateRoot"],
+        "pruned": 0,
+        "pruneError": "",
     }
     message = f"{created['metadata']['name']} at block {spec['blockNumber']} on {spec['pod']}"
+    try:
+        record["pruned"] = len(await snapshots.prune(runtime.kube, config, net))
+    except OperatorError as exc:
+        log.warning("%s/%s: pruning failed (retried after the next snapshot): %s", net.namespace, net.name, exc)
+        record["pruneError"] = f"{exc.reason}: {exc}"
+        message += f"; pruning failed: {exc}"
     taken = ConditionUpdate(ConditionType.SNAPSHOTS_READY, True, ConditionReason.SNAPSHOT_TAKEN, message)
-    write_status(patch, status, fields, (taken,), gen)
+    write_status(patch, status, {"snapshots": record}, (taken,), gen)
 
 
 async def handle_scale(runtime: Runtime, body: Mapping[str, Any], status: Mapping[str, Any]) -> None:

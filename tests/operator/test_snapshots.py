@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from chain.v1 import rpc_pb2
 from tests.fixtures.kubecluster import SNAPSHOTS, StatefulSetDouble, ever_created, live
 from tests.operator.conftest import NAMESPACE, create_network, eventually, network, network_status
@@ -78,5 +80,37 @@ async def test_a_failing_snapshot_sets_the_condition_and_retries(cluster, start_
         assert cond["reason"] == "NodeUnreachable"
         assert "UNAUTHENTICATED" in cond["message"]
         assert live(cluster, SNAPSHOTS, NAMESPACE) == {}
+    finally:
+        await sts.stop()
+
+
+async def test_a_failing_delete_snapshot_does_not_multiply_snapshots(cluster, start_operator, tmp_path):
+    # An old ChainSnapshot whose directory name the node refuses (INVALID_ARGUMENT): every prune fails.
+    sts = StatefulSetDouble(cluster, NAMESPACE, "chain-node", "registry.test/chain-node:1.0", 1, tmp_path)
+    await sts.start()
+    try:
+        stale = {
+            "apiVersion": "chain.dev/v1",
+            "kind": "ChainSnapshot",
+            "metadata": {"name": "main-0-0", "namespace": NAMESPACE, "labels": {"chain.dev/network": "main"}},
+            "spec": {"network": "main", "pod": "chain-node-0", "snapshotName": "not a snapshot", "blockNumber": 0},
+        }
+        resp = await cluster.post(f"/apis/chain.dev/v1/namespaces/{NAMESPACE}/chainsnapshots", json=stale)
+        assert resp.status in (200, 201), await resp.text()
+        await start_operator()  # ticks every 0.3 s
+        await create_network(cluster, network("main", "1.0", 1, every="1h", retention=1))
+
+        def prune_failed() -> str:
+            return str(network_status(cluster, "main").get("snapshots", {}).get("pruneError", ""))
+
+        await eventually(prune_failed, 30, "a failed prune recorded")
+        assert "INVALID_ARGUMENT" in prune_failed()
+        await asyncio.sleep(3.0)  # ten ticks: the schedule (1h) advanced after the take, so none is due
+        taken = ever_created(cluster, SNAPSHOTS, NAMESPACE) - {"main-0-0"}
+        assert len(taken) == 1
+        assert set(live(cluster, SNAPSHOTS, NAMESPACE)) == taken | {"main-0-0"}
+        (cond,) = [c for c in network_status(cluster, "main")["conditions"] if c["type"] == "SnapshotsReady"]
+        assert cond["status"] == "True" and cond["reason"] == "SnapshotTaken"
+        assert "pruning failed" in cond["message"]
     finally:
         await sts.stop()
