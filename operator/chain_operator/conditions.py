@@ -37,6 +37,12 @@ class ConditionReason(StrEnum):
     UP_TO_DATE = "UpToDate"
     WAITING_FOR_POD = "WaitingForPod"
     REPLACING_POD = "ReplacingPod"
+    # rollout holds (gates.py): the rollout waits, it has not failed
+    MEMBER_MISSING = "MemberMissing"
+    MEMBER_NOT_READY = "MemberNotReady"
+    MEMBER_NOT_SERVING = "MemberNotServing"
+    MEMBER_UNREACHABLE = "MemberUnreachable"
+    MEMBER_LAGGING = "MemberLagging"
     COMPLETED = "Completed"
     SNAPSHOT_TAKEN = "SnapshotTaken"
     # failures (errors.py: one per error class, plus the ones raised with an explicit reason)

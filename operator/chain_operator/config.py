@@ -31,6 +31,12 @@ class OperatorConfig:
     upgrade_poll: float = 5.0
     # How long one pod may take to come back Ready, SERVING and caught up before the upgrade stops.
     pod_timeout: float = 900.0
+    # Rollout gates (gates.py): every member within this many blocks of the leader ...
+    max_lag_blocks: int = 10
+    # ... and serving, Ready and caught up on this many checks in a row, spaced this many seconds apart,
+    # before the next pod is released.
+    stable_checks: int = 3
+    stable_interval: float = 10.0
     # kopf's liveness endpoint (e.g. http://0.0.0.0:8080/healthz); empty disables it.
     liveness: str = ""
     log_level: str = "info"
@@ -38,7 +44,7 @@ class OperatorConfig:
 
 LIST_FLAGS = frozenset({"namespaces"})
 # Periods and deadlines (seconds): each must be positive.
-POSITIVE = ("snapshot_tick", "rpc_timeout", "upgrade_poll", "pod_timeout")
+POSITIVE = ("snapshot_tick", "rpc_timeout", "upgrade_poll", "pod_timeout", "stable_interval")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -57,6 +63,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--rpc-timeout", type=float, default=d.rpc_timeout, help="deadline of node gRPC calls (s)")
     p.add_argument("--upgrade-poll", type=float, default=d.upgrade_poll, help="seconds between upgrade checks")
     p.add_argument("--pod-timeout", type=float, default=d.pod_timeout, help="seconds a pod may take to catch up")
+    p.add_argument("--max-lag-blocks", type=int, default=d.max_lag_blocks, help="gate: blocks behind the leader")
+    p.add_argument("--stable-checks", type=int, default=d.stable_checks, help="gate: good checks in a row")
+    p.add_argument("--stable-interval", type=float, default=d.stable_interval, help="gate: seconds between checks")
     p.add_argument("--liveness", default=d.liveness, help="liveness endpoint URL, e.g. http://0.0.0.0:8080/healthz")
     p.add_argument("--log-level", default=d.log_level, help="debug, info, warning or error")
     describe_env(p, ENV_PREFIX, lists=LIST_FLAGS)
@@ -74,4 +83,6 @@ def parse_config(argv: Sequence[str] | None = None, env: Mapping[str, str] | Non
         if not values[name] > 0:
             flag = "--" + name.replace("_", "-")
             raise ConfigError(f"{flag} must be a positive number of seconds, not {values[name]}")
+    if values["max_lag_blocks"] < 0 or values["stable_checks"] < 1:
+        raise ConfigError("--max-lag-blocks must be >= 0 and --stable-checks >= 1")
     return OperatorConfig(**values)

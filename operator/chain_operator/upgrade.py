@@ -2,14 +2,16 @@
 
 Kubernetes replaces the pods whose ordinal is >= `spec.updateStrategy.rollingUpdate.partition`. To change
 the version the operator first sets the partition to `replicas` (nothing may move) together with the new
-image, then lowers it by one: the highest ordinal is replaced. Before it releases the next pod, the one
-just replaced must run the new image, be Ready, answer SERVING on grpc.health.v1, and have reached the
-network height measured just before it was released (the height of the highest ready node). A pod that
-does not get there within `--pod-timeout` stops the upgrade: the partition stays where it is (the pods
-below it keep the old version and keep serving) and the ChainNetwork says so in its `Upgrading`
-condition. Each call of `step` does one thing and says whether to come back; progress lives in the
-ChainNetwork status (`status.upgrade`, an `UpgradeProgress`) and in the partition itself, so a restarted
-operator resumes.
+image, then lowers it by one: the highest ordinal is replaced. Before each release every member must pass
+the rollout gates (gates.py: Ready, SERVING, within `--max-lag-blocks` of the leader) on `--stable-checks`
+observations spaced `--stable-interval` apart; a failing gate holds the rollout with an `Upgrading`
+condition whose reason (`MemberNotReady`, `MemberNotServing`, `MemberLagging`, ...) and message say why.
+After a release, the pod just replaced must run the new image, pass the same gates and have reached the
+leader's height measured just before it was released. A pod that does not get there within
+`--pod-timeout` stops the upgrade: the partition stays where it is (the pods below it keep the old version
+and keep serving) and the ChainNetwork says so in its `Upgrading` condition. Each call of `step` does one
+thing and says whether to come back; progress lives in the ChainNetwork status (`status.upgrade`, an
+`UpgradeProgress`) and in the partition itself, so a restarted operator resumes.
 
 `step` picks one of four phases: `begin` (hold the pods, change the image), `up_to_date` (nothing to do),
 `check_released` (the pod last released: still coming back, too late, or the last one), `release_next`.
@@ -17,6 +19,7 @@ operator resumes.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import datetime
 import logging
@@ -27,9 +30,9 @@ from typing import Any
 
 from chain_operator.conditions import ConditionReason, ConditionType, now_iso
 from chain_operator.config import OperatorConfig
-from chain_operator.errors import KubeNotFound, NodeUnreachable, SpecInvalid, UpgradeFailed
-from chain_operator.kube import KubeApi, Obj, pod_path, statefulset_path
-from chain_operator.nodes import NodeClient, PodView, pod_view
+from chain_operator.errors import SpecInvalid, UpgradeFailed
+from chain_operator.gates import Member, first_problem, leader_height, member_problem, observe
+from chain_operator.kube import KubeApi, Obj, statefulset_path
 from chain_operator.snapshots import Network, parse_time
 from chain_operator.spec import same_image
 
@@ -167,44 +170,19 @@ def with_image(sts: Obj, container: str, image: str) -> list[Obj]:
     return containers
 
 
-async def _pod(kube: KubeApi, net: Network, ordinal: int) -> PodView | None:
-    try:
-        return pod_view(await kube.get(pod_path(net.namespace, net.spec.pod_name(ordinal))), net.spec.container)
-    except KubeNotFound:
-        return None
-
-
-async def network_height(kube: KubeApi, config: OperatorConfig, net: Network, replicas: int) -> int:
-    """The height of the highest ready node that answers (0 when none does)."""
-    best = 0
-    for ordinal in range(replicas):
-        pod = await _pod(kube, net, ordinal)
-        if pod is None or not pod.ready or not pod.ip:
-            continue
-        try:
-            best = max(best, await NodeClient(pod, config.admin_token, config.rpc_timeout).height())
-        except NodeUnreachable as exc:
-            log.info("height of %s unknown: %s", pod.name, exc)
-    return best
-
-
-async def why_not_done(config: OperatorConfig, net: Network, pod: PodView | None, target: int) -> str:
-    """'' when the pod is upgraded, ready, serving and caught up; else what it is still missing."""
-    if pod is None:
+def why_not_done(net: Network, members: list[Member], ordinal: int, target: int, max_lag: int) -> str:
+    """'' when the released pod runs the new image and passes every gate (Ready, SERVING, within `max_lag`
+    blocks of the leader) and has reached `target`; else what it is still missing."""
+    member = members[ordinal]
+    if member.pod is None:
         return "the pod does not exist yet"
-    if not same_image(pod.image, net.spec.desired_image):
-        return f"it still runs {pod.image or 'no image'}"
-    if not pod.ready or not pod.ip:
-        return "it is not Ready"
-    client = NodeClient(pod, config.admin_token, config.rpc_timeout)
-    if not await client.serving():
-        return "it does not answer SERVING on grpc.health.v1"
-    try:
-        height = await client.height()
-    except NodeUnreachable as exc:
-        return str(exc)
-    if height < target:
-        return f"it is at block {height}, the network was at {target}"
+    if not same_image(member.pod.image, net.spec.desired_image):
+        return f"it still runs {member.pod.image or 'no image'}"
+    problem = member_problem(member, leader_height(members), max_lag)
+    if problem is not None:
+        return problem.message
+    if member.height is not None and member.height < target:
+        return f"it is at block {member.height}, the network was at {target}"
     return ""
 
 
@@ -266,7 +244,8 @@ def up_to_date(r: Rollout) -> Step:
 async def check_released(r: Rollout, progress: UpgradeProgress) -> Step | None:
     """The pod released last: wait for it, give up on it, or finish; None when the next may go."""
     spec = r.net.spec
-    missing = await why_not_done(r.config, r.net, await _pod(r.kube, r.net, r.partition), progress.target_height)
+    members = await observe(r.kube, r.config, r.net, r.replicas)
+    missing = why_not_done(r.net, members, r.partition, progress.target_height, r.config.max_lag_blocks)
     name = spec.pod_name(r.partition)
     if missing:
         since = parse_time(progress.pod_since) or datetime.datetime.now(tz=datetime.UTC)
@@ -298,9 +277,35 @@ async def check_released(r: Rollout, progress: UpgradeProgress) -> Step | None:
 
 
 async def release_next(r: Rollout, progress: UpgradeProgress) -> Step:
-    """Release the next pod (the next lower ordinal) after measuring the height it must reach again."""
-    target = await network_height(r.kube, r.config, r.net, r.replicas)
+    """Release the next pod (the next lower ordinal) once every member has passed the gates on
+    `stable_checks` observations spaced `stable_interval` apart (the stabilisation window, observed within
+    this one step so that nothing depends on a status read back between steps; a restarted operator simply
+    observes a whole window again). Any failed observation holds the rollout, saying why."""
+    name = r.net.spec.pod_name(r.partition - 1)
+    leader = 0
+    for check in range(1, r.config.stable_checks + 1):
+        if check > 1:
+            await asyncio.sleep(r.config.stable_interval)
+        members = await observe(r.kube, r.config, r.net, r.replicas)
+        problem = first_problem(members, r.config.max_lag_blocks)
+        if problem is not None:
+            message = f"holding before releasing {name}: {problem.message}"
+            if check > 1:
+                message += f" (on check {check} of {r.config.stable_checks})"
+            return Step(
+                {"upgrade": replace(progress, message=message).to_status()},
+                (ConditionUpdate(T.UPGRADING, True, problem.reason, message),),
+                wait=r.config.upgrade_poll,
+            )
+        leader = leader_height(members)
+    return await release(r, progress, leader)
+
+
+async def release(r: Rollout, progress: UpgradeProgress, target: int) -> Step:
+    """Lower the partition by one: Kubernetes replaces that pod; it must come back to `target`."""
     released = r.partition - 1
+    if partition_of(await r.kube.get(r.sts_path)) != r.partition:  # moved while we observed: look again
+        return Step(wait=r.config.upgrade_poll)
     body = {"spec": {"updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"partition": released}}}}
     await r.kube.merge_patch(r.sts_path, body)
     name = r.net.spec.pod_name(released)

@@ -33,7 +33,17 @@ async def start_operator(cluster) -> AsyncIterator[OperatorFactory]:
     running: list[tuple[asyncio.Event, asyncio.Task[None]]] = []
 
     async def start(**overrides: Any) -> None:
-        base = OperatorConfig(namespaces=(NAMESPACE,), snapshot_tick=0.3, upgrade_poll=0.2, rpc_timeout=5.0)
+        # The doubles' nodes are independent solo chains: their heights never converge after a restart, so
+        # the lag gate is opened wide here and exercised on its own in test_rollout_gates.py.
+        base = OperatorConfig(
+            namespaces=(NAMESPACE,),
+            snapshot_tick=0.3,
+            upgrade_poll=0.2,
+            rpc_timeout=5.0,
+            max_lag_blocks=1_000_000,
+            stable_checks=3,
+            stable_interval=0.3,
+        )
         stop = asyncio.Event()
         task = asyncio.create_task(run_operator(replace(base, **overrides), stop_flag=stop))
         running.append((stop, task))
