@@ -17,12 +17,13 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 from chain_operator.errors import SpecInvalid
 
 DURATION = re.compile(r"([0-9]+)(s|m|h|d)")
-UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+UNITS = MappingProxyType({"s": 1, "m": 60, "h": 3600, "d": 86400})
 NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 

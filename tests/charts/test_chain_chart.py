@@ -322,6 +322,17 @@ def test_operator_rbac_and_network_object(rendered):
     assert spec.replicas == rendered.get("StatefulSet", NODE)["spec"]["replicas"]
 
 
+def test_a_digest_pinned_install_hands_the_operator_the_digest():
+    """With image.digest the ChainNetwork carries it, so the operator wants exactly the image the pods run."""
+    digest = "sha256:" + "ab" * 32
+    m = Manifests(template("--set", f"image.digest={digest}"))
+    network = m.get("ChainNetwork", FULL)
+    assert network["spec"]["digest"] == digest
+    image = node_container(m)["image"]
+    assert image.endswith("@" + digest)
+    assert parse_spec(network["spec"]).desired_image == image
+
+
 # ---- Envoy ----
 
 
