@@ -1,10 +1,12 @@
-"""docs/chainctl.md's first session runs as written: every block marked `<!-- tested: <this file> -->` is a
-transcript (`$ command` lines, each followed by the output the doc shows), and its commands run in one bash
-against a real chain-node subprocess. Only the surroundings are the test's: the node's address
-(`CHAINCTL_NODE`), the key store (`CHAINCTL_HOME`), a temporary working directory holding the node's data
-directory `./devnet` (so `--authority devnet/devnet-authority.json` is the doc's own path) and a git
-identity. Each command must exit 0 (1 where the doc shows an `error:` line) and print lines of the shape
-the doc shows: hex values, numbers and `...` elisions are placeholders, every other character is literal."""
+"""docs/chainctl.md runs as written: every block marked `<!-- tested: <this file> -->` is a transcript
+(`$ command` lines, each followed by the output the doc shows): the first session (a demo repository,
+keys, account, funding, project, push, query, a passkey) and `git push` through the remote helper. Their
+commands run in order in one bash against a real chain-node subprocess. Only the surroundings are the
+test's: the node's address (`CHAINCTL_NODE`, and `localhost:50051` in the git remote's URL), the key store
+(`CHAINCTL_HOME`), a temporary working directory holding the node's data directory `./devnet` (so
+`--authority devnet/devnet-authority.json` is the doc's own path) and a git identity. Each command must
+exit 0 (1 where the doc shows an `error:` line) and print lines of the shape the doc shows: hex values,
+numbers and `...` elisions are placeholders, every other character is literal."""
 
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ from tests.fixtures.nodeproc import NodeProcess
 DOC = Path(__file__).resolve().parents[3] / "docs" / "chainctl.md"
 MARK = "<!-- tested: tests/node/cli/test_chainctl_doc.py -->"
 SEP = "@@chainctl-doc-step@@"
+DOC_NODE = "localhost:50051"
 
 _PLACEHOLDERS = re.compile(r"0x[0-9a-f]+(?:\.\.\.[0-9a-f]+)?|\b[0-9a-f]{7,40}\b|\d+|\.\.\.")
 
@@ -100,7 +103,8 @@ def test_the_first_session_of_docs_chainctl_runs_as_written(devnet: NodeProcess,
     for tool in ("git", "jq"):
         if shutil.which(tool) is None:
             pytest.skip(f"{tool} is needed")
-    steps = [step for block in marked_blocks(DOC.read_text()) for step in transcript(block)]
+    text = DOC.read_text().replace(DOC_NODE, devnet.grpc_target)  # the git remote's URL names the node
+    steps = [step for block in marked_blocks(text) for step in transcript(block)]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CHAINCTL_", "GIT_"))}
     env.update(
         PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
