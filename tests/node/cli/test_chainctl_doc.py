@@ -1,6 +1,7 @@
 """docs/chainctl.md runs as written: every block marked `<!-- tested: <this file> -->` is a transcript
 (`$ command` lines, each followed by the output the doc shows): the first session (a demo repository,
-keys, account, funding, project, push, query, a passkey) and `git push` through the remote helper. Their
+keys, account, funding, project, push, query, a passkey), `git push` through the remote helper, and the
+`query` examples (a block of bare commands: each must exit 0 and print one JSON object). Their
 commands run in order in one bash against a real chain-node subprocess. Only the surroundings are the
 test's: the node's address (`CHAINCTL_NODE`, and `localhost:50051` in the git remote's URL), the key store
 (`CHAINCTL_HOME`), a temporary working directory holding the node's data directory `./devnet` (so
@@ -10,6 +11,7 @@ numbers and `...` elisions are placeholders, every other character is literal.""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -27,14 +29,19 @@ DOC = Path(__file__).resolve().parents[3] / "docs" / "chainctl.md"
 MARK = "<!-- tested: tests/node/cli/test_chainctl_doc.py -->"
 SEP = "@@chainctl-doc-step@@"
 DOC_NODE = "localhost:50051"
+ASSIGNMENT = re.compile(r"[A-Za-z_]\w*=")
 
 _PLACEHOLDERS = re.compile(r"0x[0-9a-f]+(?:\.\.\.[0-9a-f]+)?|\b[0-9a-f]{7,40}\b|\d+|\.\.\.")
 
 
 @dataclass
 class Step:
+    """One command and the lines the doc shows after it; `json` for a block of bare commands (no `$`)
+    whose answers the doc describes as JSON documents (an assignment `NAME=$(...)` prints nothing)."""
+
     command: str
     expected: list[str] = field(default_factory=list)
+    json: bool = False
 
 
 def marked_blocks(text: str) -> list[str]:
@@ -44,6 +51,9 @@ def marked_blocks(text: str) -> list[str]:
 
 
 def transcript(block: str) -> list[Step]:
+    if not any(line.startswith("$ ") for line in block.splitlines()):
+        commands = [line for line in block.splitlines() if line.strip() and not line.startswith("#")]
+        return [Step(line, json=not ASSIGNMENT.match(line)) for line in commands]
     steps: list[Step] = []
     for line in block.splitlines():
         if line.startswith("$ "):
@@ -118,7 +128,7 @@ def test_the_first_session_of_docs_chainctl_runs_as_written(devnet: NodeProcess,
         GIT_COMMITTER_EMAIL="reader@example.com",
     )
     run = subprocess.run(
-        ["bash", "-c", script(steps)],
+        ["bash", "-o", "pipefail", "-c", script(steps)],
         cwd=tmp_path,
         env=env,
         capture_output=True,
@@ -129,6 +139,10 @@ def test_the_first_session_of_docs_chainctl_runs_as_written(devnet: NodeProcess,
     results = list(outputs(run.stdout))
     assert len(results) == len(steps), (run.stdout, run.stderr)
     for step, (got, rc) in zip(steps, results, strict=True):
+        if step.json:
+            assert rc == 0, (step.command, got)
+            assert isinstance(json.loads("\n".join(got)), dict), (step.command, got)
+            continue
         failing = bool(step.expected) and step.expected[0].startswith("error: ")
         assert rc == (1 if failing else 0), (step.command, got)
         assert len(got) == len(step.expected), (step.command, got, step.expected)
