@@ -60,8 +60,8 @@ def rpc_failure(ctx: Context, err: grpc.RpcError) -> tuple[str, str]:
     details = err.details() if isinstance(err, grpc.Call) else ""
     if looks_like_http1(details or ""):
         return Reason.UNAVAILABLE, (
-            f"{ctx.node} answers HTTP/1.1, not gRPC: that is the REST gateway's port; "
-            "point --node at the node's gRPC port (default 50051)"
+            f"{ctx.node} answers HTTP/1.1, not gRPC: that is a REST port (the gateway's or the node's web "
+            "port); point --node at the node's gRPC port (default 50051)"
         )
     return rpc_error_line(err)
 
