@@ -9,7 +9,7 @@ UV := $(PYTHON) -m uv
 BUF := node_modules/.bin/buf
 HELM := $(VENV)/bin/helm
 # Debian packages the test suite needs (installed by `make test` when missing).
-DEB_PACKAGES ?= redis-server chromium etcd-server etcd-client prometheus
+DEB_PACKAGES ?= redis-server chromium etcd-server etcd-client prometheus jq curl git
 BENCH_DEB_PACKAGES ?= wrk
 PYTEST_ARGS ?=
 
