@@ -53,7 +53,7 @@ def _parser() -> argparse.ArgumentParser:
         dest="node_addrs",
         default=None,
         metavar="ADDR",
-        help="node gRPC address (repeatable)",
+        help="node gRPC address (repeatable; dns:///NAME:PORT balances over every address NAME resolves to)",
     )
     p.add_argument("--node-web-url", default=d.node_web_url, help="node gRPC-web URL for the passthrough")
     p.add_argument("--redis-url", default=d.redis_url, help="Redis for event fan-out; in-process relay when empty")

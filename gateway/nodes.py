@@ -1,5 +1,9 @@
 """Upstream nodes: one gRPC channel per node address, client-side round robin.
 
+Round robin at two levels: the pool turns over its `--node-addr` entries, and each channel uses gRPC's
+`round_robin` policy, so an entry `dns:///name:port` naming a headless Service spreads calls over every node
+address the name resolves to (re-resolved by gRPC as nodes come and go).
+
 Reads are retried on the next node when one answers UNAVAILABLE; writes are
 never retried (a retried submit could be accepted twice from the client's
 point of view; the node deduplicates by hash, but the caller decides).
@@ -14,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import socket
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
@@ -27,7 +32,15 @@ log = logging.getLogger(__name__)
 
 # gRPC's reconnect backoff grows to 120 s by default, and a channel in backoff fails calls at once: a gateway
 # started before its node would answer UNAVAILABLE for up to two minutes after the node is up. One second.
-CHANNEL_OPTIONS = (("grpc.max_receive_message_length", 64 * 1024 * 1024), ("grpc.max_reconnect_backoff_ms", 1000))
+# `round_robin`: a `dns:///` name that resolves to several node addresses (a headless Service) is spread over
+# all of them by the channel itself, instead of gRPC's default pick_first pinning every call to one node.
+CHANNEL_OPTIONS = (
+    ("grpc.max_receive_message_length", 64 * 1024 * 1024),
+    ("grpc.max_reconnect_backoff_ms", 1000),
+    ("grpc.lb_policy_name", "round_robin"),
+)
+# The gRPC target scheme for names resolved by DNS (every A/AAAA record is one node).
+DNS_SCHEME = "dns:///"
 # How long the first contact may take before the gateway says it is waiting (a node that is up answers at once).
 QUIET_WAIT = 1.0
 
@@ -40,6 +53,50 @@ class Upstream:
         self.keychain = keychain_service_pb2_grpc.KeychainServiceStub(self.channel)
 
 
+def split_host_port(hostport: str) -> tuple[str, str]:
+    """`host:port` or `[v6]:port` -> (host, port)."""
+    host, sep, port = hostport.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise ValueError(f"node address {hostport!r} is not host:port")
+    return host.strip("[]"), port
+
+
+async def resolve(address: str) -> list[str]:
+    """The per-node addresses behind one `--node-addr` entry: itself, or each address a `dns:///` name has."""
+    if not address.startswith(DNS_SCHEME):
+        return [address]
+    host, port = split_host_port(address[len(DNS_SCHEME) :])
+    try:
+        infos = await asyncio.get_running_loop().getaddrinfo(host, int(port), type=socket.SOCK_STREAM)
+    except OSError:
+        return []  # nothing resolves: no node is known, hence not ready
+    ips = dict.fromkeys(str(info[4][0]) for info in infos)
+    return [f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}" for ip in ips]
+
+
+class Probes:
+    """One plain channel per node address seen, kept across checks; those no longer resolved are closed."""
+
+    def __init__(self) -> None:
+        self._by_address: dict[str, Upstream] = {}
+
+    async def targets(self, entries: Sequence[str]) -> list[Upstream]:
+        addresses: list[str] = []
+        for entry in entries:
+            addresses += [a for a in await resolve(entry) if a not in addresses]
+        for gone in set(self._by_address) - set(addresses):
+            await self._by_address.pop(gone).channel.close(grace=None)
+        for a in addresses:
+            if a not in self._by_address:
+                self._by_address[a] = Upstream(a)
+        return [self._by_address[a] for a in addresses]
+
+    async def close(self) -> None:
+        for u in self._by_address.values():
+            await u.channel.close(grace=None)
+        self._by_address.clear()
+
+
 class NodePool:
     def __init__(self, addresses: Sequence[str], *, read_retries: int = 2, timeout: float = 10.0) -> None:
         if not addresses:
@@ -49,6 +106,7 @@ class NodePool:
         self.read_retries = read_retries
         self.timeout = timeout
         self._first_contact: asyncio.Task[None] | None = None
+        self.probes = Probes()  # per-node channels for readiness (gateway/readiness.py)
 
     def pick(self) -> Upstream:
         return self.upstreams[next(self._next)]
@@ -94,3 +152,4 @@ class NodePool:
             self._first_contact.cancel()
         for u in self.upstreams:
             await u.channel.close(grace=None)
+        await self.probes.close()

@@ -6,6 +6,7 @@ from aiohttp import web
 
 from chain.v1 import keychain_service_pb2, rpc_pb2
 from gateway.errors import invalid_argument
+from gateway.readiness import any_ready
 from gateway.rest import shapes
 from gateway.rest.params import BLOCK_NUMBER, MESSAGE_HASH, PAGE, STATE_KEY_PARAM, UINT64
 from gateway.rest.shapes import HEX_PATTERN, Json, JsonObject, ShapeError, ref
@@ -71,7 +72,7 @@ async def get_webauthn_policy(c: Call) -> JsonObject:
 
 
 async def get_health(c: Call) -> Json | web.StreamResponse:
-    resp = await c.read(lambda u, t: u.chain.GetHealth(rpc_pb2.GetHealthRequest(), timeout=t))
+    resp = await any_ready(c.nodes)  # ready when SOME node serves (gateway/readiness.py)
     return web.json_response(shapes.to_json(resp), status=200 if resp.ready else 503)
 
 
@@ -112,7 +113,7 @@ VERIFY_BODY = Body(
     "a proof exactly as `GET /v1/proofs/operation/{keyHex}` returned it, and optionally its `state_root`",
 )
 HEALTH_503: tuple[str, shapes.Schema] = (
-    "the node is live but not ready (same body), or no node answers (error body)",
+    "no node is ready: a live node's body, or the error body when no node answers",
     {"oneOf": [ref("GetHealthResponse"), ref("Error")]},
 )
 TAG = "chain"
@@ -221,7 +222,7 @@ ROUTES: tuple[Route, ...] = (
         "/v1/health",
         "getHealth",
         NODE,
-        "Liveness and readiness of the node behind the gateway (GetHealth): 200 ready, 503 not",
+        "Readiness of the gateway (GetHealth on every node it knows): 200 when some node is ready, 503 when none",
         get_health,
         ref("GetHealthResponse"),
         errors=(),
