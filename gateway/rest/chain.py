@@ -222,7 +222,7 @@ ROUTES: tuple[Route, ...] = (
         "/v1/health",
         "getHealth",
         NODE,
-        "Readiness of the gateway (GetHealth on every node it knows): 200 when some node is ready, 503 when none",
+        "Readiness of the gateway: each node it knows is asked (GetHealth); 200 when some node is ready, 503 when none",
         get_health,
         ref("GetHealthResponse"),
         errors=(),
