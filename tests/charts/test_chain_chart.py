@@ -231,7 +231,7 @@ def test_gateway_deployment_service_hpa_and_redis(rendered):
     (c,) = gw["spec"]["template"]["spec"]["containers"]
     assert c["command"] == ["chain-gateway"]
     env = env_of(c)
-    assert env["CHAIN_GATEWAY_NODE_ADDR"] == f"{NODE}.{NAMESPACE}.svc:50051"
+    assert env["CHAIN_GATEWAY_NODE_ADDR"] == f"dns:///{FULL}-gateway-nodes.{NAMESPACE}.svc:50051"  # issue 13 item 5
     assert env["CHAIN_GATEWAY_REDIS_URL"] == f"redis://{FULL}-redis:6379/0"
     assert env["CHAIN_GATEWAY_METRICS_ADDR"] == "0.0.0.0:9465"
     assert c["readinessProbe"]["httpGet"]["path"] == "/v1/health"
