@@ -22,6 +22,8 @@ from typing import Any
 
 from aiohttp import web
 
+from gateway.protocol import json_error_protocol
+
 log = logging.getLogger(__name__)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -134,7 +136,7 @@ class GuardedSite(web.TCPSite):
         server = self._runner.server
         assert server is not None
         self._server = await loop.create_server(
-            self.guard.factory(server),
+            self.guard.factory(lambda: json_error_protocol(server)),
             self._host,
             self._port,
             backlog=self._backlog,
