@@ -135,6 +135,15 @@ def test_git_push_through_the_helper(cli, tmp_path):
     assert refs_on_chain(cli, pid)[b"refs/heads/main"][0] == next(iter(new_main.values())).chain_hash
 
 
+def test_chainctl_push_of_the_same_history_reads_back_equal_to_git(cli, tmp_path):
+    """The same tricky history (CRLF, whitespace titles, a merge, an annotated tag) pushed with chainctl."""
+    repo = tmp_path / "repo"
+    tricky_history(repo)
+    pid = new_project(cli, "chainctl-tricky")
+    cli("push", str(repo), "--project", pid)
+    assert_chain_equals_git(cli, repo, pid)
+
+
 def test_fetch_says_the_chain_holds_no_objects(cli, tmp_path):
     repo = tmp_path / "repo"
     tricky_history(repo)
