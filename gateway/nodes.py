@@ -1,6 +1,6 @@
 """Upstream nodes: one gRPC channel per node address, client-side round robin.
 
-Round robin at two levels: the pool turns over its `--node-addr` entries, and each channel uses gRPC's
+Round robin at two levels: the pool turns over its `--node-addr` entries, and a `dns:///` entry's channel uses gRPC's
 `round_robin` policy, so an entry `dns:///name:port` naming a headless Service spreads calls over every node
 address the name resolves to (re-resolved by gRPC as nodes come and go).
 
@@ -34,11 +34,13 @@ log = logging.getLogger(__name__)
 # started before its node would answer UNAVAILABLE for up to two minutes after the node is up. One second.
 # `round_robin`: a `dns:///` name that resolves to several node addresses (a headless Service) is spread over
 # all of them by the channel itself, instead of gRPC's default pick_first pinning every call to one node.
+# Only for `dns:///` names: on a single `host:port` round_robin gains nothing, and its subchannel, once the
+# node restarts, was not picked up again by the SSE feed (tests/gateway/test_events_redis.py caught it).
 CHANNEL_OPTIONS = (
     ("grpc.max_receive_message_length", 64 * 1024 * 1024),
     ("grpc.max_reconnect_backoff_ms", 1000),
-    ("grpc.lb_policy_name", "round_robin"),
 )
+DNS_CHANNEL_OPTIONS = (*CHANNEL_OPTIONS, ("grpc.lb_policy_name", "round_robin"))
 # The gRPC target scheme for names resolved by DNS (every A/AAAA record is one node).
 DNS_SCHEME = "dns:///"
 # How long the first contact may take before the gateway says it is waiting (a node that is up answers at once).
@@ -48,7 +50,8 @@ QUIET_WAIT = 1.0
 class Upstream:
     def __init__(self, address: str) -> None:
         self.address = address
-        self.channel = grpc.aio.insecure_channel(address, options=list(CHANNEL_OPTIONS))
+        options = DNS_CHANNEL_OPTIONS if address.startswith(DNS_SCHEME) else CHANNEL_OPTIONS
+        self.channel = grpc.aio.insecure_channel(address, options=list(options))
         self.chain = service_pb2_grpc.ChainServiceStub(self.channel)
         self.keychain = keychain_service_pb2_grpc.KeychainServiceStub(self.channel)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.nodes import CHANNEL_OPTIONS, DNS_SCHEME
+from gateway.nodes import DNS_CHANNEL_OPTIONS, DNS_SCHEME
 from tests.charts.helm import NAMESPACE, PROFILES, RELEASE, Manifests, env_of, template
 
 FULL = f"{RELEASE}-chain"
@@ -34,4 +34,4 @@ def test_gateway_dials_the_ready_nodes_headless_service_by_dns(rendered: Manifes
 
 
 def test_gateway_channels_balance_round_robin() -> None:
-    assert dict(CHANNEL_OPTIONS)["grpc.lb_policy_name"] == "round_robin"  # not pick_first: all records used
+    assert dict(DNS_CHANNEL_OPTIONS)["grpc.lb_policy_name"] == "round_robin"  # not pick_first: all records used
