@@ -64,6 +64,7 @@ from node.server.telemetry.node_metrics import NodeMetrics
 from node.server.telemetry.rpc import RpcMetricsInterceptor, grpc_web_metrics
 from node.server.telemetry.spans import NodeTelemetry
 from node.server.write.forwarding import Forwarder
+from node.server.write.membership import MemberProof
 from node.server.write.mempool import Mempool
 from node.server.write.pipeline import Pipeline
 from node.server.write.sizing import Resources
@@ -261,7 +262,7 @@ class NodeApp:
                 storage=self.storage,
             )
         applier = BlockApplier(chain, mempool, pipeline, hub, storage=self.storage)
-        forwarder = Forwarder(pipeline, mempool, max_batch=cfg.max_batch)
+        forwarder = Forwarder(pipeline, mempool, max_batch=cfg.max_batch, proof=MemberProof(cfg.cluster_secret))
         if cfg.follow:
             return FollowOrderer(chain, applier, forwarder, cfg.follow, max_lag_blocks=cfg.max_lag_blocks)
         assert self._etcd is not None
@@ -299,7 +300,10 @@ class NodeApp:
         hub = EventHub(cfg.subscriber_queue)
         snapshots = SnapshotManager(chain, cfg.snapshots, chunk_bytes=cfg.snapshot_chunk_bytes)
         orderer = self._orderer(chain, mempool, pipeline, hub, snapshots)
-        self.state = NodeState(chain, mempool, pipeline, hub, orderer, snapshots, cfg.max_batch, storage=self.storage)
+        self.state = NodeState(
+            chain, mempool, pipeline, hub, orderer, snapshots, cfg.max_batch, storage=self.storage,
+            members=MemberProof(cfg.cluster_secret),
+        )  # fmt: skip
         if bootstrap:
             outcome = (await pipeline.submit([bootstrap_message(cfg.data_dir)]))[0]
             if not outcome.accepted:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -19,9 +19,11 @@ from node import constants as C
 from node.envflags import add_version, describe_env, env_defaults
 from node.errors import ConfigError, config_exit
 from node.observability.metrics import split_addr
+from node.server.write.membership import MIN_SECRET_BYTES
 
 ENV_PREFIX = "CHAIN_NODE_"
 LIST_FLAGS = frozenset({"cors_origins"})
+SECRET_ENV = ENV_PREFIX + "CLUSTER_SECRET"  # the secret itself (the flag takes a file): never a command-line value
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,9 @@ class NodeConfig:
     follow: str = ""
     # health is NOT_SERVING while more than this many blocks behind the log (or the followed node)
     max_lag_blocks: int = 10
+    # shared by the members of a cluster: forwarded batches carry proof, and are not verified again
+    # (node/server/write/membership.py); from --cluster-secret-file or CHAIN_NODE_CLUSTER_SECRET, never logged
+    cluster_secret: bytes = field(default=b"", repr=False)
 
     @property
     def snapshots(self) -> Path:
@@ -143,6 +148,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--advertise-addr", default=d.advertise_addr, help="gRPC address other members forward to")
     p.add_argument("--follow", default=d.follow, help="read replica of the node at this gRPC address")
     p.add_argument("--max-lag-blocks", type=int, default=d.max_lag_blocks, help="NOT_SERVING beyond this lag")
+    p.add_argument(
+        "--cluster-secret-file",
+        type=Path,
+        default=None,
+        help=f"secret shared by the cluster's members (or {SECRET_ENV}); forwarded batches are then not re-verified",
+    )
     describe_env(p, ENV_PREFIX, lists=LIST_FLAGS, shown=SHOWN_DEFAULTS)
     add_version(p)
     return p
@@ -157,10 +168,26 @@ def parse_config(argv: Sequence[str] | None = None, env: Mapping[str, str] | Non
     values["cors_origins"] = tuple(values["cors_origins"] or ())
     values["etcd_endpoints"] = tuple(e.strip() for e in values["etcd_endpoints"].split(",") if e.strip())
     try:
+        values["cluster_secret"] = _cluster_secret(values.pop("cluster_secret_file"), env)
         _check(values)
     except ConfigError as err:
         config_exit(parser.prog, err)
     return NodeConfig(**values)
+
+
+def _cluster_secret(path: Path | None, env: Mapping[str, str]) -> bytes:
+    """The cluster secret from its file (surrounding whitespace dropped) or the environment; b"" for none."""
+    if path is not None:
+        try:
+            secret = path.read_bytes().strip()
+        except OSError as err:
+            raise ConfigError(f"--cluster-secret-file: cannot read {path}: {err.strerror}") from None
+        where = "--cluster-secret-file"
+    else:
+        secret, where = env.get(SECRET_ENV, "").strip().encode(), SECRET_ENV
+    if secret and len(secret) < MIN_SECRET_BYTES:
+        raise ConfigError(f"{where}: the cluster secret must be at least {MIN_SECRET_BYTES} bytes")
+    return secret
 
 
 def _check(values: Mapping[str, Any]) -> None:

@@ -79,10 +79,10 @@ class FollowOrderer:
     def serving(self) -> bool:
         return not self.halted and self._upstream_height >= 0 and self.pending_blocks <= self.max_lag_blocks
 
-    async def submit(self, msgs: Sequence[pb.Message]) -> list[Outcome]:
+    async def submit(self, msgs: Sequence[pb.Message], *, vouched: bool = False) -> list[Outcome]:
         if self.halted:
             raise MessageRejected(Reason.STATE_DIVERGED, f"this replica stopped taking writes: {self.halted}")
-        return await self.forwarder.submit(msgs, self.upstream)
+        return await self.forwarder.submit(msgs, self.upstream, vouched=vouched)
 
     async def start(self) -> None:
         self._channel = grpc.aio.insecure_channel(

@@ -58,8 +58,9 @@ class Orderer(Protocol):
         """False while this node is too far behind or stopped (health turns NOT_SERVING)."""
         ...
 
-    async def submit(self, msgs: Sequence[pb.Message]) -> list[Outcome]:
-        """Admit submitted messages (a follower also forwards them to the leader)."""
+    async def submit(self, msgs: Sequence[pb.Message], *, vouched: bool = False) -> list[Outcome]:
+        """Admit submitted messages (a follower also forwards them to the leader). `vouched`: a cluster
+        member verified them and proved it sent them (node/server/write/membership.py)."""
         ...
 
 
@@ -104,9 +105,9 @@ class SoloOrderer:
     def log_height(self) -> int:
         return self.chain.height
 
-    async def submit(self, msgs: Sequence[pb.Message]) -> list[Outcome]:
+    async def submit(self, msgs: Sequence[pb.Message], *, vouched: bool = False) -> list[Outcome]:
         self.storage.check()  # STORAGE_FAILED: never "accepted" for a block that cannot be written
-        return await self.pipeline.submit(msgs)
+        return await self.pipeline.submit(msgs, vouched=vouched)
 
     async def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="solo-orderer")

@@ -33,6 +33,7 @@ from node.server.ordering.orderer import Orderer
 from node.server.rpc.status import reason_trailers
 from node.server.snapshots import SnapshotManager
 from node.server.storage_health import StorageHealth
+from node.server.write.membership import MemberProof
 from node.server.write.mempool import Mempool
 from node.server.write.pipeline import Outcome, Pipeline
 from node.state.kinds import project_of
@@ -55,6 +56,7 @@ class NodeState:
     started_at: float = field(default_factory=time.monotonic)
     ready: bool = False
     storage: StorageHealth = field(default_factory=StorageHealth)
+    members: MemberProof = field(default_factory=MemberProof)
 
     @property
     def serving(self) -> bool:
@@ -100,7 +102,8 @@ class ChainServicer(service_pb2_grpc.ChainServiceServicer):
                 limit=self.node.max_batch,
                 got=len(request.messages),
             )
-        outcomes = await self.node.orderer.submit(list(request.messages))
+        vouched = self.node.members.vouched(context.invocation_metadata(), request.messages)  # membership.py
+        outcomes = await self.node.orderer.submit(list(request.messages), vouched=vouched)
         return rpc_pb2.BatchSubmitMessagesResponse(results=[_result(o) for o in outcomes])
 
     async def DryRunMessage(

@@ -13,6 +13,11 @@ sent upstream too and its verdict is the answer. If the upstream cannot be reach
 messages are removed and the client gets UNAVAILABLE (`NOT_LEADER`) with a
 retry hint. Messages still pending after `reforward_age` seconds are sent
 again (a leader that crashed lost its mempool; a new one may not have them).
+
+Everything forwarded passed this member's envelope and signature checks (a
+verification failure is final here, FINAL_HERE), so with a cluster secret each
+call carries the member proof (membership.py) and the upstream does not verify
+the signatures again.
 """
 
 from __future__ import annotations
@@ -27,8 +32,10 @@ import grpc
 from chain.v1 import message_pb2 as pb
 from chain.v1 import rpc_pb2, service_pb2_grpc
 from node.errors import MessageRejected, Reason
+from node.server.write.membership import MemberProof
 from node.server.write.mempool import Mempool
 from node.server.write.pipeline import Outcome, Pipeline
+from node.server.write.verify import VERIFY_REASONS
 
 if TYPE_CHECKING:
     from chain.v1.service_pb2_grpc import ChainServiceAsyncStub
@@ -36,11 +43,11 @@ if TYPE_CHECKING:
 log = logging.getLogger("chain.forwarding")
 RETRY_AFTER_MS = 1000
 R = Reason
-# local verdicts that hold whatever the state: the upstream would say the same
-FINAL_HERE = frozenset(
+# local verdicts that hold whatever the state: the upstream would say the same. Every verification
+# failure is one of them, so whatever is forwarded was verified here (the member proof vouches for it).
+FINAL_HERE = VERIFY_REASONS | frozenset(
     r.value
     for r in (
-        R.MALFORMED_MESSAGE, R.MESSAGE_TOO_LARGE, R.DATA_BYTES_MISMATCH, R.HASH_MISMATCH, R.INVALID_SIGNATURE,
         R.WRONG_NETWORK, R.UNKNOWN_MESSAGE_TYPE, R.DISABLED_MESSAGE_TYPE, R.BODY_MISMATCH, R.INVALID_FIELD,
         R.FUTURE_TIMESTAMP, R.DUPLICATE_MESSAGE, R.MEMPOOL_FULL,
     )
@@ -58,6 +65,7 @@ class Forwarder:
         mempool: Mempool,
         *,
         max_batch: int,
+        proof: MemberProof | None = None,
         timeout: float = 5.0,
         reforward_age: float = 5.0,
         clock: Callable[[], float] = time.monotonic,
@@ -65,6 +73,7 @@ class Forwarder:
         self.pipeline = pipeline
         self.mempool = mempool
         self.max_batch = max_batch
+        self.proof = proof or MemberProof()
         self.timeout = timeout
         self.reforward_age = reforward_age
         self.clock = clock
@@ -80,11 +89,12 @@ class Forwarder:
 
     async def _send(self, target: str, msgs: Sequence[pb.Message]) -> list[rpc_pb2.SubmitResult]:
         request = rpc_pb2.BatchSubmitMessagesRequest(messages=msgs)
-        response = await self._stub(target).BatchSubmitMessages(request, timeout=self.timeout)
+        metadata = self.proof.metadata(msgs)
+        response = await self._stub(target).BatchSubmitMessages(request, timeout=self.timeout, metadata=metadata)
         return list(response.results)
 
-    async def submit(self, msgs: Sequence[pb.Message], target: str) -> list[Outcome]:
-        outcomes = await self.pipeline.submit(msgs)
+    async def submit(self, msgs: Sequence[pb.Message], target: str, *, vouched: bool = False) -> list[Outcome]:
+        outcomes = await self.pipeline.submit(msgs, vouched=vouched)
         upstream = [o for o in outcomes if o.accepted or o.reason not in FINAL_HERE]
         if not upstream:
             return outcomes

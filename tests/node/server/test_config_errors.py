@@ -64,3 +64,13 @@ def test_restore_from_a_directory_that_is_no_snapshot(tmp_path: Path) -> None:
 def test_bad_tracing_environment(tmp_path: Path) -> None:
     done = run_node(tmp_path, env={"OTEL_TRACES_SAMPLER_ARG": "often"})
     assert_one_line_exit_2(done, "OTEL_TRACES_SAMPLER_ARG")
+
+
+def test_a_short_or_unreadable_cluster_secret_is_refused(tmp_path: Path) -> None:
+    short = tmp_path / "short"
+    short.write_text("tooshort\n")
+    done = run_node(tmp_path, "--cluster-secret-file", str(short))
+    assert_one_line_exit_2(done, "at least 16 bytes")
+    assert "tooshort" not in done.stderr
+    assert_one_line_exit_2(run_node(tmp_path, "--cluster-secret-file", str(tmp_path / "none")), "cannot read")
+    assert_one_line_exit_2(run_node(tmp_path, env={"CHAIN_NODE_CLUSTER_SECRET": "tooshort"}), "CHAIN_NODE_CLUSTER")

@@ -10,7 +10,8 @@ applied from the log like any other. A block whose state root differs from
 ours halts the member: it logs the difference, stops taking writes
 (STATE_DIVERGED) and reports NOT_SERVING; reads keep working.
 
-Followers forward accepted submissions to the leader (forwarding.py). With
+Followers forward accepted submissions to the leader (forwarding.py), which
+does not verify again what a member proves it verified (membership.py). With
 no leader (election under way, etcd without quorum) submissions get
 UNAVAILABLE (NOT_LEADER) with a retry hint.
 
@@ -121,7 +122,7 @@ class ReplicatedOrderer:
         """Healthy: not halted, the log has been read, and no more than max_lag_blocks behind it."""
         return not self.halted and self._next > 0 and self.log_height - self._height <= self.settings.max_lag_blocks
 
-    async def submit(self, msgs: Sequence[pb.Message]) -> list[Outcome]:
+    async def submit(self, msgs: Sequence[pb.Message], *, vouched: bool = False) -> list[Outcome]:
         if self.halted:
             raise MessageRejected(Reason.STATE_DIVERGED, f"this node stopped taking writes: {self.halted}")
         assert self.election is not None
@@ -130,8 +131,8 @@ class ReplicatedOrderer:
             raise no_leader("no leader is elected")
         if self.election.is_leader:
             self.applier.storage.check()  # STORAGE_FAILED while this leader cannot commit
-            return await self.applier.pipeline.submit(msgs)
-        return await self.forwarder.submit(msgs, current.addr)
+            return await self.applier.pipeline.submit(msgs, vouched=vouched)
+        return await self.forwarder.submit(msgs, current.addr, vouched=vouched)
 
     async def start(self) -> None:
         if not self.addr:
