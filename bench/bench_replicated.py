@@ -9,7 +9,9 @@
 - failover: kill -9 the leader, time until a surviving node holds a block cut after the kill, T trials,
   median and max (the killed node is restarted and caught up between trials).
 Solo is the baseline: the replicated figures are given as ratios to it. etcd runs three members with
-fsync; every node runs with --verify-workers 0 (three nodes share two cores).
+fsync; every node runs with --verify-workers 0 (three nodes share two cores). The replicated nodes share a
+cluster secret (the leader does not verify forwarded batches again, docs/replication.md); the same cluster
+without one (every forwarded batch verified again by the leader) is measured too, in the same run.
 """
 
 from __future__ import annotations
@@ -76,6 +78,15 @@ def measure(targets: list[str], node: NodeProcess, messages: int, clients: int, 
     return {"rate": saturated["rate"], "p50_ms": calm["p50_ms"], "p99_ms": calm["p99_ms"]}
 
 
+def replicated(work: Path, etcd: EtcdCluster, extra: tuple[str, ...], ns: argparse.Namespace) -> dict[str, float]:
+    nodes = ReplicaSet(work, etcd, *COMMON, *extra, block_interval=0.2).start(3)
+    try:
+        targets = [n.grpc_target for n in nodes.nodes]
+        return measure(targets, nodes.nodes[0], ns.messages, ns.clients, ns.paced_rate)
+    finally:
+        nodes.stop()
+
+
 def failover_trials(nodes: ReplicaSet, trials: int) -> list[float]:
     times: list[float] = []
     for _ in range(trials):
@@ -124,12 +135,11 @@ def main() -> None:
         print("three replicated nodes...", file=sys.stderr, flush=True)
         etcd = EtcdCluster(work / "etcd", 3, fsync=True).start()
         ttl = ("--lease-ttl", str(ns.lease_ttl))
-        nodes = ReplicaSet(work / "replicated", etcd, *COMMON, *ttl, block_interval=0.2).start(3)
-        try:
-            targets = [n.grpc_target for n in nodes.nodes]
-            r = measure(targets, nodes.nodes[0], ns.messages, ns.clients, ns.paced_rate)
-        finally:
-            nodes.stop()
+        secret = work / "cluster-secret"
+        secret.write_text(os.urandom(16).hex())
+        r = replicated(work / "replicated", etcd, (*ttl, "--cluster-secret-file", str(secret)), ns)
+        print("three replicated nodes without a cluster secret...", file=sys.stderr, flush=True)
+        u = replicated(work / "untrusted", etcd, (*ttl, "--etcd-prefix", "/untrusted/"), ns)
         print("failover trials...", file=sys.stderr, flush=True)
         quick = ReplicaSet(work / "failover", etcd, *COMMON, *ttl, "--empty-block-interval", "0.1").start(3)
         try:
@@ -142,6 +152,10 @@ def main() -> None:
     print("| measure | solo (baseline) | etcd, 3 nodes | ratio |")
     print("|---|---:|---:|---:|")
     print(f"| committed msgs/s | {s['rate']:,.0f} | {r['rate']:,.0f} | {r['rate'] / s['rate']:.2f} |")
+    print(
+        f"| committed msgs/s, no cluster secret (leader re-verifies) | {s['rate']:,.0f} | {u['rate']:,.0f} | "
+        f"{u['rate'] / s['rate']:.2f} |"
+    )
     for key, label in (("p50_ms", "p50"), ("p99_ms", "p99")):
         print(
             f"| commit latency {label}, paced {ns.paced_rate:.0f} msgs/s (ms) | {s[key]:.0f} | {r[key]:.0f} | "
