@@ -23,7 +23,6 @@ from node.server.write.membership import MIN_SECRET_BYTES
 
 ENV_PREFIX = "CHAIN_NODE_"
 LIST_FLAGS = frozenset({"cors_origins"})
-SECRET_ENV = ENV_PREFIX + "CLUSTER_SECRET"  # the secret itself (the flag takes a file): never a command-line value
 
 
 @dataclass(frozen=True)
@@ -70,7 +69,7 @@ class NodeConfig:
     # health is NOT_SERVING while more than this many blocks behind the log (or the followed node)
     max_lag_blocks: int = 10
     # shared by the members of a cluster: forwarded batches carry proof, and are not verified again
-    # (node/server/write/membership.py); from --cluster-secret-file or CHAIN_NODE_CLUSTER_SECRET, never logged
+    # (node/server/write/membership.py); from --cluster-secret-file or --cluster-secret, never logged
     cluster_secret: bytes = field(default=b"", repr=False)
 
     @property
@@ -149,10 +148,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--follow", default=d.follow, help="read replica of the node at this gRPC address")
     p.add_argument("--max-lag-blocks", type=int, default=d.max_lag_blocks, help="NOT_SERVING beyond this lag")
     p.add_argument(
-        "--cluster-secret-file",
-        type=Path,
-        default=None,
-        help=f"secret shared by the cluster's members (or {SECRET_ENV}); forwarded batches are then not re-verified",
+        "--cluster-secret",
+        default="",
+        help="secret the cluster's members share (prefer CHAIN_NODE_CLUSTER_SECRET or the file: argv is visible)",
+    )
+    p.add_argument(
+        "--cluster-secret-file", type=Path, default=None, help="file holding the cluster secret (--cluster-secret)"
     )
     describe_env(p, ENV_PREFIX, lists=LIST_FLAGS, shown=SHOWN_DEFAULTS)
     add_version(p)
@@ -168,23 +169,25 @@ def parse_config(argv: Sequence[str] | None = None, env: Mapping[str, str] | Non
     values["cors_origins"] = tuple(values["cors_origins"] or ())
     values["etcd_endpoints"] = tuple(e.strip() for e in values["etcd_endpoints"].split(",") if e.strip())
     try:
-        values["cluster_secret"] = _cluster_secret(values.pop("cluster_secret_file"), env)
+        values["cluster_secret"] = _cluster_secret(values["cluster_secret"], values.pop("cluster_secret_file"))
         _check(values)
     except ConfigError as err:
         config_exit(parser.prog, err)
     return NodeConfig(**values)
 
 
-def _cluster_secret(path: Path | None, env: Mapping[str, str]) -> bytes:
-    """The cluster secret from its file (surrounding whitespace dropped) or the environment; b"" for none."""
+def _cluster_secret(value: str, path: Path | None) -> bytes:
+    """The cluster secret, given itself or in a file (surrounding whitespace dropped); b"" for none."""
+    if value and path is not None:
+        raise ConfigError("give the cluster secret once: --cluster-secret or --cluster-secret-file, not both")
+    where = "--cluster-secret"
+    secret = value.strip().encode()
     if path is not None:
+        where = "--cluster-secret-file"
         try:
             secret = path.read_bytes().strip()
         except OSError as err:
             raise ConfigError(f"--cluster-secret-file: cannot read {path}: {err.strerror}") from None
-        where = "--cluster-secret-file"
-    else:
-        secret, where = env.get(SECRET_ENV, "").strip().encode(), SECRET_ENV
     if secret and len(secret) < MIN_SECRET_BYTES:
         raise ConfigError(f"{where}: the cluster secret must be at least {MIN_SECRET_BYTES} bytes")
     return secret

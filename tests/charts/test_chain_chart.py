@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import shutil
@@ -211,6 +212,12 @@ def test_replicated_profile_orders_through_the_in_chart_etcd(replicated, default
     assert urls == [f"http://{FULL}-etcd-{i}.{FULL}-etcd-headless.{NAMESPACE}.svc:2379" for i in range(3)]
     assert env["CHAIN_NODE_NODE_ID"] == "$(POD_NAME)"
     assert env["CHAIN_NODE_ADVERTISE_ADDR"] == f"$(POD_NAME).{HEADLESS}.{NAMESPACE}.svc:50051"
+    # the members share a generated cluster secret (forwarded batches are not verified again)
+    ref = env["CHAIN_NODE_CLUSTER_SECRET"]["secretKeyRef"]
+    assert ref == {"name": f"{FULL}-admin", "key": "cluster-secret", "optional": True}
+    secret = replicated.get("Secret", f"{FULL}-admin")
+    assert len(base64.b64decode(secret["data"]["cluster-secret"])) >= 16
+    assert secret["data"]["cluster-secret"] != secret["data"]["admin-token"]
     etcd = replicated.get("StatefulSet", f"{FULL}-etcd")
     assert etcd["spec"]["replicas"] == 3
     (ec,) = etcd["spec"]["template"]["spec"]["containers"]

@@ -1,7 +1,7 @@
 """Proof that a forwarded batch comes from a member of this cluster, so its signatures are not checked again.
 
 Members of one cluster (the etcd members of a network, and read replicas that forward to them) share a
-secret (`--cluster-secret-file` or `CHAIN_NODE_CLUSTER_SECRET`). A member verifies every message it
+secret (`--cluster-secret-file`, or `CHAIN_NODE_CLUSTER_SECRET`). A member verifies every message it
 forwards (envelope, hash, Ed25519) and attaches `chain-member-proof`: HMAC-SHA256 under the secret of
 the exact encoding of the batch, each message length-prefixed. The receiver recomputes the HMAC over the
 messages it received and compares with `hmac.compare_digest`; on a match it skips the signature checks

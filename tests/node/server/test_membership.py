@@ -62,3 +62,5 @@ def test_the_secret_comes_from_its_file_or_the_environment(tmp_path: os.PathLike
     assert SECRET.decode() not in repr(cfg)
     assert parse_config([], env={"CHAIN_NODE_CLUSTER_SECRET": SECRET.decode()}).cluster_secret == SECRET
     assert parse_config([], env={}).cluster_secret == b""
+    with pytest.raises(SystemExit):  # given twice
+        parse_config(["--cluster-secret-file", path], env={"CHAIN_NODE_CLUSTER_SECRET": SECRET.decode()})
