@@ -7,6 +7,9 @@
   stream;
 - node CPU per committed message: user + system CPU of every node process over the saturated phase, divided
   by the messages committed (etcd's own CPU not counted);
+- leader admission CPU: one node given the cluster secret takes batches as a leader takes forwarded ones,
+  alternately with the member proof (not verified again) and without (verified), node CPU per committed
+  message of each, rounds interleaved so drifting load from other tenants falls on both alike;
 - commit latency: the same traffic paced below capacity, submit -> arrival on the stream, p50/p99;
 - failover: kill -9 the leader, time until a surviving node holds a block cut after the kill, T trials,
   median and max (the killed node is restarted and caught up between trials).
@@ -32,7 +35,8 @@ import grpc
 
 from bench.bench_node import BATCH, percentile, submit_all, watch
 from chain.v1 import message_pb2 as pb
-from chain.v1 import rpc_pb2
+from chain.v1 import rpc_pb2, service_pb2_grpc
+from node.server.write.membership import MemberProof
 from tests.fixtures.etcdproc import EtcdCluster
 from tests.fixtures.nodeproc import NodeProcess
 from tests.fixtures.replicaset import ENV, ReplicaSet, funded_actors, leader_index, status
@@ -106,6 +110,47 @@ def replicated(work: Path, etcd: EtcdCluster, extra: tuple[str, ...], ns: argpar
         nodes.stop()
 
 
+async def submit_proved(target: str, batches: list[list[pb.Message]], proof: MemberProof) -> None:
+    async with grpc.aio.insecure_channel(target) as channel:
+        stub = service_pb2_grpc.ChainServiceStub(channel)
+        for batch in batches:
+            request = rpc_pb2.BatchSubmitMessagesRequest(messages=batch)
+            await stub.BatchSubmitMessages(request, metadata=proof.metadata(batch))
+
+
+async def admission_round(node: NodeProcess, load: list[list[list[pb.Message]]], proof: MemberProof) -> float:
+    """Node CPU (ms) per committed message while it admits and commits `load` sent with `proof`'s metadata."""
+    total = sum(len(b) for batches in load for b in batches)
+    arrived: dict[bytes, float] = {}
+    ready = threading.Event()
+    watcher = threading.Thread(target=watch, args=(node.grpc_target, total, arrived, ready), daemon=True)
+    watcher.start()
+    ready.wait()
+    assert node.proc is not None
+    before = cpu_seconds([node.proc.pid])
+    await asyncio.gather(*(submit_proved(node.grpc_target, b, proof) for b in load))
+    watcher.join(180)
+    return (cpu_seconds([node.proc.pid]) - before) * 1000 / max(len(arrived), 1)
+
+
+def leader_admission(work: Path, ns: argparse.Namespace, rounds: int = 3) -> tuple[float, float]:
+    """Median node CPU per message with the member proof and without, over interleaved rounds."""
+    secret = os.urandom(16).hex().encode()
+    (work / "leader-secret").write_bytes(secret)
+    node = NodeProcess(work / "leader", *COMMON, "--cluster-secret-file", str(work / "leader-secret"), env=ENV)
+    node.start()
+    try:
+        proved: list[float] = []
+        plain: list[float] = []
+        for _ in range(rounds):
+            for proof, out in ((MemberProof(secret), proved), (MemberProof(), plain)):
+                load = signed_load(node, ns.clients, ns.messages // 2)
+                out.append(asyncio.run(admission_round(node, load, proof)))
+        return statistics.median(proved), statistics.median(plain)
+    finally:
+        node.stop()
+
+
 def failover_trials(nodes: ReplicaSet, trials: int) -> list[float]:
     times: list[float] = []
     for _ in range(trials):
@@ -151,6 +196,8 @@ def main() -> None:
             s = measure([solo.grpc_target], [solo], ns.messages, ns.clients, ns.paced_rate)
         finally:
             solo.stop()
+        print("leader admission, with and without the member proof...", file=sys.stderr, flush=True)
+        proved, plain = leader_admission(work, ns)
         print("three replicated nodes...", file=sys.stderr, flush=True)
         etcd = EtcdCluster(work / "etcd", 3, fsync=True).start()
         ttl = ("--lease-ttl", str(ns.lease_ttl))
@@ -186,6 +233,10 @@ def main() -> None:
             f"| commit latency {label}, paced {ns.paced_rate:.0f} msgs/s (ms) | {s[key]:.0f} | {r[key]:.0f} | "
             f"{r[key] / s[key]:.2f} |"
         )
+    print(
+        f"\nleader admission, node CPU per committed message (median of 3 interleaved rounds): verified "
+        f"{plain:.3f} ms, with the member proof {proved:.3f} ms, ratio {proved / plain:.2f}"
+    )
     print(
         f"\nfailover (kill -9 leader -> a block cut after the kill, lease TTL {ns.lease_ttl} s, "
         f"{len(times)} trials): median {statistics.median(times):.2f} s, max {max(times):.2f} s, "
