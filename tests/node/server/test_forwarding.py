@@ -11,6 +11,7 @@ from node.chain import Chain
 from node.errors import MessageRejected, Reason
 from node.server.snapshots import restore
 from node.server.write.forwarding import Forwarder
+from node.server.write.membership import MemberProof
 from node.server.write.mempool import Mempool
 from node.server.write.pipeline import Pipeline
 from node.server.write.verify import Verifier
@@ -62,6 +63,45 @@ async def test_state_rejections_defer_to_upstream_and_envelope_ones_do_not(tmp_p
             await fwd.close()
             pipeline.close()
             verifier.close()
+    finally:
+        if chain is not None:
+            chain.close()
+        upstream.stop()
+
+
+async def test_forwarded_batches_carry_the_member_proof(tmp_path: Path) -> None:
+    """A member's forwards carry its proof: the upstream takes them as verified only with the right secret."""
+    secret = b"forwarding-test-secret-0123456789"
+    (tmp_path / "secret").write_bytes(secret)
+    upstream = NodeProcess(
+        tmp_path / "up", "--verify-workers", "0", "--cluster-secret-file", str(tmp_path / "secret"), env=ENV
+    ).start()
+    chain: Chain | None = None
+    try:
+        with upstream.client() as c:
+            c.wait_committed(upstream.authority().bootstrap_message().hash)
+            actor = funded_actors(c, upstream.authority(), 1)[0]
+            snap = c.admin.CreateSnapshot(rpc_pb2.CreateSnapshotRequest()).snapshot  # type: ignore[union-attr]
+        restore(tmp_path / "up" / "snapshots" / snap.name, tmp_path / "local")
+        chain = Chain.open(tmp_path / "local")
+        mempool = Mempool(100)
+        verifier = Verifier(0, 262144)
+        pipeline = Pipeline(chain, mempool, verifier)
+        # a batch this member took as vouched for (it came with a member's proof) is forwarded with its own
+        # proof; a forged signature shows which side verified: only a trusting upstream accepts it
+        outcomes = {}
+        for name, proof in (("wrong", MemberProof(b"some-other-secret-0123456789")), ("member", MemberProof(secret))):
+            fwd = Forwarder(pipeline, mempool, max_batch=100, proof=proof)
+            try:
+                forged = actor.b.follow(bytes(20))
+                forged.signature = bytes(64)
+                (outcomes[name],) = await fwd.submit([forged], upstream.grpc_target, vouched=True)
+            finally:
+                await fwd.close()
+        assert not outcomes["wrong"].accepted and outcomes["wrong"].reason == Reason.INVALID_SIGNATURE.value
+        assert outcomes["member"].accepted, outcomes["member"]
+        pipeline.close()
+        verifier.close()
     finally:
         if chain is not None:
             chain.close()
