@@ -1,18 +1,25 @@
-"""Hash functions used by the chain: Keccak-256 (EIP-712, addresses), BLAKE3-256 (message ids), SHA-256."""
+"""Hash functions used by the chain: Keccak-256 (EIP-712, addresses), BLAKE3-256 (message ids), SHA-256.
+
+Keccak-256 comes from safe-pysha3 (a maintained C extension, ~3 ms to import). pycryptodome's Keccak was
+used before; with cffi installed (cryptography needs it) pycryptodome parses its C declarations with
+pycparser at import, ~150-500 ms of every chainctl command and every node start (docs/performance.md).
+hashlib's sha3_256 is NIST SHA3 (different padding), not Keccak; tests/node/crypto/test_crypto_hashing.py
+pins the Keccak vectors and checks against an independent implementation.
+"""
 
 from __future__ import annotations
 
 import hashlib
 
 import blake3
-from Crypto.Hash import keccak
+import sha3
 
 DIGEST_SIZE = 32
 
 
 def keccak256(data: bytes) -> bytes:
     """Keccak-256 as used by Ethereum (the original Keccak padding, not NIST SHA3-256)."""
-    return bytes(keccak.new(digest_bits=256, data=data).digest())
+    return bytes(sha3.keccak_256(data).digest())
 
 
 def blake3_256(data: bytes) -> bytes:
