@@ -10,7 +10,11 @@ BUF := node_modules/.bin/buf
 HELM := $(VENV)/bin/helm
 # Debian packages the test suite needs (installed by `make test` when missing).
 DEB_PACKAGES ?= redis-server chromium etcd-server etcd-client prometheus jq curl git
-BENCH_DEB_PACKAGES ?= wrk
+# Load generators of `make bench`: h2load (nghttp2-client) for gRPC unary calls, wrk for HTTP.
+BENCH_DEB_PACKAGES ?= nghttp2-client wrk
+# `make bench BENCH_QUICK=1` is the smaller run (about 10-15 minutes); BENCH_ARGS="--only bench_node" etc.
+BENCH_QUICK ?=
+BENCH_ARGS ?=
 PYTEST_ARGS ?=
 
 .PHONY: install install-test deb-packages run test lint proto proto-check bench soak clean
@@ -66,7 +70,7 @@ soak: install-test
 
 bench: install
 	@$(MAKE) --no-print-directory deb-packages PACKAGES="$(BENCH_DEB_PACKAGES)"
-	$(PY) -m bench
+	BENCH_QUICK=$(BENCH_QUICK) $(PY) -m bench $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) node_modules .mypy_cache .ruff_cache .hypothesis

@@ -4,7 +4,7 @@
 
 Stateless: every request is answered from an upstream node; events come from
 Redis (when configured) or from the gateway's own relay of a node stream.
-Only the entry point (gateway.main) and the tests import this module.
+Only the entry point (gateway.serve, behind gateway.main) and the tests import this module.
 """
 
 from __future__ import annotations

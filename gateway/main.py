@@ -1,82 +1,21 @@
-"""`chain-gateway`: serve REST/SSE until SIGTERM or SIGINT."""
+"""`chain-gateway`: serve REST/SSE until SIGTERM or SIGINT (the work is in gateway/serve.py).
+
+This module imports only the argument parser: gateway.serve (aiohttp, grpc, OpenTelemetry) loads through
+node.entry.lazy once the command line is parsed, so `--help` and a bad flag answer at once.
+"""
 
 from __future__ import annotations
 
-import asyncio
-import json
-import signal
 from collections.abc import Sequence
 
-from aiohttp import web
+from gateway.config import parse_config
+from node.entry import lazy
 
-from gateway.accesslog import LeanAccessLogger
-from gateway.app import build_app
-from gateway.config import GatewayConfig, parse_config
-from gateway.connections import ConnectionGuard, GuardedSite
-from gateway.telemetry import GatewayMetrics
-from node.errors import ConfigError, config_exit
-from node.listen import ListenError, check_free
-from node.observability.logs import configure_logging
-from node.observability.metrics import MetricsEndpoint
-from node.observability.tracing import Tracing
-
-
-async def run(argv: Sequence[str] | None = None) -> None:
-    config = parse_config(argv)
-    configure_logging(config.log_level, config.log_format)
-    try:
-        tracing = Tracing.from_env("chain-gateway")  # on when OTEL_EXPORTER_OTLP_ENDPOINT is set
-    except ValueError as err:
-        raise ConfigError(str(err)) from None
-    endpoint = MetricsEndpoint("chain-gateway", config.metrics_addr)
-    check_free("--http-addr", config.http_addr)  # a taken address stops here with one line (main)
-    tracing.start()  # before the app, its channels and its Redis client exist
-    try:
-        metrics_port = endpoint.start()
-        await _serve(config, GatewayMetrics(endpoint.meter) if endpoint.enabled else None, metrics_port)
-    finally:
-        endpoint.stop()
-        tracing.stop()
-
-
-async def _serve(config: GatewayConfig, metrics: GatewayMetrics | None, metrics_port: int) -> None:
-    app = build_app(config, metrics)
-    guard = ConnectionGuard(config.header_timeout, config.max_connections)
-    app.middlewares.insert(0, guard.middleware)  # outermost: marks a request's headers complete
-    runner = web.AppRunner(
-        app, handler_cancellation=True, keepalive_timeout=config.idle_timeout, access_log_class=LeanAccessLogger
-    )
-    await runner.setup()
-    host, port = config.host_port
-    site = GuardedSite(runner, host, port, guard)  # exclusive (no SO_REUSEPORT), header deadline, connection cap
-    try:
-        await site.start()
-    except OSError as err:
-        await runner.cleanup()
-        raise ListenError("--http-addr", config.http_addr, err.strerror or str(err)) from None
-    bound = port
-    for address in runner.addresses:  # the bound port when asked for port 0
-        bound = int(address[1])
-        break
-    print(json.dumps({"event": "ready", "http_port": bound, "metrics_port": metrics_port}), flush=True)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    await stop.wait()
-    for sig in (signal.SIGTERM, signal.SIGINT):  # shutting down already: later repeats change nothing
-        loop.remove_signal_handler(sig)
-        signal.signal(sig, signal.SIG_IGN)
-    await runner.cleanup()
+SERVE = lazy("gateway.serve", "main")  # node/entry.py
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    try:
-        asyncio.run(run(argv))
-    except ListenError as err:  # a taken address: one line naming the flag, no traceback, exit status 1
-        raise SystemExit(err.line("chain-gateway")) from None
-    except ConfigError as err:
-        config_exit("chain-gateway", err)
+    SERVE(parse_config(argv))
 
 
 if __name__ == "__main__":

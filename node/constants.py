@@ -23,6 +23,9 @@ MAX_TITLE_LEN: Final = 256
 MAX_DESCRIPTION_LEN: Final = 4096
 MAX_COMMIT_PARENTS: Final = 16
 
+# ---- cluster ----
+MIN_CLUSTER_SECRET_BYTES: Final = 16  # the replicated members' shared secret (node.server.write.membership)
+
 # ---- pipeline ----
 MEMPOOL_CAPACITY: Final = 100_000
 MAX_BLOCK_MESSAGES: Final = 10_000

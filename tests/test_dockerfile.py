@@ -136,7 +136,7 @@ def test_build_stage_commands_produce_the_three_programs(tmp_path):
         )
         assert result.returncode == 0, f"{script}: {result.stderr[-2000:]}"
         assert f"usage: {script}" in result.stdout
-    probe = "import chain.v1.admin_service_pb2_grpc, chain_operator.handlers, node.server.app, gateway.main"
+    probe = "import chain.v1.admin_service_pb2_grpc, chain_operator.handlers, node.server.app, gateway.serve"
     result = subprocess.run(
         [str(venv / "bin" / "python"), "-c", probe],
         cwd=tmp_path,

@@ -1,7 +1,7 @@
 """chainctl's command line: every command, flag and default, and which function runs it.
 
 This module is all ``chainctl --help`` (and ``chainctl completion``) loads: it imports nothing but the
-standard library. Each command names its handler as ``lazy(module, function)``; the handler's module
+standard library. Each command names its handler as ``lazy(module, function)`` (node/entry.py); the handler's module
 (with grpc, protobuf and the crypto libraries, ~0.6 s of imports) is imported only when the command
 runs. Choice lists are spelled out here; tests/node/cli/test_cli_parser.py checks them against the
 handler modules' tables.
@@ -10,11 +10,10 @@ handler modules' tables.
 from __future__ import annotations
 
 import argparse
-import importlib
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
+
+from node.entry import lazy
 
 if TYPE_CHECKING:
     SubParsers: TypeAlias = argparse._SubParsersAction[argparse.ArgumentParser]
@@ -42,21 +41,6 @@ Arguments map onto the request message through the protobuf JSON mapping, after 
 The answer is JSON (bytes as 0x-hex, enums by name, proto field names). --all follows
 next_page_token and concatenates the repeated fields of every page.
 """
-
-
-@dataclass(frozen=True)
-class lazy:
-    """A command handler named by module and function, imported when the command runs."""
-
-    module: str
-    function: str
-
-    def resolve(self) -> Callable[..., None]:
-        handler: Callable[..., None] = getattr(importlib.import_module(self.module), self.function)
-        return handler
-
-    def __call__(self, ctx: Any, args: Any) -> None:
-        self.resolve()(ctx, args)
 
 
 def register_all(sub: SubParsers) -> None:

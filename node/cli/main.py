@@ -8,7 +8,7 @@ See docs/chainctl.md.
 Start-up: this module and node.cli.commands (the whole parser) import only the standard library, so
 ``chainctl --help``, ``--version`` and ``completion`` stay fast; node.cli.run (grpc, protobuf, crypto:
 ~0.6 s of CPU) is imported once a command is about to run, and each command's module when it runs
-(``commands.lazy``). Measure with ``python -X importtime -m node.cli.main --help``.
+(``node.entry.lazy``). Measure with ``python -X importtime -m node.cli.main --help``.
 """
 
 from __future__ import annotations
@@ -21,13 +21,15 @@ from pathlib import Path
 
 from node.cli import completion
 from node.cli.address import AddressError, node_target
-from node.cli.commands import lazy, register_all
+from node.cli.commands import register_all
+from node.entry import lazy
 from node.envflags import env_name
 
 ENV_PREFIX = "CHAINCTL_"
 DEFAULT_NODE = "localhost:50051"
 DEFAULT_HOME = "~/.chainctl"
 DIST = "chain-node"
+EXECUTE = lazy("node.cli.run", "execute")  # node/entry.py: imported once a command is about to run
 
 
 class VersionAction(argparse.Action):
@@ -115,9 +117,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         node = node_target(args.node)
     except AddressError as err:
         parser.error(f"--node: {err}")
-    from node.cli import run  # noqa: PLC0415, RUF100 - lazy: grpc/protobuf/crypto load only once a command runs
-
-    return run.execute(args, node, sys.stdout, sys.stderr)
+    return int(EXECUTE(args, node, sys.stdout, sys.stderr))  # grpc/protobuf/crypto load only now
 
 
 if __name__ == "__main__":

@@ -24,14 +24,7 @@ from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from prometheus_client import CollectorRegistry, start_http_server
 
 from node.listen import ListenError
-
-
-def split_addr(addr: str) -> tuple[str, int]:
-    """`host:port` (host may be empty: localhost; IPv6 in brackets); ValueError when malformed."""
-    host, sep, port = addr.rpartition(":")
-    if not sep or not port.isdigit():
-        raise ValueError(f"not a host:port address: {addr!r}")
-    return host.strip("[]") or "localhost", int(port)
+from node.observability.address import split_addr
 
 
 class MetricsAddressError(ListenError):

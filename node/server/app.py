@@ -295,7 +295,7 @@ class NodeApp:
             self.metrics.height = chain.height
         mempool = Mempool(cfg.mempool_capacity)
         self._verifier = Verifier(cfg.verify_workers, cfg.max_message_bytes, Resources.detect(cfg.cpu_limit))
-        await self._verifier.warm_up()
+        self._verifier.start_warm_up()  # in the background: SERVING does not wait for a worker to spawn
         pipeline = Pipeline(chain, mempool, self._verifier, telemetry=self.telemetry)
         hub = EventHub(cfg.subscriber_queue)
         snapshots = SnapshotManager(chain, cfg.snapshots, chunk_bytes=cfg.snapshot_chunk_bytes)

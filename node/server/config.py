@@ -18,8 +18,7 @@ from typing import Any
 from node import constants as C
 from node.envflags import add_version, describe_env, env_defaults
 from node.errors import ConfigError, config_exit
-from node.observability.metrics import split_addr
-from node.server.write.membership import MIN_SECRET_BYTES
+from node.observability.address import split_addr
 
 ENV_PREFIX = "CHAIN_NODE_"
 LIST_FLAGS = frozenset({"cors_origins"})
@@ -188,8 +187,8 @@ def _cluster_secret(value: str, path: Path | None) -> bytes:
             secret = path.read_bytes().strip()
         except OSError as err:
             raise ConfigError(f"--cluster-secret-file: cannot read {path}: {err.strerror}") from None
-    if secret and len(secret) < MIN_SECRET_BYTES:
-        raise ConfigError(f"{where}: the cluster secret must be at least {MIN_SECRET_BYTES} bytes")
+    if secret and len(secret) < C.MIN_CLUSTER_SECRET_BYTES:
+        raise ConfigError(f"{where}: the cluster secret must be at least {C.MIN_CLUSTER_SECRET_BYTES} bytes")
     return secret
 
 

@@ -23,9 +23,10 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from chain.v1 import message_pb2 as pb
+from node.constants import MIN_CLUSTER_SECRET_BYTES
 
 PROOF_KEY = "chain-member-proof"
-MIN_SECRET_BYTES = 16
+MIN_SECRET_BYTES = MIN_CLUSTER_SECRET_BYTES
 _DOMAIN = b"chain-node forwarded batch v1\x00"
 WARN_EVERY = 60.0
 log = logging.getLogger("chain.membership")

@@ -74,6 +74,7 @@ class Verifier:
         self._inline = Ed25519Verifier()
         self._workers = workers
         self._pool = self._new_pool()
+        self._warming: asyncio.Task[None] | None = None
 
     def _new_pool(self) -> ProcessPoolExecutor | None:
         if self._workers <= 0:
@@ -85,6 +86,14 @@ class Verifier:
         """Start the worker processes now rather than on the first large batch."""
         if self._pool is not None:
             await self._pooled([])
+
+    def start_warm_up(self) -> None:
+        """`warm_up` in the background: the node reaches SERVING without waiting for a worker process to
+        spawn and import (about as long as the node's own start on two cores). Until the workers are up a
+        large batch waits for them as it would on a cold pool; small ones are verified inline anyway."""
+        if self._pool is not None and self._warming is None:
+            self._warming = asyncio.create_task(self.warm_up(), name="verify-warm-up")
+            self._warming.add_done_callback(_log_failure)
 
     async def verify(self, msgs: Sequence[pb.Message]) -> list[Verdict]:
         if self._pool is None or len(msgs) < INLINE_BELOW:
@@ -120,5 +129,12 @@ class Verifier:
         return [v for part in await asyncio.gather(*futures) for v in part]
 
     def close(self) -> None:
+        if self._warming is not None:
+            self._warming.cancel()
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _log_failure(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.error("verify workers did not start (large batches will restart the pool): %r", task.exception())

@@ -18,6 +18,7 @@ from node.cli import commands
 from node.cli.address import AddressError, node_target
 from node.cli.completion import bash_script, walk
 from node.cli.main import build_parser, env_defaults, main
+from node.entry import lazy
 
 
 def all_parsers() -> list[tuple[str, argparse.ArgumentParser]]:
@@ -60,7 +61,7 @@ def test_choices_match_the_handler_modules():
     assert commands.DEFAULT_BUNDLE == push.DEFAULT_BUNDLE
     handlers = [parser.get_default("func") for _, parser in all_parsers()]
     for func in handlers:
-        if isinstance(func, commands.lazy):
+        if isinstance(func, lazy):
             assert callable(func.resolve()), func
 
 

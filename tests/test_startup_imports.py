@@ -1,0 +1,76 @@
+"""Help screens import only what they need (issue 15, import time): `chainctl --help`, `chain-node --help`
+and `chain-gateway --help` run in a fresh interpreter and must not have loaded any heavy package.
+
+Not a timing test: it names the modules. The heavy modules load through node.entry.lazy once the command
+line is parsed (docs/performance.md, "Start-up").
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.fixtures.nodeproc import ROOT
+
+# Each costs tens to hundreds of milliseconds to import; none is needed to print a help screen.
+HEAVY = (
+    "grpc", "google.protobuf", "aiohttp", "opentelemetry", "prometheus_client", "cryptography", "coincurve",
+    "Crypto", "sha3", "blake3", "lmdb", "chain.v1", "redis", "kopf", "boto3", "botocore", "openapi_core",
+    "orjson", "uvloop", "asyncio",
+)  # fmt: skip
+
+PROBE = """
+import json, sys, importlib
+module, function, prog, *args = sys.argv[1:]
+sys.argv = [prog, *args]
+try:
+    getattr(importlib.import_module(module), function)()
+except SystemExit:
+    pass
+sys.stderr.write(json.dumps(sorted(sys.modules)))
+"""
+
+ENTRIES = {
+    "chainctl": ("node.cli.main", "main"),
+    "chain-node": ("node.server.main", "main"),
+    "chain-gateway": ("gateway.main", "main"),
+}
+
+
+def loaded_modules(prog: str, *args: str) -> set[str]:
+    module, function = ENTRIES[prog]
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, module, function, prog, *args],
+        cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)), capture_output=True, text=True, timeout=60,
+        check=False,
+    )  # fmt: skip
+    assert done.stdout, done.stderr  # the help screen was printed
+    return set(json.loads(done.stderr))
+
+
+def heavy_in(modules: set[str]) -> list[str]:
+    return sorted(m for m in modules if any(m == h or m.startswith(h + ".") for h in HEAVY))
+
+
+@pytest.mark.parametrize(
+    ("prog", "args"),
+    [
+        ("chainctl", ("--help",)),
+        ("chainctl", ("push", "--help")),
+        ("chain-node", ("--help",)),
+        ("chain-gateway", ("--help",)),
+    ],
+)
+def test_help_imports_no_heavy_module(prog: str, args: tuple[str, ...]) -> None:
+    assert heavy_in(loaded_modules(prog, *args)) == []
+
+
+def test_the_probe_sees_heavy_modules_when_a_command_runs() -> None:
+    # The same probe on a command that does its work (an offline chainctl command) sees the heavy modules:
+    # the check above is not vacuous.
+    modules = loaded_modules("chainctl", "--home", str(ROOT / "no-such-home-dir"), "keys", "list")
+    assert "grpc" in modules or "cryptography" in modules
