@@ -29,6 +29,7 @@ import aiohttp
 import grpc
 from aiohttp import web
 
+from bench.table import Row, emit
 from chain.v1 import message_pb2 as pb
 from chain.v1 import rpc_pb2, service_pb2_grpc
 from tests.fixtures.actors import new_account
@@ -216,6 +217,10 @@ async def main_async(ns: argparse.Namespace) -> None:
           f"p99 {sse['p99'] / one['p99']:.1f}x the one-client figures. The gateway process used "
           f"{sse['gw_cpu_share']:.0%} of a core over the phase, {sse['gw_us_per_delivery']:.1f} us of CPU per "
           f"delivery; the rest of the delay is the load client (one process reading every stream).")  # fmt: skip
+    load = "" if sse["clients"] >= 10_000 else ", FEWER clients than the goal's 10,000"
+    how = (f"{sse['clients']:,} clients{load}, {sse['deliveries']:,} deliveries, one-client p99 {one['p99']:.0f} ms, "
+           f"{sse['gw_us_per_delivery']:.1f} µs gateway CPU per delivery")  # fmt: skip
+    emit(Row("sse_p99", sse["p99"], how))
 
 
 def main() -> None:

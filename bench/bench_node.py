@@ -27,6 +27,9 @@ from typing import Any
 
 import grpc
 
+from bench.bench_crypto import bare_ed25519_rate
+from bench.procstat import tree_cpu_delta, tree_cpu_seconds
+from bench.table import Row, emit
 from chain.v1 import message_pb2 as pb
 from chain.v1 import rpc_pb2, service_pb2_grpc
 from tests.fixtures.actors import RemoteActor, new_account
@@ -215,7 +218,10 @@ def main() -> None:
         try:
             print("preparing and signing the workload...", file=sys.stderr, flush=True)
             per_client = workload(node, ns.clients, ns.messages)
+            assert node.proc is not None
+            cpu_before = tree_cpu_seconds(node.proc.pid)  # the node and its verify workers
             w = asyncio.run(write_phase(node, per_client))
+            node_cpu = tree_cpu_delta(cpu_before, tree_cpu_seconds(node.proc.pid))
             paced_load = workload(node, ns.clients, int(ns.paced_rate * 5))
             paced = asyncio.run(write_phase(node, paced_load, rate=ns.paced_rate))
             c = node.client()
@@ -235,6 +241,7 @@ def main() -> None:
             c.close()
         finally:
             node.stop()
+    verify_rate = bare_ed25519_rate()  # the ingest rows' unit: one core's bare Ed25519 verifies/s, this run
     # the bare baseline, same process as the clients, same shapes
     proc, conn = echo_in_subprocess()
     target = f"127.0.0.1:{conn.recv()}"
@@ -265,6 +272,15 @@ def main() -> None:
         f"p99 {paced['p99_ms']:.0f} ms ({paced['committed']:,} of {paced['accepted']:,} committed; "
         f"block interval 200 ms)"
     )
+    per_message = node_cpu / max(1, w["committed"])
+    print(
+        f"\nbare Ed25519 verify (one core, `cryptography`): {verify_rate:,.0f}/s; committed msgs/s ÷ that: "
+        f"{w['commit_rate'] / verify_rate:.2f}; node CPU (main process + verify workers) per committed message: "
+        f"{per_message * 1e6:.0f} µs = {per_message * verify_rate:.2f} verifies"
+    )
+    how = f"{w['commit_rate']:,.0f} msgs/s ÷ {verify_rate:,.0f} verifies/s, {w['messages']:,} msgs"
+    emit(Row("ingest_ratio", w["commit_rate"] / verify_rate, how))
+    emit(Row("cpu_per_message", per_message * verify_rate, f"{per_message * 1e6:.0f} µs of node CPU per message"))
 
 
 if __name__ == "__main__":

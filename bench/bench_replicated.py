@@ -34,6 +34,7 @@ from pathlib import Path
 import grpc
 
 from bench.bench_node import BATCH, percentile, submit_all, watch
+from bench.table import Row, emit
 from chain.v1 import message_pb2 as pb
 from chain.v1 import rpc_pb2, service_pb2_grpc
 from node.server.write.membership import MemberProof
@@ -242,6 +243,8 @@ def main() -> None:
         f"{len(times)} trials): median {statistics.median(times):.2f} s, max {max(times):.2f} s, "
         f"all: {', '.join(f'{t:.2f}' for t in times)}"
     )
+    how = f"{r['rate']:,.0f} ÷ {s['rate']:,.0f} msgs/s, {ns.messages:,} msgs, {ns.clients} clients"
+    emit(Row("replicated_ratio", r["rate"] / s["rate"], how))
 
 
 if __name__ == "__main__":

@@ -10,7 +10,14 @@
 - command start-up: wall time of ``chainctl --help``, ``chainctl keys list`` (a command that runs, offline,
   on an empty key store), ``chain-node --help`` and ``chain-gateway --help``, median of N, next to a bare
   ``python -c pass``. ``python -X importtime`` tells which imports the time goes to (docs/performance.md).
-The machine is shared: the figures are noisy, the medians are the ones to compare.
+The machine is shared: the figures are noisy, the medians are the ones to compare; the node's CPU time
+until SERVING (its process and its children, from /proc) moves less with the load than wall time does.
+
+Bytecode: the children run without PYTHONDONTWRITEBYTECODE and one untimed run of each goes first, so
+every figure is with compiled bytecode, as in the image (UV_COMPILE_BYTECODE=1 in the Dockerfile); an
+environment that forbids writing .pyc files pays the compilation on every start (several seconds).
+`--source DIR` measures another checkout of the project (e.g. `git archive main | tar -x -C DIR`) with
+this interpreter, for before/after figures taken in the same conditions.
 """
 
 from __future__ import annotations
@@ -28,11 +35,12 @@ from pathlib import Path
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from bench.procstat import tree_cpu_delta, tree_cpu_seconds
 from bench.table import Row, emit
 from tests.fixtures.procs import free_port, stop_process
 
 BIN = Path(sys.executable).parent
-ROOT = Path(__file__).resolve().parents[1]
+HERE = Path(__file__).resolve().parents[1]
 POLL_OPTIONS = [
     ("grpc.initial_reconnect_backoff_ms", 10),
     ("grpc.min_reconnect_backoff_ms", 10),
@@ -72,15 +80,22 @@ def until_serving(port: int, proc: subprocess.Popen[bytes], timeout: float = 60.
     raise TimeoutError("not SERVING in time")
 
 
-def time_to_serving(cmd: Sequence[str], port: int) -> float:
+def child_env(source: Path) -> dict[str, str]:
+    env = dict(os.environ, PYTHONPATH=str(source))
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
+
+
+def time_to_serving(cmd: Sequence[str], port: int, source: Path) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of the process tree) from spawn to SERVING."""
     started = time.perf_counter()
     proc = subprocess.Popen(
-        list(cmd), cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)),
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        list(cmd), cwd=source, env=child_env(source), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     try:
         until_serving(port, proc)
-        return time.perf_counter() - started
+        wall = time.perf_counter() - started
+        return wall, tree_cpu_delta({}, tree_cpu_seconds(proc.pid))
     finally:
         stop_process(proc, 30)
 
@@ -93,20 +108,22 @@ def node_cmd(data_dir: Path, port: int) -> list[str]:
     ]  # fmt: skip
 
 
-def serving_times(runs: int) -> tuple[list[float], list[float]]:
-    node: list[float] = []
-    bare: list[float] = []
-    for _ in range(runs):
+def serving_times(runs: int, source: Path) -> tuple[list[tuple[float, float]], list[tuple[float, float]]]:
+    """(wall, CPU) of each timed run, the node's and the bare server's, interleaved; one untimed run first."""
+    node: list[tuple[float, float]] = []
+    bare: list[tuple[float, float]] = []
+    for _ in range(runs + 1):
         with tempfile.TemporaryDirectory() as d:
             port = free_port()
-            node.append(time_to_serving(node_cmd(Path(d) / "data", port), port))
+            node.append(time_to_serving(node_cmd(Path(d) / "data", port), port, source))
         port = free_port()
-        bare.append(time_to_serving([sys.executable, "-c", BARE_SERVER, f"127.0.0.1:{port}"], port))
-    return node, bare
+        bare.append(time_to_serving([sys.executable, "-c", BARE_SERVER, f"127.0.0.1:{port}"], port, source))
+    return node[1:], bare[1:]
 
 
 def command_time(cmd: Sequence[str], runs: int, env: dict[str, str]) -> float:
     times = []
+    subprocess.run(list(cmd), env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     for _ in range(runs):
         started = time.perf_counter()
         subprocess.run(list(cmd), env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -114,9 +131,9 @@ def command_time(cmd: Sequence[str], runs: int, env: dict[str, str]) -> float:
     return statistics.median(times)
 
 
-def command_times(runs: int) -> list[tuple[str, float]]:
+def command_times(runs: int, source: Path) -> list[tuple[str, float]]:
     with tempfile.TemporaryDirectory() as home:
-        env = dict(os.environ, CHAINCTL_HOME=home)
+        env = dict(child_env(source), CHAINCTL_HOME=home)
         cases = [
             ("python -c pass (bare interpreter)", [sys.executable, "-c", "pass"]),
             ("chainctl --help", [str(BIN / "chainctl"), "--help"]),
@@ -130,15 +147,19 @@ def command_times(runs: int) -> list[tuple[str, float]]:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--source", type=Path, default=HERE, help="the checkout to measure (default: this one)")
     ns = parser.parse_args()
-    node, bare = serving_times(ns.runs)
-    commands = command_times(ns.runs)
-    med, bare_med = statistics.median(node), statistics.median(bare)
-    print(f"\n### chain-node start → SERVING, empty store, {ns.runs} runs (a shared machine)\n")
-    print("| | median s | min s | max s |")
-    print("|---|---:|---:|---:|")
-    print(f"| chain-node | {med:.2f} | {min(node):.2f} | {max(node):.2f} |")
-    print(f"| bare grpc.aio health server (baseline) | {bare_med:.2f} | {min(bare):.2f} | {max(bare):.2f} |")
+    source = ns.source.resolve()
+    node, bare = serving_times(ns.runs, source)
+    commands = command_times(ns.runs, source)
+    med, bare_med = statistics.median(w for w, _ in node), statistics.median(w for w, _ in bare)
+    print(f"\n### chain-node start → SERVING, empty store, {ns.runs} runs (a shared machine; {source})\n")
+    print("| | median s | min s | max s | median CPU s (process tree) |")
+    print("|---|---:|---:|---:|---:|")
+    for label, runs in (("chain-node", node), ("bare grpc.aio health server (baseline)", bare)):
+        walls = [w for w, _ in runs]
+        cpu = statistics.median(c for _, c in runs)
+        print(f"| {label} | {statistics.median(walls):.2f} | {min(walls):.2f} | {max(walls):.2f} | {cpu:.2f} |")
     print(f"\n### Command start-up, median of {ns.runs}\n")
     print("| command | wall ms | over a bare interpreter, ms |")
     print("|---|---:|---:|")
