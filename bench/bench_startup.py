@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -121,17 +122,24 @@ def serving_times(runs: int, source: Path) -> tuple[list[tuple[float, float]], l
     return node[1:], bare[1:]
 
 
-def command_time(cmd: Sequence[str], runs: int, env: dict[str, str]) -> float:
-    times = []
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def command_time(cmd: Sequence[str], runs: int, env: dict[str, str]) -> tuple[float, float]:
+    """Median (wall, CPU) seconds of a command run to completion, after one untimed run."""
+    times, cpus = [], []
     subprocess.run(list(cmd), env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     for _ in range(runs):
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), children_cpu()
         subprocess.run(list(cmd), env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         times.append(time.perf_counter() - started)
-    return statistics.median(times)
+        cpus.append(children_cpu() - cpu)
+    return statistics.median(times), statistics.median(cpus)
 
 
-def command_times(runs: int, source: Path) -> list[tuple[str, float]]:
+def command_times(runs: int, source: Path) -> list[tuple[str, tuple[float, float]]]:
     with tempfile.TemporaryDirectory() as home:
         env = dict(child_env(source), CHAINCTL_HOME=home)
         cases = [
@@ -161,11 +169,11 @@ def main() -> None:
         cpu = statistics.median(c for _, c in runs)
         print(f"| {label} | {statistics.median(walls):.2f} | {min(walls):.2f} | {max(walls):.2f} | {cpu:.2f} |")
     print(f"\n### Command start-up, median of {ns.runs}\n")
-    print("| command | wall ms | over a bare interpreter, ms |")
-    print("|---|---:|---:|")
-    base = commands[0][1]
-    for label, seconds in commands:
-        print(f"| {label} | {seconds * 1000:.0f} | {(seconds - base) * 1000:.0f} |")
+    print("| command | wall ms | CPU ms | CPU over a bare interpreter, ms |")
+    print("|---|---:|---:|---:|")
+    base = commands[0][1][1]
+    for label, (wall, cpu) in commands:
+        print(f"| {label} | {wall * 1000:.0f} | {cpu * 1000:.0f} | {(cpu - base) * 1000:.0f} |")
     emit(Row("start_serving", med, f"median of {ns.runs}; bare grpc.aio health server {bare_med:.2f} s"))
 
 

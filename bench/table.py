@@ -159,7 +159,7 @@ def render(rows: Mapping[str, Row], goals: Iterable[Goal] = GOALS, missing: Mapp
     ]
     for goal in goals:
         row = rows.get(goal.key)
-        target = f"{goal.bound} {goal.format(goal.goal)}"
+        target = f"{goal.bound} {goal.goal:g} {goal.unit}".rstrip()
         if row is None:
             why = (missing or {}).get(goal.module, f"{goal.module} emitted nothing")
             lines.append(f"| {goal.measure} | - | {target} | not measured | {why}; issue: {goal.issue_now} |")

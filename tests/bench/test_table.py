@@ -54,7 +54,7 @@ def test_rows_emitted_to_the_file_come_back_with_pass_fail_and_not_measured(
     assert set(rows) == {"fast", "slow"}
     table = table_lines(render(rows, FAKE, {"bench.fake_b": "bench.fake_b is not merged yet"}))
     assert list(table) == [g.measure for g in FAKE]  # every goal, in order
-    assert table["a rate ÷ its baseline"][1:4] == ["0.900", "≥ 0.500", "pass"]
+    assert table["a rate ÷ its baseline"][1:4] == ["0.900", "≥ 0.5", "pass"]
     assert table["a latency"][1:4] == ["300 ms", "≤ 250 ms", "fail"]
     assert "second try" in table["a latency"][4]
     assert table["a figure nobody measured"][3] == "not measured"
@@ -90,7 +90,7 @@ def test_run_all_collects_rows_from_module_subprocesses_and_names_failures(
         "fakebench.not_there": "fakebench.not_there is not merged yet",
     }
     table = table_lines(render(read_rows(rows_file), GOALS, missing))
-    assert table["chain-node start → SERVING, empty store, idle machine"][1:4] == ["1.50 s", "≤ 2.00 s", "pass"]
+    assert table["chain-node start → SERVING, empty store, idle machine"][1:4] == ["1.50 s", "≤ 2 s", "pass"]
     assert len(table) == len(GOALS)
     assert sum(cells[3] == "not measured" for cells in table.values()) == len(GOALS) - 1
 
