@@ -12,7 +12,7 @@ HELM := $(VENV)/bin/helm
 DEB_PACKAGES ?= redis-server chromium etcd-server etcd-client prometheus jq curl git
 # Load generators of `make bench`: h2load (nghttp2-client) for gRPC unary calls, wrk for HTTP.
 BENCH_DEB_PACKAGES ?= nghttp2-client wrk
-# `make bench BENCH_QUICK=1` is the smaller run (about 10-15 minutes); BENCH_ARGS="--only bench_node" etc.
+# `make bench BENCH_QUICK=1` is the smaller run (meant for 10-15 minutes); BENCH_ARGS="--only bench_node" etc.
 BENCH_QUICK ?=
 BENCH_ARGS ?=
 PYTEST_ARGS ?=
