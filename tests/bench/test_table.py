@@ -30,6 +30,7 @@ FAKE = (
     Goal("fast", "a rate ÷ its baseline", 0.5, Bound.AT_LEAST, "", "bench.fake_a", "0.1"),
     Goal("slow", "a latency", 250.0, Bound.AT_MOST, "ms", "bench.fake_a", "400 ms"),
     Goal("absent", "a figure nobody measured", 1.0, Bound.AT_LEAST, "", "bench.fake_b", "(measure)"),
+    Goal("absent_too", "a figure under a lighter load", 1.0, Bound.AT_LEAST, "", "bench.fake_a", "0.2"),
 )
 
 
@@ -48,10 +49,11 @@ def test_rows_emitted_to_the_file_come_back_with_pass_fail_and_not_measured(
     rows_file = tmp_path / "rows.jsonl"
     monkeypatch.setenv(ROWS_ENV, str(rows_file))
     emit(Row("fast", 0.9, "9 ÷ 10"), FAKE)
+    emit(Row("absent_too", 0.1, smaller_load=True), FAKE)
     emit(Row("slow", 100.0, "first try"), FAKE)
     emit(Row("slow", 300.0, "second try"), FAKE)  # the later row for a key replaces the earlier
     rows = read_rows(rows_file)
-    assert set(rows) == {"fast", "slow"}
+    assert set(rows) == {"fast", "slow", "absent_too"}
     table = table_lines(render(rows, FAKE, {"bench.fake_b": "bench.fake_b is not merged yet"}))
     assert list(table) == [g.measure for g in FAKE]  # every goal, in order
     assert table["a rate ÷ its baseline"][1:4] == ["0.900", "≥ 0.5", "pass"]
@@ -59,6 +61,7 @@ def test_rows_emitted_to_the_file_come_back_with_pass_fail_and_not_measured(
     assert "second try" in table["a latency"][4]
     assert table["a figure nobody measured"][3] == "not measured"
     assert "not merged yet" in table["a figure nobody measured"][4]
+    assert table["a figure under a lighter load"][3] == "fail (smaller load than the goal's)"
 
 
 def test_emit_refuses_a_key_that_is_no_goal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
