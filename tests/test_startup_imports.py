@@ -11,10 +11,12 @@ import json
 import os
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 
-from tests.fixtures.nodeproc import ROOT
+from tests.fixtures.nodeproc import ROOT, NodeProcess
 
 # Each costs tens to hundreds of milliseconds to import; none is needed to print a help screen.
 HEAVY = (
@@ -74,3 +76,42 @@ def test_the_probe_sees_heavy_modules_when_a_command_runs() -> None:
     # the check above is not vacuous.
     modules = loaded_modules("chainctl", "--home", str(ROOT / "no-such-home-dir"), "keys", "list")
     assert "grpc" in modules or "cryptography" in modules
+
+
+def mapped_libraries(pid: int) -> str:
+    try:
+        return (Path(f"/proc/{pid}") / "maps").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return ""
+
+
+def spawned_workers(pid: int) -> list[int]:
+    found = []
+    for task in (Path(f"/proc/{pid}") / "task").iterdir():
+        for child in (task / "children").read_text().split():
+            cmdline = (Path(f"/proc/{child}") / "cmdline").read_bytes()
+            if b"spawn_main" in cmdline:
+                found.append(int(child))
+    return found
+
+
+def test_a_spawned_verify_worker_does_not_import_the_server(tmp_path: Path) -> None:
+    # A spawned process re-imports the parent's main module: that must be the light entry module, not the
+    # whole node (grpc, aiohttp), or every worker pays the node's imports (docs/performance.md, "Start-up").
+    node = NodeProcess(tmp_path / "data", "--verify-workers", "1").start()
+    try:
+        assert node.proc is not None
+        deadline = time.monotonic() + 60
+        worker_maps = ""
+        while time.monotonic() < deadline:  # the pool warms up in the background after SERVING
+            workers = spawned_workers(node.proc.pid)
+            worker_maps = mapped_libraries(workers[0]) if workers else ""
+            if "_upb/_message" in worker_maps:  # protobuf loaded: the verify module's imports are done
+                break
+            time.sleep(0.1)
+        assert "_upb/_message" in worker_maps, "no verify worker came up"
+        assert "cygrpc" in mapped_libraries(node.proc.pid)  # the node itself has grpc: the probe sees it
+        assert "cygrpc" not in worker_maps
+        assert "aiohttp" not in worker_maps
+    finally:
+        node.stop()
