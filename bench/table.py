@@ -81,17 +81,17 @@ GOALS: tuple[Goal, ...] = (
     Goal(
         "get_account_ratio",
         "GetAccount QPS ÷ bare single-process grpc.aio echo",
-        1.0, Bound.AT_LEAST, "", "bench.bench_readworkers", "0.62",
+        1.0, Bound.AT_LEAST, "", "bench.bench_reads", "0.62",
     ),
     Goal(
         "get_project_ratio",
         "GetProject QPS ÷ bare single-process grpc.aio echo",
-        1.0, Bound.AT_LEAST, "", "bench.bench_readworkers", "0.77",
+        1.0, Bound.AT_LEAST, "", "bench.bench_reads", "0.77",
     ),
     Goal(
         "operation_proof_ratio",
         "GetOperationProof QPS ÷ the same echo",
-        0.8, Bound.AT_LEAST, "", "bench.bench_readworkers", "0.56",
+        0.8, Bound.AT_LEAST, "", "bench.bench_reads", "0.56",
     ),
     Goal(
         "rest_ratio",
