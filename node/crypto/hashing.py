@@ -2,7 +2,8 @@
 
 Keccak-256 comes from safe-pysha3 (a maintained C extension, ~3 ms to import). pycryptodome's Keccak was
 used before; with cffi installed (cryptography needs it) pycryptodome parses its C declarations with
-pycparser at import, ~150-500 ms of every chainctl command and every node start (docs/performance.md).
+pycparser at import: 55-80 ms of CPU with compiled bytecode (more without) in every chainctl command and
+every node start (docs/performance.md).
 hashlib's sha3_256 is NIST SHA3 (different padding), not Keccak; tests/node/crypto/test_crypto_hashing.py
 pins the Keccak vectors and checks against an independent implementation.
 """
