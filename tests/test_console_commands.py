@@ -67,11 +67,12 @@ def test_version_prints_the_package_version(command: Command) -> None:
 
 
 def expected_notes(command: Command) -> dict[str, str]:
-    """Per flag: the `(default: X; env: NAME` its help must show; X from the configuration dataclass."""
+    """Per flag: the `(default: X; env: NAME` its help must show; X from the configuration dataclass (or, for a
+    flag folded into another field while parsing, such as --cluster-secret-file, the flag's own default)."""
     notes = {}
     for action in env_actions(command.parser()):
         default = command.shown.get(action.dest) or default_text(
-            getattr(command.config, action.dest), switch=is_switch(action)
+            getattr(command.config, action.dest, action.default), switch=is_switch(action)
         )
         notes[action.option_strings[0]] = f"(default: {default}; env: {env_name(command.prefix, action)}"
     return notes
