@@ -16,9 +16,11 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import secrets
 import socket
 from dataclasses import dataclass
+from pathlib import Path
 from types import MappingProxyType
 
 import grpc
@@ -57,6 +59,7 @@ from node.server.rpc.interceptors import ErrorInterceptor, Interceptor, TokenInt
 from node.server.rpc.servicer import ChainServicer, KeychainServicer, NodeState
 from node.server.rpc.status import to_status
 from node.server.snapshots import SnapshotManager, restore
+from node.server.snapshots.jobs import SnapshotJobs
 from node.server.snapshots.staging import Staging
 from node.server.snapshots.sync_server import SnapshotSyncServicer
 from node.server.storage_health import StorageHealth
@@ -79,6 +82,9 @@ CHAIN_SERVICE = service_pb2.DESCRIPTOR.services_by_name["ChainService"].full_nam
 KEYCHAIN_SERVICE = keychain_service_pb2.DESCRIPTOR.services_by_name["KeychainService"].full_name
 SYNC_SERVICE = snapshot_sync_service_pb2.DESCRIPTOR.services_by_name["SnapshotSyncService"].full_name
 LIVENESS = "liveness"
+# Test hook: while the file this names exists, snapshot copies wait before they are published (tests stand a
+# slow copy with it). Unset in production.
+SNAPSHOT_HOLD_ENV = "CHAIN_TEST_SNAPSHOT_HOLD"
 READINESS = "readiness"
 READINESS_NAMES = ("", CHAIN_SERVICE, READINESS)  # "" and ChainService kept as they were documented
 NETWORKS = MappingProxyType({"mainnet": message_pb2.NETWORK_MAINNET, "testnet": message_pb2.NETWORK_TESTNET})
@@ -114,6 +120,7 @@ class NodeApp:
         self.state: NodeState | None = None
         self._server: grpc.aio.Server | None = None
         self._admin: grpc.aio.Server | None = None
+        self._jobs: SnapshotJobs | None = None
         self._web_runner: object | None = None
         # the public asyncio servicer (grpc_health.v1.health.aio); the grpc-stubs typing predates it
         self._health = health.aio.HealthServicer()  # type: ignore[attr-defined]
@@ -298,7 +305,12 @@ class NodeApp:
         self._verifier.start_warm_up()  # in the background: SERVING does not wait for a worker to spawn
         pipeline = Pipeline(chain, mempool, self._verifier, telemetry=self.telemetry)
         hub = EventHub(cfg.subscriber_queue)
-        snapshots = SnapshotManager(chain, cfg.snapshots, chunk_bytes=cfg.snapshot_chunk_bytes)
+        hold = os.environ.get(SNAPSHOT_HOLD_ENV)  # test hook (SnapshotManager): a copy that waits
+        snapshots = SnapshotManager(
+            chain, cfg.snapshots, chunk_bytes=cfg.snapshot_chunk_bytes, hold_file=Path(hold) if hold else None
+        )
+        snapshots.discard_leftovers()  # a copy a crash interrupted is no snapshot and nobody tracks it
+        self._jobs = SnapshotJobs(snapshots)
         orderer = self._orderer(chain, mempool, pipeline, hub, snapshots)
         self.state = NodeState(
             chain, mempool, pipeline, hub, orderer, snapshots, cfg.max_batch, storage=self.storage,
@@ -333,7 +345,7 @@ class NodeApp:
             admin_interceptors.insert(0, TokenInterceptor(cfg.admin_token))
         if cfg.admin_addr:
             self._admin = grpc.aio.server(interceptors=admin_interceptors, options=[GRPC_EXCLUSIVE])
-            admin_service_pb2_grpc.add_AdminServiceServicer_to_server(AdminServicer(snapshots), self._admin)
+            admin_service_pb2_grpc.add_AdminServiceServicer_to_server(AdminServicer(snapshots, self._jobs), self._admin)
             self.ports.admin = grpc_add_port(self._admin, "--admin-addr", cfg.admin_addr)
             await self._admin.start()
 
@@ -417,6 +429,8 @@ class NodeApp:
             if server is not None:
                 await server.stop(grace=1.0)
         self.metrics_endpoint.stop()  # before the store closes: scrapes read the node's objects
+        if self._jobs is not None:
+            await asyncio.to_thread(self._jobs.close)  # a snapshot copy in progress reads the store
         if self.state is not None:
             self.state.pipeline.close()
             self.state.chain.close()

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
+import shutil
 import time
 from pathlib import Path
 
@@ -22,6 +24,10 @@ from node.server.snapshots.verify import Expected, verify_store
 from node.storage.lmdb_store import LmdbStore
 
 INFO = "snapshot.json"
+# A snapshot being copied (`.tmp-<ns>`) and one being deleted (`.deleting-<name>`): never a snapshot, and
+# removed when the node starts (a crash or kill -9 in the middle leaves one behind).
+LEFTOVER_PREFIXES = (".tmp-", ".deleting-")
+log = logging.getLogger("chain.snapshots")
 
 
 def read_info(directory: Path) -> node_info_pb2.SnapshotInfo:
@@ -43,20 +49,61 @@ def expected_of(directory: Path) -> Expected:
 
 
 class SnapshotManager:
-    def __init__(self, chain: Chain | None, directory: Path, *, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> None:
+    """Takes, lists and describes the snapshots in `directory`, which belongs to this one node.
+
+    `hold_file` is a test hook: while that file exists, a snapshot being taken waits after copying the store
+    and before it is published (tests use it to stand for a copy that takes long, then kill the node or let
+    the copy finish); None in production.
+    """
+
+    def __init__(
+        self,
+        chain: Chain | None,
+        directory: Path,
+        *,
+        chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+        hold_file: Path | None = None,
+    ) -> None:
         self.chain = chain
         self.directory = directory
         self.chunk_bytes = chunk_bytes
+        self.hold_file = hold_file
+
+    def discard_leftovers(self) -> list[str]:
+        """Remove the copies and deletions a crash interrupted (at start-up, before any job runs)."""
+        if not self.directory.is_dir():
+            return []
+        removed = []
+        for entry in sorted(self.directory.iterdir()):
+            if entry.name.startswith(LEFTOVER_PREFIXES) and entry.is_dir():
+                log.warning("removing %s, left by an interrupted snapshot or deletion", entry)
+                shutil.rmtree(entry)
+                removed.append(entry.name)
+        if removed:
+            fsync_dir(self.directory)
+        return removed
 
     def create(self) -> node_info_pb2.SnapshotInfo:
         if self.chain is None:
             raise InvariantBroken("this snapshot manager has no chain to copy")
         self.directory.mkdir(parents=True, exist_ok=True)
         tmp = self.directory / f".tmp-{time.time_ns()}"
-        self.chain.store.copy_to(tmp)
+        try:
+            return self._take(self.chain, tmp)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)  # a failed copy leaves nothing behind
+            raise
+
+    def _hold(self) -> None:
+        while self.hold_file is not None and self.hold_file.exists():
+            time.sleep(0.05)
+
+    def _take(self, chain: Chain, tmp: Path) -> node_info_pb2.SnapshotInfo:
+        chain.store.copy_to(tmp)
+        self._hold()
         copy = LmdbStore(tmp, sync=True)
         try:
-            head = Chain(copy, self.chain.params).head()
+            head = Chain(copy, chain.params).head()
             entries = copy.entry_count()
         finally:
             copy.close()

@@ -22,16 +22,33 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from chain.v1 import node_info_pb2 as chain_dot_v1_dot_node__info__pb2
 from chain.v1 import rpc_pb2 as chain_dot_v1_dot_rpc__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1c\x63hain/v1/admin_service.proto\x12\x08\x63hain.v1\x1a\x12\x63hain/v1/rpc.proto2\x8a\x02\n\x0c\x41\x64minService\x12S\n\x0e\x43reateSnapshot\x12\x1f.chain.v1.CreateSnapshotRequest\x1a .chain.v1.CreateSnapshotResponse\x12P\n\rListSnapshots\x12\x1e.chain.v1.ListSnapshotsRequest\x1a\x1f.chain.v1.ListSnapshotsResponse\x12S\n\x0e\x44\x65leteSnapshot\x12\x1f.chain.v1.DeleteSnapshotRequest\x1a .chain.v1.DeleteSnapshotResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1c\x63hain/v1/admin_service.proto\x12\x08\x63hain.v1\x1a\x18\x63hain/v1/node_info.proto\x1a\x12\x63hain/v1/rpc.proto\"\xbc\x01\n\x0bSnapshotJob\x12\n\n\x02id\x18\x01 \x01(\t\x12)\n\x05state\x18\x02 \x01(\x0e\x32\x1a.chain.v1.SnapshotJobState\x12(\n\x08snapshot\x18\x03 \x01(\x0b\x32\x16.chain.v1.SnapshotInfo\x12\x14\n\x0c\x65rror_reason\x18\x04 \x01(\t\x12\r\n\x05\x65rror\x18\x05 \x01(\t\x12\x12\n\nstarted_at\x18\x06 \x01(\x03\x12\x13\n\x0b\x66inished_at\x18\x07 \x01(\x03\"\x16\n\x14StartSnapshotRequest\"L\n\x15StartSnapshotResponse\x12\"\n\x03job\x18\x01 \x01(\x0b\x32\x15.chain.v1.SnapshotJob\x12\x0f\n\x07started\x18\x02 \x01(\x08\"#\n\x15GetSnapshotJobRequest\x12\n\n\x02id\x18\x01 \x01(\t\"<\n\x16GetSnapshotJobResponse\x12\"\n\x03job\x18\x01 \x01(\x0b\x32\x15.chain.v1.SnapshotJob\"\x19\n\x17ListSnapshotJobsRequest\"?\n\x18ListSnapshotJobsResponse\x12#\n\x04jobs\x18\x01 \x03(\x0b\x32\x15.chain.v1.SnapshotJob*\x97\x01\n\x10SnapshotJobState\x12\"\n\x1eSNAPSHOT_JOB_STATE_UNSPECIFIED\x10\x00\x12\x1e\n\x1aSNAPSHOT_JOB_STATE_RUNNING\x10\x01\x12 \n\x1cSNAPSHOT_JOB_STATE_SUCCEEDED\x10\x02\x12\x1d\n\x19SNAPSHOT_JOB_STATE_FAILED\x10\x03\x32\x8c\x04\n\x0c\x41\x64minService\x12S\n\x0e\x43reateSnapshot\x12\x1f.chain.v1.CreateSnapshotRequest\x1a .chain.v1.CreateSnapshotResponse\x12P\n\rListSnapshots\x12\x1e.chain.v1.ListSnapshotsRequest\x1a\x1f.chain.v1.ListSnapshotsResponse\x12S\n\x0e\x44\x65leteSnapshot\x12\x1f.chain.v1.DeleteSnapshotRequest\x1a .chain.v1.DeleteSnapshotResponse\x12P\n\rStartSnapshot\x12\x1e.chain.v1.StartSnapshotRequest\x1a\x1f.chain.v1.StartSnapshotResponse\x12S\n\x0eGetSnapshotJob\x12\x1f.chain.v1.GetSnapshotJobRequest\x1a .chain.v1.GetSnapshotJobResponse\x12Y\n\x10ListSnapshotJobs\x12!.chain.v1.ListSnapshotJobsRequest\x1a\".chain.v1.ListSnapshotJobsResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'chain.v1.admin_service_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_ADMINSERVICE']._serialized_start=63
-  _globals['_ADMINSERVICE']._serialized_end=329
+  _globals['_SNAPSHOTJOBSTATE']._serialized_start=573
+  _globals['_SNAPSHOTJOBSTATE']._serialized_end=724
+  _globals['_SNAPSHOTJOB']._serialized_start=89
+  _globals['_SNAPSHOTJOB']._serialized_end=277
+  _globals['_STARTSNAPSHOTREQUEST']._serialized_start=279
+  _globals['_STARTSNAPSHOTREQUEST']._serialized_end=301
+  _globals['_STARTSNAPSHOTRESPONSE']._serialized_start=303
+  _globals['_STARTSNAPSHOTRESPONSE']._serialized_end=379
+  _globals['_GETSNAPSHOTJOBREQUEST']._serialized_start=381
+  _globals['_GETSNAPSHOTJOBREQUEST']._serialized_end=416
+  _globals['_GETSNAPSHOTJOBRESPONSE']._serialized_start=418
+  _globals['_GETSNAPSHOTJOBRESPONSE']._serialized_end=478
+  _globals['_LISTSNAPSHOTJOBSREQUEST']._serialized_start=480
+  _globals['_LISTSNAPSHOTJOBSREQUEST']._serialized_end=505
+  _globals['_LISTSNAPSHOTJOBSRESPONSE']._serialized_start=507
+  _globals['_LISTSNAPSHOTJOBSRESPONSE']._serialized_end=570
+  _globals['_ADMINSERVICE']._serialized_start=727
+  _globals['_ADMINSERVICE']._serialized_end=1251
 # @@protoc_insertion_point(module_scope)

@@ -3,6 +3,193 @@
 isort:skip_file
 """
 
+from chain.v1 import node_info_pb2 as _node_info_pb2
+from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+import builtins as _builtins
+import sys
+import typing as _typing
+
+if sys.version_info >= (3, 11):
+    from typing import TypeAlias as _TypeAlias, Never as _Never
+else:
+    from typing_extensions import TypeAlias as _TypeAlias, Never as _Never
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class _SnapshotJobState:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _SnapshotJobStateEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_SnapshotJobState.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    SNAPSHOT_JOB_STATE_UNSPECIFIED: _SnapshotJobState.ValueType  # 0
+    SNAPSHOT_JOB_STATE_RUNNING: _SnapshotJobState.ValueType  # 1
+    SNAPSHOT_JOB_STATE_SUCCEEDED: _SnapshotJobState.ValueType  # 2
+    SNAPSHOT_JOB_STATE_FAILED: _SnapshotJobState.ValueType  # 3
+
+class SnapshotJobState(_SnapshotJobState, metaclass=_SnapshotJobStateEnumTypeWrapper): ...
+
+SNAPSHOT_JOB_STATE_UNSPECIFIED: SnapshotJobState.ValueType  # 0
+SNAPSHOT_JOB_STATE_RUNNING: SnapshotJobState.ValueType  # 1
+SNAPSHOT_JOB_STATE_SUCCEEDED: SnapshotJobState.ValueType  # 2
+SNAPSHOT_JOB_STATE_FAILED: SnapshotJobState.ValueType  # 3
+Global___SnapshotJobState: _TypeAlias = SnapshotJobState  # noqa: Y015
+
+@_typing.final
+class SnapshotJob(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    STATE_FIELD_NUMBER: _builtins.int
+    SNAPSHOT_FIELD_NUMBER: _builtins.int
+    ERROR_REASON_FIELD_NUMBER: _builtins.int
+    ERROR_FIELD_NUMBER: _builtins.int
+    STARTED_AT_FIELD_NUMBER: _builtins.int
+    FINISHED_AT_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    state: Global___SnapshotJobState.ValueType
+    error_reason: _builtins.str
+    """Why the job failed (FAILED only): the error's reason code (e.g. STORAGE_FAILED, INTERNAL) and its text."""
+    error: _builtins.str
+    started_at: _builtins.int
+    """Unix seconds; finished_at is 0 while the job runs."""
+    finished_at: _builtins.int
+    @_builtins.property
+    def snapshot(self) -> _node_info_pb2.SnapshotInfo:
+        """The snapshot taken (SUCCEEDED only)."""
+
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+        state: Global___SnapshotJobState.ValueType = ...,
+        snapshot: _node_info_pb2.SnapshotInfo | None = ...,
+        error_reason: _builtins.str = ...,
+        error: _builtins.str = ...,
+        started_at: _builtins.int = ...,
+        finished_at: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["snapshot", b"snapshot"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["error", b"error", "error_reason", b"error_reason", "finished_at", b"finished_at", "id", b"id", "snapshot", b"snapshot", "started_at", b"started_at", "state", b"state"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SnapshotJob: _TypeAlias = SnapshotJob  # noqa: Y015
+
+@_typing.final
+class StartSnapshotRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___StartSnapshotRequest: _TypeAlias = StartSnapshotRequest  # noqa: Y015
+
+@_typing.final
+class StartSnapshotResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    JOB_FIELD_NUMBER: _builtins.int
+    STARTED_FIELD_NUMBER: _builtins.int
+    started: _builtins.bool
+    """False when a job was already running: `job` is that one."""
+    @_builtins.property
+    def job(self) -> Global___SnapshotJob: ...
+    def __init__(
+        self,
+        *,
+        job: Global___SnapshotJob | None = ...,
+        started: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["job", b"job"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["job", b"job", "started", b"started"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___StartSnapshotResponse: _TypeAlias = StartSnapshotResponse  # noqa: Y015
+
+@_typing.final
+class GetSnapshotJobRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetSnapshotJobRequest: _TypeAlias = GetSnapshotJobRequest  # noqa: Y015
+
+@_typing.final
+class GetSnapshotJobResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    JOB_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def job(self) -> Global___SnapshotJob: ...
+    def __init__(
+        self,
+        *,
+        job: Global___SnapshotJob | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["job", b"job"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["job", b"job"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetSnapshotJobResponse: _TypeAlias = GetSnapshotJobResponse  # noqa: Y015
+
+@_typing.final
+class ListSnapshotJobsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListSnapshotJobsRequest: _TypeAlias = ListSnapshotJobsRequest  # noqa: Y015
+
+@_typing.final
+class ListSnapshotJobsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    JOBS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def jobs(self) -> _containers.RepeatedCompositeFieldContainer[Global___SnapshotJob]: ...
+    def __init__(
+        self,
+        *,
+        jobs: _abc.Iterable[Global___SnapshotJob] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["jobs", b"jobs"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListSnapshotJobsResponse: _TypeAlias = ListSnapshotJobsResponse  # noqa: Y015

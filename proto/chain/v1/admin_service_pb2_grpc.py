@@ -3,6 +3,7 @@
 import grpc
 import warnings
 
+from chain.v1 import admin_service_pb2 as chain_dot_v1_dot_admin__service__pb2
 from chain.v1 import rpc_pb2 as chain_dot_v1_dot_rpc__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
@@ -51,6 +52,21 @@ class AdminServiceStub:
                 request_serializer=chain_dot_v1_dot_rpc__pb2.DeleteSnapshotRequest.SerializeToString,
                 response_deserializer=chain_dot_v1_dot_rpc__pb2.DeleteSnapshotResponse.FromString,
                 _registered_method=True)
+        self.StartSnapshot = channel.unary_unary(
+                '/chain.v1.AdminService/StartSnapshot',
+                request_serializer=chain_dot_v1_dot_admin__service__pb2.StartSnapshotRequest.SerializeToString,
+                response_deserializer=chain_dot_v1_dot_admin__service__pb2.StartSnapshotResponse.FromString,
+                _registered_method=True)
+        self.GetSnapshotJob = channel.unary_unary(
+                '/chain.v1.AdminService/GetSnapshotJob',
+                request_serializer=chain_dot_v1_dot_admin__service__pb2.GetSnapshotJobRequest.SerializeToString,
+                response_deserializer=chain_dot_v1_dot_admin__service__pb2.GetSnapshotJobResponse.FromString,
+                _registered_method=True)
+        self.ListSnapshotJobs = channel.unary_unary(
+                '/chain.v1.AdminService/ListSnapshotJobs',
+                request_serializer=chain_dot_v1_dot_admin__service__pb2.ListSnapshotJobsRequest.SerializeToString,
+                response_deserializer=chain_dot_v1_dot_admin__service__pb2.ListSnapshotJobsResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServiceServicer:
@@ -59,7 +75,9 @@ class AdminServiceServicer:
     """
 
     def CreateSnapshot(self, request, context):
-        """A consistent snapshot of the store at the committed head.
+        """A consistent snapshot of the store at the committed head: starts a snapshot job (or joins the one
+        running) and waits for it. A deadline that passes first ends the call, not the job; prefer
+        StartSnapshot + GetSnapshotJob for large stores.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -74,6 +92,29 @@ class AdminServiceServicer:
     def DeleteSnapshot(self, request, context):
         """Remove one snapshot (retention pruning). NOT_FOUND when absent, INVALID_ARGUMENT for a name that is
         not a snapshot name.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def StartSnapshot(self, request, context):
+        """Start a snapshot job and answer at once. One job runs at a time: while one runs, the answer is that
+        job with started = false.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetSnapshotJob(self, request, context):
+        """One job by id. NOT_FOUND for an id this node process does not know (a job of a previous run of the
+        node, which a restart abandoned, or one dropped from the bounded table of finished jobs).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListSnapshotJobs(self, request, context):
+        """The jobs this node process knows, newest first (the running one and the last finished ones).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -96,6 +137,21 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.DeleteSnapshot,
                     request_deserializer=chain_dot_v1_dot_rpc__pb2.DeleteSnapshotRequest.FromString,
                     response_serializer=chain_dot_v1_dot_rpc__pb2.DeleteSnapshotResponse.SerializeToString,
+            ),
+            'StartSnapshot': grpc.unary_unary_rpc_method_handler(
+                    servicer.StartSnapshot,
+                    request_deserializer=chain_dot_v1_dot_admin__service__pb2.StartSnapshotRequest.FromString,
+                    response_serializer=chain_dot_v1_dot_admin__service__pb2.StartSnapshotResponse.SerializeToString,
+            ),
+            'GetSnapshotJob': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetSnapshotJob,
+                    request_deserializer=chain_dot_v1_dot_admin__service__pb2.GetSnapshotJobRequest.FromString,
+                    response_serializer=chain_dot_v1_dot_admin__service__pb2.GetSnapshotJobResponse.SerializeToString,
+            ),
+            'ListSnapshotJobs': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListSnapshotJobs,
+                    request_deserializer=chain_dot_v1_dot_admin__service__pb2.ListSnapshotJobsRequest.FromString,
+                    response_serializer=chain_dot_v1_dot_admin__service__pb2.ListSnapshotJobsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -181,6 +237,87 @@ class AdminService:
             '/chain.v1.AdminService/DeleteSnapshot',
             chain_dot_v1_dot_rpc__pb2.DeleteSnapshotRequest.SerializeToString,
             chain_dot_v1_dot_rpc__pb2.DeleteSnapshotResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def StartSnapshot(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/chain.v1.AdminService/StartSnapshot',
+            chain_dot_v1_dot_admin__service__pb2.StartSnapshotRequest.SerializeToString,
+            chain_dot_v1_dot_admin__service__pb2.StartSnapshotResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetSnapshotJob(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/chain.v1.AdminService/GetSnapshotJob',
+            chain_dot_v1_dot_admin__service__pb2.GetSnapshotJobRequest.SerializeToString,
+            chain_dot_v1_dot_admin__service__pb2.GetSnapshotJobResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListSnapshotJobs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/chain.v1.AdminService/ListSnapshotJobs',
+            chain_dot_v1_dot_admin__service__pb2.ListSnapshotJobsRequest.SerializeToString,
+            chain_dot_v1_dot_admin__service__pb2.ListSnapshotJobsResponse.FromString,
             options,
             channel_credentials,
             insecure,

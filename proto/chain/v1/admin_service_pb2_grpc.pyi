@@ -3,6 +3,7 @@
 isort:skip_file
 """
 
+from chain.v1 import admin_service_pb2 as _admin_service_pb2
 from chain.v1 import rpc_pb2 as _rpc_pb2
 from collections import abc as _abc
 from grpc import aio as _aio
@@ -36,12 +37,25 @@ class AdminServiceStub:
     @_typing.overload
     def __new__(cls, channel: _aio.Channel) -> AdminServiceAsyncStub: ...
     CreateSnapshot: _grpc.UnaryUnaryMultiCallable[_rpc_pb2.CreateSnapshotRequest, _rpc_pb2.CreateSnapshotResponse]
-    """A consistent snapshot of the store at the committed head."""
+    """A consistent snapshot of the store at the committed head: starts a snapshot job (or joins the one
+    running) and waits for it. A deadline that passes first ends the call, not the job; prefer
+    StartSnapshot + GetSnapshotJob for large stores.
+    """
     ListSnapshots: _grpc.UnaryUnaryMultiCallable[_rpc_pb2.ListSnapshotsRequest, _rpc_pb2.ListSnapshotsResponse]
     DeleteSnapshot: _grpc.UnaryUnaryMultiCallable[_rpc_pb2.DeleteSnapshotRequest, _rpc_pb2.DeleteSnapshotResponse]
     """Remove one snapshot (retention pruning). NOT_FOUND when absent, INVALID_ARGUMENT for a name that is
     not a snapshot name.
     """
+    StartSnapshot: _grpc.UnaryUnaryMultiCallable[_admin_service_pb2.StartSnapshotRequest, _admin_service_pb2.StartSnapshotResponse]
+    """Start a snapshot job and answer at once. One job runs at a time: while one runs, the answer is that
+    job with started = false.
+    """
+    GetSnapshotJob: _grpc.UnaryUnaryMultiCallable[_admin_service_pb2.GetSnapshotJobRequest, _admin_service_pb2.GetSnapshotJobResponse]
+    """One job by id. NOT_FOUND for an id this node process does not know (a job of a previous run of the
+    node, which a restart abandoned, or one dropped from the bounded table of finished jobs).
+    """
+    ListSnapshotJobs: _grpc.UnaryUnaryMultiCallable[_admin_service_pb2.ListSnapshotJobsRequest, _admin_service_pb2.ListSnapshotJobsResponse]
+    """The jobs this node process knows, newest first (the running one and the last finished ones)."""
 
 @_typing.type_check_only
 class AdminServiceAsyncStub(AdminServiceStub):
@@ -51,12 +65,25 @@ class AdminServiceAsyncStub(AdminServiceStub):
 
     def __init__(self, channel: _aio.Channel) -> None: ...
     CreateSnapshot: _aio.UnaryUnaryMultiCallable[_rpc_pb2.CreateSnapshotRequest, _rpc_pb2.CreateSnapshotResponse]  # type: ignore[assignment]
-    """A consistent snapshot of the store at the committed head."""
+    """A consistent snapshot of the store at the committed head: starts a snapshot job (or joins the one
+    running) and waits for it. A deadline that passes first ends the call, not the job; prefer
+    StartSnapshot + GetSnapshotJob for large stores.
+    """
     ListSnapshots: _aio.UnaryUnaryMultiCallable[_rpc_pb2.ListSnapshotsRequest, _rpc_pb2.ListSnapshotsResponse]  # type: ignore[assignment]
     DeleteSnapshot: _aio.UnaryUnaryMultiCallable[_rpc_pb2.DeleteSnapshotRequest, _rpc_pb2.DeleteSnapshotResponse]  # type: ignore[assignment]
     """Remove one snapshot (retention pruning). NOT_FOUND when absent, INVALID_ARGUMENT for a name that is
     not a snapshot name.
     """
+    StartSnapshot: _aio.UnaryUnaryMultiCallable[_admin_service_pb2.StartSnapshotRequest, _admin_service_pb2.StartSnapshotResponse]  # type: ignore[assignment]
+    """Start a snapshot job and answer at once. One job runs at a time: while one runs, the answer is that
+    job with started = false.
+    """
+    GetSnapshotJob: _aio.UnaryUnaryMultiCallable[_admin_service_pb2.GetSnapshotJobRequest, _admin_service_pb2.GetSnapshotJobResponse]  # type: ignore[assignment]
+    """One job by id. NOT_FOUND for an id this node process does not know (a job of a previous run of the
+    node, which a restart abandoned, or one dropped from the bounded table of finished jobs).
+    """
+    ListSnapshotJobs: _aio.UnaryUnaryMultiCallable[_admin_service_pb2.ListSnapshotJobsRequest, _admin_service_pb2.ListSnapshotJobsResponse]  # type: ignore[assignment]
+    """The jobs this node process knows, newest first (the running one and the last finished ones)."""
 
 class AdminServiceServicer(metaclass=_abc_1.ABCMeta):
     """Node administration: served on a separate listener bound to localhost, or
@@ -69,7 +96,10 @@ class AdminServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _rpc_pb2.CreateSnapshotRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_rpc_pb2.CreateSnapshotResponse, _abc.Awaitable[_rpc_pb2.CreateSnapshotResponse]]:
-        """A consistent snapshot of the store at the committed head."""
+        """A consistent snapshot of the store at the committed head: starts a snapshot job (or joins the one
+        running) and waits for it. A deadline that passes first ends the call, not the job; prefer
+        StartSnapshot + GetSnapshotJob for large stores.
+        """
 
     @_abc_1.abstractmethod
     def ListSnapshots(
@@ -87,5 +117,33 @@ class AdminServiceServicer(metaclass=_abc_1.ABCMeta):
         """Remove one snapshot (retention pruning). NOT_FOUND when absent, INVALID_ARGUMENT for a name that is
         not a snapshot name.
         """
+
+    @_abc_1.abstractmethod
+    def StartSnapshot(
+        self,
+        request: _admin_service_pb2.StartSnapshotRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_admin_service_pb2.StartSnapshotResponse, _abc.Awaitable[_admin_service_pb2.StartSnapshotResponse]]:
+        """Start a snapshot job and answer at once. One job runs at a time: while one runs, the answer is that
+        job with started = false.
+        """
+
+    @_abc_1.abstractmethod
+    def GetSnapshotJob(
+        self,
+        request: _admin_service_pb2.GetSnapshotJobRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_admin_service_pb2.GetSnapshotJobResponse, _abc.Awaitable[_admin_service_pb2.GetSnapshotJobResponse]]:
+        """One job by id. NOT_FOUND for an id this node process does not know (a job of a previous run of the
+        node, which a restart abandoned, or one dropped from the bounded table of finished jobs).
+        """
+
+    @_abc_1.abstractmethod
+    def ListSnapshotJobs(
+        self,
+        request: _admin_service_pb2.ListSnapshotJobsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_admin_service_pb2.ListSnapshotJobsResponse, _abc.Awaitable[_admin_service_pb2.ListSnapshotJobsResponse]]:
+        """The jobs this node process knows, newest first (the running one and the last finished ones)."""
 
 def add_AdminServiceServicer_to_server(servicer: AdminServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
