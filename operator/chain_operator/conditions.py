@@ -4,7 +4,8 @@ status does, `reason` is CamelCase, `observedGeneration` says which spec the con
 Types on a ChainNetwork:
 - `Ready`: every node pod runs the desired version and is serving.
 - `Upgrading`: True while a rolling upgrade runs; False with reason `Completed` or `UpgradeFailed`.
-- `SnapshotsReady`: False with a reason when the last scheduled snapshot or pruning failed.
+- `SnapshotsReady`: False with a reason when the last scheduled snapshot failed (start refused, job failed,
+  lost or timed out); True (`SnapshotTaken`) after one succeeded.
 
 Every type and every reason the operator writes is a member of `ConditionType` / `ConditionReason`, here
 and nowhere else. They are the operator's own vocabulary, not the node's: Kubernetes wants CamelCase
@@ -45,6 +46,10 @@ class ConditionReason(StrEnum):
     MEMBER_LAGGING = "MemberLagging"
     COMPLETED = "Completed"
     SNAPSHOT_TAKEN = "SnapshotTaken"
+    # snapshot jobs (snapshot_jobs.py): failed on the node, lost with a node restart, ran too long
+    SNAPSHOT_JOB_FAILED = "SnapshotJobFailed"
+    SNAPSHOT_JOB_LOST = "SnapshotJobLost"
+    SNAPSHOT_JOB_TIMEOUT = "SnapshotJobTimedOut"
     # failures (errors.py: one per error class, plus the ones raised with an explicit reason)
     OPERATOR_ERROR = "OperatorError"
     RETRYING = "Retrying"

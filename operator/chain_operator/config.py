@@ -37,14 +37,18 @@ class OperatorConfig:
     # before the next pod is released.
     stable_checks: int = 3
     stable_interval: float = 10.0
+    # A snapshot job running longer than this on a node counts as failed (the schedule then retries).
+    snapshot_job_timeout: float = 6 * 3600.0
     # kopf's liveness endpoint (e.g. http://0.0.0.0:8080/healthz); empty disables it.
     liveness: str = ""
+    # Prometheus endpoint of the operator's metrics (metrics.py), host:port; empty disables it.
+    metrics_addr: str = ""
     log_level: str = "info"
 
 
 LIST_FLAGS = frozenset({"namespaces"})
 # Periods and deadlines (seconds): each must be positive.
-POSITIVE = ("snapshot_tick", "rpc_timeout", "upgrade_poll", "pod_timeout", "stable_interval")
+POSITIVE = ("snapshot_tick", "rpc_timeout", "upgrade_poll", "pod_timeout", "stable_interval", "snapshot_job_timeout")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -66,7 +70,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--max-lag-blocks", type=int, default=d.max_lag_blocks, help="gate: blocks behind the leader")
     p.add_argument("--stable-checks", type=int, default=d.stable_checks, help="gate: good checks in a row")
     p.add_argument("--stable-interval", type=float, default=d.stable_interval, help="gate: seconds between checks")
+    p.add_argument(
+        "--snapshot-job-timeout", type=float, default=d.snapshot_job_timeout, help="seconds a snapshot job may run"
+    )
     p.add_argument("--liveness", default=d.liveness, help="liveness endpoint URL, e.g. http://0.0.0.0:8080/healthz")
+    p.add_argument("--metrics-addr", default=d.metrics_addr, help="Prometheus metrics host:port; '' disables")
     p.add_argument("--log-level", default=d.log_level, help="debug, info, warning or error")
     describe_env(p, ENV_PREFIX, lists=LIST_FLAGS)
     add_version(p)

@@ -7,18 +7,19 @@ our typed errors into kopf's retry-or-stop errors in one place (`errors.to_kopf`
 
 from __future__ import annotations
 
-import datetime
 import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import kopf
 
-from chain_operator import snapshots, upgrade
+from chain_operator import snapshot_jobs, snapshots, upgrade
 from chain_operator.conditions import Condition, ConditionReason, ConditionType, now_iso, set_condition
 from chain_operator.config import OperatorConfig
 from chain_operator.errors import OperatorError, SpecInvalid, Stop, UpgradeFailed, to_kopf
 from chain_operator.kube import GROUP, NETWORKS, VERSION, KubeApi, statefulset_path
+from chain_operator.metrics import OperatorMetrics
+from chain_operator.snapshot_jobs import Outcome, Step
 from chain_operator.snapshots import Network
 from chain_operator.spec import parse_spec
 from chain_operator.upgrade import ConditionUpdate, UpgradeProgress
@@ -27,10 +28,11 @@ log = logging.getLogger("chain.operator")
 
 
 class Runtime:
-    """What the handlers share: the config, and the API client the login handler (re)creates."""
+    """What the handlers share: the config, the metrics, and the API client the login handler (re)creates."""
 
-    def __init__(self, config: OperatorConfig) -> None:
+    def __init__(self, config: OperatorConfig, metrics: OperatorMetrics | None = None) -> None:
         self.config = config
+        self.metrics = metrics if metrics is not None else OperatorMetrics()
         self._kube: KubeApi | None = None
 
     @property
@@ -91,6 +93,7 @@ async def handle_upgrade(
     except UpgradeFailed as exc:
         result = upgrade.failed(UpgradeProgress.from_status(status.get("upgrade")), exc)
         write_status(patch, status, result.status, result.conditions, gen)
+        _record_rollout(runtime, body, result.status)
         raise to_kopf(exc) from exc
     except Stop as exc:
         bad = ConditionUpdate(ConditionType.READY, False, exc.reason, str(exc))
@@ -99,38 +102,76 @@ async def handle_upgrade(
     except OperatorError as exc:
         raise to_kopf(exc) from exc
     write_status(patch, status, result.status, result.conditions, gen)
+    _record_rollout(runtime, body, result.status)
     if not result.done:
         raise kopf.TemporaryError("upgrade in progress", delay=result.wait)
+
+
+def _record_rollout(runtime: Runtime, body: Mapping[str, Any], fields: Mapping[str, Any]) -> None:
+    """chain_operator_rollout_phase from the upgrade progress just written (or the one already there)."""
+    meta = body.get("metadata", {})
+    phase = UpgradeProgress.from_status(fields.get("upgrade") or body.get("status", {}).get("upgrade")).phase
+    runtime.metrics.rollout(str(meta.get("namespace", "")), str(meta.get("name", "")), phase.value)
 
 
 async def handle_snapshots(
     runtime: Runtime, body: Mapping[str, Any], status: Mapping[str, Any], patch: kopf.Patch
 ) -> None:
-    """Take a due snapshot, advance the schedule, then prune (best effort: a failing prune is recorded in
-    `status.snapshots.pruneError` and retried after the next take, never a reason to take another)."""
+    """One tick of the snapshot schedule (snapshot_jobs.py): start a due job or follow the running one."""
     gen = body.get("metadata", {}).get("generation")
-    config = runtime.config
     try:
         net = network_of(body)
-        if not snapshots.is_due(net.spec, dict(status), datetime.datetime.now(tz=datetime.UTC)):
-            return
-        created = await snapshots.take(runtime.kube, config, net)
+        result = await snapshot_jobs.step(runtime.kube, runtime.config, net, dict(status))
     except SpecInvalid as exc:
         raise to_kopf(exc) from exc
     except OperatorError as exc:
-        # Recorded, then retried on the next tick: the schedule is not advanced.
+        # The start was refused (no ready pod, node unreachable or refusing): one failure, retried on the next
+        # tick; the schedule is not advanced.
+        meta = body.get("metadata", {})
+        runtime.metrics.snapshot_failed(str(meta.get("namespace", "")), str(meta.get("name", "")))
+        record = dict(status.get("snapshots") or {})
+        record["failures"] = int(record.get("failures", 0)) + 1
         update = ConditionUpdate(ConditionType.SNAPSHOTS_READY, False, exc.reason, str(exc))
-        write_status(patch, status, {}, (update,), gen)
+        write_status(patch, status, {"snapshots": record}, (update,), gen)
         raise to_kopf(exc) from exc
+    if result.outcome is not Outcome.IDLE:
+        await _record_step(runtime, net, result, status, patch, gen)
+
+
+async def _record_step(
+    runtime: Runtime, net: Network, result: Step, status: Mapping[str, Any], patch: kopf.Patch, gen: Any
+) -> None:
+    """Status and metrics after a tick that started, followed or ended a job."""
+    assert result.job is not None
+    metrics, config = runtime.metrics, runtime.config
+    record: dict[str, Any] = dict(status.get("snapshots") or {})
+    record["job"] = result.job.as_status()
+    if result.outcome is Outcome.RUNNING:
+        metrics.snapshot_running(net.namespace, net.name)
+        if record != status.get("snapshots"):
+            write_status(patch, status, {"snapshots": record}, (), gen)
+        return
+    if result.outcome is Outcome.FAILED:
+        # Counted once; the schedule is not advanced, so the next tick starts a new job.
+        log.warning("%s/%s: snapshot failed: %s", net.namespace, net.name, result.message)
+        metrics.snapshot_failed(net.namespace, net.name)
+        record["failures"] = int(record.get("failures", 0)) + 1
+        reason = result.reason or ConditionReason.SNAPSHOT_JOB_FAILED
+        update = ConditionUpdate(ConditionType.SNAPSHOTS_READY, False, reason, result.message)
+        write_status(patch, status, {"snapshots": record}, (update,), gen)
+        return
+    created = result.created
+    assert created is not None
+    metrics.snapshot_succeeded(net.namespace, net.name)
     spec = created["spec"]
-    record: dict[str, Any] = {
-        "lastTime": now_iso(),
-        "last": created["metadata"]["name"],
-        "lastBlock": spec["blockNumber"],
-        "lastStateRoot": spec["stateRoot"],
-        "pruned": 0,
-        "pruneError": "",
-    }
+    record.update(
+        lastTime=now_iso(),
+        last=created["metadata"]["name"],
+        lastBlock=spec["blockNumber"],
+        lastStateRoot=spec["stateRoot"],
+        pruned=0,
+        pruneError="",
+    )
     message = f"{created['metadata']['name']} at block {spec['blockNumber']} on {spec['pod']}"
     try:
         record["pruned"] = len(await snapshots.prune(runtime.kube, config, net))

@@ -10,20 +10,30 @@ import kopf
 
 from chain_operator.config import OperatorConfig, parse_config
 from chain_operator.handlers import Runtime, build_registry
+from chain_operator.metrics import OperatorMetrics, serve
 from node.errors import ConfigError, config_exit
 
 
-async def run_operator(config: OperatorConfig, stop_flag: asyncio.Event | None = None) -> None:
-    """The operator with its handlers, watching `config.namespaces` (or the cluster when empty)."""
-    await kopf.operator(
-        registry=build_registry(config),
-        namespaces=config.namespaces,
-        clusterwide=not config.namespaces,
-        standalone=True,
-        liveness_endpoint=config.liveness or None,
-        memo=kopf.Memo(runtime=Runtime(config)),
-        stop_flag=stop_flag,
-    )
+async def run_operator(
+    config: OperatorConfig, stop_flag: asyncio.Event | None = None, metrics: OperatorMetrics | None = None
+) -> None:
+    """The operator with its handlers, watching `config.namespaces` (or the cluster when empty), and its
+    metrics endpoint when `config.metrics_addr` is set."""
+    metrics = metrics if metrics is not None else OperatorMetrics()
+    endpoint = serve(metrics, config.metrics_addr) if config.metrics_addr else None
+    try:
+        await kopf.operator(
+            registry=build_registry(config),
+            namespaces=config.namespaces,
+            clusterwide=not config.namespaces,
+            standalone=True,
+            liveness_endpoint=config.liveness or None,
+            memo=kopf.Memo(runtime=Runtime(config, metrics)),
+            stop_flag=stop_flag,
+        )
+    finally:
+        if endpoint is not None:
+            endpoint.stop()
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from chain.v1 import admin_service_pb2_grpc, node_info_pb2, rpc_pb2, service_pb2_grpc
+from chain.v1 import admin_service_pb2, admin_service_pb2_grpc, rpc_pb2, service_pb2_grpc
 from chain_operator.errors import NodeUnreachable
 from chain_operator.kube import Obj
 
@@ -92,16 +92,30 @@ class NodeClient:
                 raise self._unreachable("GetNodeStatus", err) from err
         return int(answer.status.block_height)
 
-    async def create_snapshot(self) -> node_info_pb2.SnapshotInfo:
+    async def start_snapshot(self) -> admin_service_pb2.StartSnapshotResponse:
+        """Start a snapshot job on the node (or learn the one running); answers at once."""
         async with grpc.aio.insecure_channel(self.pod.admin_target) as channel:
             stub = admin_service_pb2_grpc.AdminServiceStub(channel)
             try:
-                answer = await stub.CreateSnapshot(
-                    rpc_pb2.CreateSnapshotRequest(), timeout=self.timeout * 6, metadata=self.metadata
+                return await stub.StartSnapshot(
+                    admin_service_pb2.StartSnapshotRequest(), timeout=self.timeout, metadata=self.metadata
                 )
             except grpc.RpcError as err:
-                raise self._unreachable("CreateSnapshot", err) from err
-        return answer.snapshot
+                raise self._unreachable("StartSnapshot", err) from err
+
+    async def snapshot_job(self, job_id: str) -> admin_service_pb2.SnapshotJob | None:
+        """The job's state; None when the node does not know the id (it restarted since it started it)."""
+        async with grpc.aio.insecure_channel(self.pod.admin_target) as channel:
+            stub = admin_service_pb2_grpc.AdminServiceStub(channel)
+            try:
+                answer = await stub.GetSnapshotJob(
+                    admin_service_pb2.GetSnapshotJobRequest(id=job_id), timeout=self.timeout, metadata=self.metadata
+                )
+            except grpc.RpcError as err:
+                if isinstance(err, grpc.aio.AioRpcError) and err.code() == grpc.StatusCode.NOT_FOUND:
+                    return None
+                raise self._unreachable("GetSnapshotJob", err) from err
+        return answer.job
 
     async def delete_snapshot(self, name: str) -> bool:
         """Remove a snapshot from the pod's volume; False when the node no longer has it."""

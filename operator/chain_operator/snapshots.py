@@ -1,5 +1,5 @@
-"""Scheduled snapshots: take one through a ready node's AdminService, record it as a ChainSnapshot object,
-prune the oldest beyond retention (the node deletes the directory, then the object goes).
+"""Scheduled snapshots: the schedule, ChainSnapshot objects, and pruning the oldest beyond retention (the
+node deletes the directory, then the object goes). Taking one is a job on a node (snapshot_jobs.py).
 
 A snapshot stays on the volume of the pod that took it; the ChainSnapshot says which pod and which
 directory (`spec.snapshotName`), so restoring is `chain-node --restore <snapshot dir>` on that volume
@@ -15,9 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from chain.v1 import node_info_pb2
-from chain_operator.conditions import ConditionReason
 from chain_operator.config import OperatorConfig
-from chain_operator.errors import KubeNotFound, NodeUnreachable, Retry
+from chain_operator.errors import KubeError, KubeNotFound
 from chain_operator.kube import GROUP, NETWORK_LABEL, SNAPSHOTS, VERSION, KubeApi, Obj, custom_path, pod_path
 from chain_operator.nodes import NodeClient, PodView, pod_view
 from chain_operator.spec import NetworkSpec
@@ -94,26 +93,18 @@ async def pods(kube: KubeApi, net: Network) -> list[PodView]:
     return found
 
 
-async def take(kube: KubeApi, config: OperatorConfig, net: Network) -> Obj:
-    """Snapshot the first ready pod that answers; returns the ChainSnapshot object created."""
-    candidates = [p for p in await pods(kube, net) if p.ready and p.ip]
-    if not candidates:
-        message = f"no ready node pod of {net.spec.statefulset}"
-        raise Retry(message, reason=ConditionReason.NO_READY_NODE, delay=config.snapshot_tick)
-    last_error: NodeUnreachable | None = None
-    for pod in candidates:
-        try:
-            info = await NodeClient(pod, config.admin_token, config.rpc_timeout).create_snapshot()
-        except NodeUnreachable as exc:
-            log.warning("snapshot on %s failed: %s", pod.name, exc)
-            last_error = exc
-            continue
-        body = snapshot_object(net, pod.name, info)
+async def record(kube: KubeApi, net: Network, pod: str, info: node_info_pb2.SnapshotInfo) -> Obj:
+    """The ChainSnapshot of a snapshot a job took; the existing one when it was already recorded (an operator
+    restarted between creating the object and writing the status records it once)."""
+    body = snapshot_object(net, pod, info)
+    try:
         created = await kube.create(custom_path(SNAPSHOTS, net.namespace), body)
-        log.info("snapshot %s of %s at block %d", info.name, pod.name, info.block_number)
-        return created
-    assert last_error is not None
-    raise last_error
+    except KubeError as exc:
+        if exc.status != 409:
+            raise
+        return await kube.get(custom_path(SNAPSHOTS, net.namespace, body["metadata"]["name"]))
+    log.info("snapshot %s of %s at block %d", info.name, pod, info.block_number)
+    return created
 
 
 def _order(obj: Obj) -> tuple[int, str]:

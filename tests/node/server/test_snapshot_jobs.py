@@ -32,7 +32,7 @@ def leftovers(directory: Path) -> list[str]:
     return sorted(p.name for p in directory.glob(".*")) if directory.exists() else []
 
 
-def wait_for(check, timeout: float = 30.0, what: str = ""):  # type: ignore[no-untyped-def]
+def wait_for(check, timeout: float = 30.0, what: str = ""):
     deadline = time.monotonic() + timeout
     while True:
         value = check()
