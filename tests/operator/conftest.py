@@ -32,7 +32,8 @@ async def start_operator(cluster) -> AsyncIterator[OperatorFactory]:
     """Start the real operator (kopf, in this event loop) with a config; stopped at teardown."""
     running: list[tuple[asyncio.Event, asyncio.Task[None]]] = []
 
-    async def start(**overrides: Any) -> None:
+    async def start(**overrides: Any) -> Callable[[], Any]:
+        """Start one operator; returns a coroutine function that stops it (an operator restart)."""
         # The doubles' nodes are independent solo chains: their heights never converge after a restart, so
         # the lag gate is opened wide here and exercised on its own in test_rollout_gates.py.
         base = OperatorConfig(
@@ -48,11 +49,19 @@ async def start_operator(cluster) -> AsyncIterator[OperatorFactory]:
         task = asyncio.create_task(run_operator(replace(base, **overrides), stop_flag=stop))
         running.append((stop, task))
 
+        async def halt() -> None:
+            stop.set()
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.wait_for(task, 30)
+
+        return halt
+
     yield start
     for stop, task in running:
         stop.set()
-        with contextlib.suppress(asyncio.CancelledError):
-            await asyncio.wait_for(task, 30)
+        if not task.done():
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.wait_for(task, 30)
 
 
 def network(
