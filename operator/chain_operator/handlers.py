@@ -121,6 +121,9 @@ async def handle_snapshots(
     gen = body.get("metadata", {}).get("generation")
     try:
         net = network_of(body)
+        last = snapshots.parse_time((status.get("snapshots") or {}).get("lastTime", ""))
+        if last is not None:  # kept in the status, so an operator restart does not lose it
+            runtime.metrics.snapshot_last_success.labels(net.namespace, net.name).set(last.timestamp())
         result = await snapshot_jobs.step(runtime.kube, runtime.config, net, dict(status))
     except SpecInvalid as exc:
         raise to_kopf(exc) from exc

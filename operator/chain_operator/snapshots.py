@@ -94,15 +94,17 @@ async def pods(kube: KubeApi, net: Network) -> list[PodView]:
 
 
 async def record(kube: KubeApi, net: Network, pod: str, info: node_info_pb2.SnapshotInfo) -> Obj:
-    """The ChainSnapshot of a snapshot a job took; the existing one when it was already recorded (an operator
-    restarted between creating the object and writing the status records it once)."""
+    """The ChainSnapshot of a snapshot a job took. Already there (409: an operator restarted between creating
+    the object and writing the status) counts as recorded: the name is made of the block and the creation
+    time, so it is the same snapshot, and it is recorded once."""
     body = snapshot_object(net, pod, info)
     try:
         created = await kube.create(custom_path(SNAPSHOTS, net.namespace), body)
     except KubeError as exc:
         if exc.status != 409:
             raise
-        return await kube.get(custom_path(SNAPSHOTS, net.namespace, body["metadata"]["name"]))
+        log.info("snapshot %s of %s was already recorded", info.name, pod)
+        return body
     log.info("snapshot %s of %s at block %d", info.name, pod, info.block_number)
     return created
 

@@ -3,7 +3,7 @@
 Recorded as things happen: RPC durations and outcomes (rpc.py), message outcomes at submission, block
 interval, messages per block, apply time, submit -> commit time per message (spans.py). Observed at
 scrape time from the node's own objects: mempool size, block height, stream subscribers and the ones
-dropped, etcd leader changes.
+dropped, etcd leader changes, whether this member diverged.
 """
 
 from __future__ import annotations
@@ -142,6 +142,12 @@ class NodeMetrics:
             unit="{subscriber}",
             description="Stream subscribers dropped for falling behind (SLOW_SUBSCRIBER)",
         )
+        self.meter.create_observable_gauge(
+            "chain.member.diverged",
+            [gauge(_diverged)],
+            unit="{state}",
+            description="1 while this member refuses writes after a block whose state root differs (STATE_DIVERGED)",
+        )
         self.meter.create_observable_counter(
             "chain.etcd.leader_changes",
             [gauge(_leader_changes)],
@@ -163,6 +169,11 @@ class NodeMetrics:
             unit="{attempt}",
             description="Block commits the store refused (each retry counts)",
         )
+
+
+def _diverged(node: ObservedNode) -> list[Observation]:
+    """The replicated and follower orderers set `halted` when a block's state root is not theirs."""
+    return [Observation(1 if getattr(node.orderer, "halted", "") else 0)]
 
 
 def _leader_changes(node: ObservedNode) -> list[Observation]:

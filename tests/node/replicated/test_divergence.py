@@ -20,6 +20,7 @@ from node.server.ordering.etcd.client import EtcdClient, op_put
 from node.server.ordering.etcd.log import BlockLog, Keys
 from tests.fixtures.etcdproc import EtcdCluster
 from tests.fixtures.replicaset import ReplicaSet, status, wait_height
+from tests.fixtures.scrape import scrape, value
 
 KEYS = Keys(b"/chain-node/")
 
@@ -55,6 +56,7 @@ def test_state_root_mismatch_stops_writes(tmp_path: Path, etcd1: EtcdCluster) ->
     try:
         node = nodes.nodes[0]
         wait_height([node], 1)
+        assert value(scrape(node.ready["metrics_port"]), "chain_member_diverged") == 0
         assert node.stop() == 0  # a clean stop gives up leadership
         forged = forge_next(node.data_dir)
         height = forged.header.number - 1
@@ -76,6 +78,8 @@ def test_state_root_mismatch_stops_writes(tmp_path: Path, etcd1: EtcdCluster) ->
                 c.submit(nodes.authority().bootstrap_message())
             assert reason_of(info.value) == "STATE_DIVERGED"
             assert isinstance(info.value, grpc.Call) and info.value.code() == grpc.StatusCode.UNAVAILABLE
+        # What the ChainMemberDiverged alert reads.
+        assert value(scrape(node.ready["metrics_port"]), "chain_member_diverged") == 1
     finally:
         nodes.stop()
 
