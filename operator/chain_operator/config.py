@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from node.envflags import add_version, describe_env, env_defaults
 from node.errors import ConfigError
+from node.observability.metrics import split_addr
 
 ENV_PREFIX = "CHAIN_OPERATOR_"
 
@@ -91,6 +92,11 @@ def parse_config(argv: Sequence[str] | None = None, env: Mapping[str, str] | Non
         if not values[name] > 0:
             flag = "--" + name.replace("_", "-")
             raise ConfigError(f"{flag} must be a positive number of seconds, not {values[name]}")
+    if values["metrics_addr"]:
+        try:
+            split_addr(values["metrics_addr"])
+        except ValueError as exc:
+            raise ConfigError(f"--metrics-addr: {exc}") from exc
     if values["max_lag_blocks"] < 0 or values["stable_checks"] < 1:
         raise ConfigError("--max-lag-blocks must be >= 0 and --stable-checks >= 1")
     return OperatorConfig(**values)

@@ -195,3 +195,27 @@ def test_helm_lint_strict_with_every_optional_part_on():
         check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_operator_metrics_are_served_scraped_and_admitted(monitored):
+    operator = monitored.get("Deployment", f"{FULL}-operator")
+    (c,) = operator["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e.get("value") for e in c["env"]}
+    assert env["CHAIN_OPERATOR_METRICS_ADDR"] == "0.0.0.0:9464"
+    assert {"name": "metrics", "containerPort": 9464, "protocol": "TCP"} in c["ports"]
+    svc = monitored.get("Service", f"{FULL}-operator")
+    assert svc["spec"]["ports"][0]["targetPort"] == "metrics"
+    assert svc["spec"]["selector"].items() <= operator["spec"]["template"]["metadata"]["labels"].items()
+    monitor = monitored.get("ServiceMonitor", f"{FULL}-operator")
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= svc["metadata"]["labels"].items()
+    (endpoint,) = monitor["spec"]["endpoints"]
+    assert endpoint["port"] == "metrics" and endpoint["honorLabels"] is True
+    # The rules select the operator by the job the ServiceMonitor gives it (the Service's name).
+    for name in ("ChainSnapshotFailing", "ChainSnapshotTooOld", "ChainRolloutFailed", "ChainRolloutStuck"):
+        assert f'job="{FULL}-operator"' in alerts(rules_of(monitored))[name]["expr"]
+    policy = monitored.get("NetworkPolicy", f"{FULL}-operator")
+    assert [tuple(p["port"] for p in r["ports"]) for r in policy["spec"]["ingress"]] == [("metrics",)]
+    off = Manifests(template("--set", "metrics.enabled=false"))
+    (c,) = off.get("Deployment", f"{FULL}-operator")["spec"]["template"]["spec"]["containers"]
+    assert "CHAIN_OPERATOR_METRICS_ADDR" not in {e["name"] for e in c["env"]}
+    assert off.get("NetworkPolicy", f"{FULL}-operator")["spec"]["ingress"] == []

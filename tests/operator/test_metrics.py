@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
+from chain_operator.config import parse_config
 from chain_operator.metrics import OperatorMetrics
+from node.errors import ConfigError
 from tests.charts.helm import PROFILES, Manifests, template
 
 EVERYTHING_ON = (
@@ -66,3 +70,15 @@ def test_metrics_count_per_network():
     assert get("chain_operator_rollout_phase", {"namespace": "a", "network": "x", "phase": "Progressing"}) == 0
     assert get("chain_operator_backup_failures_total", {"namespace": "a", "network": "x"}) == 1
     assert get("chain_operator_backup_last_success_timestamp_seconds", {"namespace": "a", "network": "x"}) == 99
+
+
+def test_metrics_and_job_timeout_flags():
+    cfg = parse_config(
+        [], env={"CHAIN_OPERATOR_METRICS_ADDR": "0.0.0.0:9464", "CHAIN_OPERATOR_SNAPSHOT_JOB_TIMEOUT": "60"}
+    )
+    assert cfg.metrics_addr == "0.0.0.0:9464" and cfg.snapshot_job_timeout == 60
+    assert parse_config([], env={}).metrics_addr == ""  # off unless asked (the chart sets it)
+    with pytest.raises(ConfigError, match="--metrics-addr"):
+        parse_config(["--metrics-addr", "9464"], env={})
+    with pytest.raises(ConfigError, match="--snapshot-job-timeout"):
+        parse_config(["--snapshot-job-timeout", "0"], env={})
