@@ -99,7 +99,8 @@ def test_a_job_outlives_a_short_deadline_and_one_runs_at_a_time(tmp_path):
 def test_kill_9_mid_copy_leaves_no_untracked_directory(tmp_path):
     hold = tmp_path / "hold"
     hold.touch()
-    node = NodeProcess(tmp_path / "data", env={HOLD_ENV: str(hold)}).start()
+    # No verify workers: a SIGKILL would leave the worker processes of the killed node behind.
+    node = NodeProcess(tmp_path / "data", "--verify-workers", "0", env={HOLD_ENV: str(hold)}).start()
     snapshots = node.data_dir / "snapshots"
     try:
         job = admin(node).StartSnapshot(pb.StartSnapshotRequest(), timeout=5.0).job
