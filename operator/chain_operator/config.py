@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from node.envflags import add_version, describe_env, env_defaults
 from node.errors import ConfigError
-from node.observability.metrics import split_addr
+from node.observability.address import split_addr
 
 ENV_PREFIX = "CHAIN_OPERATOR_"
 

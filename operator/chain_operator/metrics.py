@@ -20,7 +20,7 @@ from wsgiref.simple_server import WSGIServer
 from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
 
 from node.errors import ConfigError
-from node.observability.metrics import split_addr
+from node.observability.address import split_addr
 
 log = logging.getLogger("chain.operator.metrics")
 LABELS = ("namespace", "network")
