@@ -65,7 +65,7 @@ def test_rules_pass_promtool_check_and_unit_tests(monitored, tmp_path):
         cwd=tmp_path,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=300,
     )
     assert unit.returncode == 0, unit.stdout[-4000:] + unit.stderr[-4000:]
     assert "SUCCESS" in unit.stdout + unit.stderr
