@@ -4,8 +4,9 @@
       start_block                             start_block
                                               validate_header, validate_messages
       apply_body                              apply_body
+        append_message: block limits, then
         apply_message: registry kind, structure, envelope, time, replay, signer, handler
-      finish_block                            finish_block
+      seal_block: header, finish_block        finish_block
                                               check_result   (count and state root against the header)
       record_block                            record_block   (block and head records, BlockOutput)
 
@@ -82,8 +83,21 @@ def build_block(
     """Propose the next block from candidate messages; invalid ones are left out."""
     start = start_block(base)
     timestamp_ms = max(timestamp_ms, start.parent.header.timestamp_ms)
-    applied, dropped = apply_body(start, params, candidates, now=timestamp_ms // 1000, verifier=verifier)
-    messages = [r.message for r in applied]
+    body = apply_body(start, params, candidates, now=timestamp_ms // 1000, verifier=verifier)
+    return seal_block(start, nodes, params, timestamp_ms, body)
+
+
+def seal_block(
+    start: BlockStart, nodes: merkle.NodeStore, params: ChainParams, timestamp_ms: int, body: BlockBody
+) -> BlockOutput:
+    """The header over what `body` applied onto `start.overlay` (at block time `timestamp_ms // 1000`),
+    the stats and state root, the block records: the one place a proposed block's header is made.
+
+    `build_block` calls it; so does the node that validated its pending messages into an open block
+    (node/server/write/pending.py) and commits that block without executing them again."""
+    if timestamp_ms < start.parent.header.timestamp_ms:
+        raise InvariantBroken(f"block time {timestamp_ms} is before its parent's {start.parent.header.timestamp_ms}")
+    messages = [r.message for r in body.applied]
     chunks = make_chunks(messages)
     header = block_pb2.BlockHeader(
         number=start.number,
@@ -95,9 +109,9 @@ def build_block(
         network=params.network,
         protocol_version=PROTOCOL_VERSION,
     )
-    header.state_root, tree_nodes = finish_block(start, nodes, applied, header)
+    header.state_root, tree_nodes = finish_block(start, nodes, body.applied, header)
     block = block_pb2.Block(header=header, hash=header_hash(header), chunks=chunks)
-    return record_block(start, block, tree_nodes, applied, dropped)
+    return record_block(start, block, tree_nodes, body.applied, body.dropped)
 
 
 def apply_block(
@@ -114,10 +128,10 @@ def apply_block(
     messages = block_messages(block)
     validate_messages(block.header, messages)
     now = block.header.timestamp_ms // 1000
-    applied, dropped = apply_body(start, params, messages, now=now, verifier=verifier)
-    root, tree_nodes = finish_block(start, nodes, applied, block.header)
-    check_result(block.header, applied, root)
-    return record_block(start, block, tree_nodes, applied, dropped)
+    body = apply_body(start, params, messages, now=now, verifier=verifier)
+    root, tree_nodes = finish_block(start, nodes, body.applied, block.header)
+    check_result(block.header, body.applied, root)
+    return record_block(start, block, tree_nodes, body.applied, body.dropped)
 
 
 def genesis_writes(params: ChainParams) -> dict[bytes, bytes | None]:
@@ -176,6 +190,16 @@ def validate_messages(h: block_pb2.BlockHeader, messages: Sequence[pb.Message]) 
 
 
 # ---------------------------------------------------------------- body
+@dataclass
+class BlockBody:
+    """What a block has applied so far: its records in order, what it dropped, and what its limits count."""
+
+    applied: list[block_pb2.CommittedMessage] = field(default_factory=list)
+    dropped: list[Dropped] = field(default_factory=list)
+    seen: set[bytes] = field(default_factory=set)
+    per_project: Counter[bytes] = field(default_factory=Counter)
+
+
 def apply_body(
     start: BlockStart,
     params: ChainParams,
@@ -183,38 +207,50 @@ def apply_body(
     *,
     now: int,
     verifier: Ed25519Verifier | None,
-) -> tuple[list[block_pb2.CommittedMessage], list[Dropped]]:
+) -> BlockBody:
     """Apply each message in order; a rejected one is dropped with its reason and leaves no trace."""
-    applied: list[block_pb2.CommittedMessage] = []
-    dropped: list[Dropped] = []
-    seen: set[bytes] = set()
-    per_project: Counter[bytes] = Counter()
+    body = BlockBody()
     for msg in messages:
-        event_id = start.first_event_id + len(applied)
-        project = project_of(msg.data, msg.hash)
         try:
-            check_room(msg, project, seen, len(applied), per_project)
-            apply_message(
+            append_message(
                 start.overlay,
                 params,
+                body,
                 msg,
-                block_number=start.number,
+                number=start.number,
+                first_event_id=start.first_event_id,
                 now=now,
-                event_id=event_id,
                 verifier=verifier,
             )
         except MessageRejected as exc:
-            dropped.append(Dropped(bytes(msg.hash), exc))
-            continue
-        seen.add(bytes(msg.hash))
-        if project:
-            per_project[project] += 1
-        record = block_pb2.CommittedMessage(
-            message=msg, block_number=start.number, index=len(applied), event_id=event_id
-        )
-        applied.append(record)
-        _record_message(start.overlay, record)
-    return applied, dropped
+            body.dropped.append(Dropped(bytes(msg.hash), exc))
+    return body
+
+
+def append_message(
+    overlay: Overlay,
+    params: ChainParams,
+    body: BlockBody,
+    msg: pb.Message,
+    *,
+    number: int,
+    first_event_id: int,
+    now: int,
+    verifier: Ed25519Verifier | None,
+) -> block_pb2.CommittedMessage:
+    """One more message at the end of block `number` (time `now`, events from `first_event_id`): the block's
+    limits, the message applied onto `overlay` and its records; on MessageRejected nothing changed."""
+    event_id = first_event_id + len(body.applied)
+    project = project_of(msg.data, msg.hash)
+    check_room(msg, project, body.seen, len(body.applied), body.per_project)
+    apply_message(overlay, params, msg, block_number=number, now=now, event_id=event_id, verifier=verifier)
+    body.seen.add(bytes(msg.hash))
+    if project:
+        body.per_project[project] += 1
+    record = block_pb2.CommittedMessage(message=msg, block_number=number, index=len(body.applied), event_id=event_id)
+    body.applied.append(record)
+    _record_message(overlay, record)
+    return record
 
 
 def check_room(msg: pb.Message, project: bytes, seen: set[bytes], count: int, per_project: Counter[bytes]) -> None:

@@ -85,6 +85,16 @@ class Overlay:
     def child(self) -> Overlay:
         return Overlay(self)
 
+    def copy(self) -> Overlay:
+        """Another overlay with the same base and a copy of these writes (each then changes alone)."""
+        twin = Overlay(self._base)
+        twin._writes = dict(self._writes)
+        return twin
+
+    def update(self, writes: Mapping[bytes, bytes | None]) -> None:
+        """Take `writes` over as this overlay's own (later ones win)."""
+        self._writes.update(writes)
+
     def fold_into(self, parent: Overlay) -> None:
         """Apply this overlay's writes to `parent` (which must be its base)."""
         if parent is not self._base:

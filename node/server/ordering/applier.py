@@ -54,5 +54,5 @@ class BlockApplier:
         (record or self.pipeline.telemetry.block("local")).committed(out, self.mempool.admissions)
         committed = [bytes(r.message.hash) for r in out.applied]
         self.mempool.remove(committed + [d.hash for d in out.dropped])
-        self.pipeline.after_block(committed, out.dropped, out.block.header.number)
+        self.pipeline.after_block(committed, out.dropped, out.block.header.number, out.block)
         self.hub.publish(out.block, out.applied)

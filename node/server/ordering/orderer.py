@@ -1,9 +1,12 @@
 """Ordering: the `Orderer` interface and the single-node `solo` orderer.
 
 Solo cuts a block every `block_interval` while the mempool is not empty (and
-an empty block at most every `empty_block_interval`), builds it with the
-state transition, commits it in one LMDB transaction, re-validates what is
-still pending, and publishes the events. Building runs in a worker thread so
+an empty block at most every `empty_block_interval`): it seals the oldest
+open block of the pending state, whose messages were executed when they
+were admitted (node/server/write/pending.py), or, when the pending state
+cannot give the next block as it is, builds it from the mempool with the
+state transition; commits it in one LMDB transaction, moves the pending
+state on, and publishes the events. Building runs in a worker thread so
 the event loop keeps serving reads and submissions meanwhile. A commit the
 disk refuses (node/server/storage_health.py) is retried with backoff while
 submissions are refused with STORAGE_FAILED; the candidates stay pending.
@@ -138,13 +141,16 @@ class SoloOrderer:
                 log.exception("block production failed; retrying next interval")
 
     async def produce(self) -> BlockOutput:
-        candidates = self.mempool.take()
         self._building = 1
         record = self.pipeline.telemetry.block("local")
         started = time.perf_counter()
         try:
             now_ms = int(self.clock() * 1000)
-            out = await asyncio.to_thread(self.chain.build, now_ms, candidates)
+            seal = self.pipeline.sealer(now_ms)  # the oldest open block, executed at admission
+            if seal is not None:
+                out = await asyncio.to_thread(seal)
+            else:  # the pending state cannot give it as it is: execute the oldest pending messages again
+                out = await asyncio.to_thread(self.chain.build, now_ms, self.mempool.take())
             built = time.perf_counter()
             record.built()
             await asyncio.to_thread(self.chain.commit, out)
@@ -164,7 +170,7 @@ class SoloOrderer:
         record.committed(out, self.mempool.admissions)  # span and metrics, before the mempool forgets them
         committed = [bytes(r.message.hash) for r in out.applied]
         self.mempool.remove(committed + [d.hash for d in out.dropped])
-        self.pipeline.after_block(committed, out.dropped, out.block.header.number)
+        self.pipeline.after_block(committed, out.dropped, out.block.header.number, out.block)
         self.hub.publish(out.block, out.applied)
         if self.on_block is not None:
             self.on_block(out)

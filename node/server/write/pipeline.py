@@ -1,11 +1,16 @@
 """The write path: verify -> validate against committed state plus pending effects -> mempool.
 
-Validation runs every candidate through the real state transition on an
-overlay (`pending`) that sits on a read snapshot of the committed state and
-already holds the effects of every message in the mempool, so a message that
-depends on a pending one (a ref update after its commit bundle) is accepted,
-and two conflicting ones are not both admitted. After each block the overlay
-is rebuilt on the new committed state from the messages still pending.
+Validation runs every candidate through the real state transition on the
+pending state (pending.py) that sits on a read snapshot of the committed
+state and already holds the effects of every message in the mempool, so a
+message that depends on a pending one (a ref update after its commit bundle)
+is accepted, and two conflicting ones are not both admitted. The pending
+state is a stack of open blocks with fixed contexts, so the orderer commits
+the oldest one as it is (`sealer`) instead of executing its messages again.
+After each block the pending state moves onto the new committed state: as it
+is when the block was the oldest open one, else rebuilt from the messages
+still pending (or, after a block ordered elsewhere that committed the oldest
+pending messages, kept as one flat overlay: pending.py).
 """
 
 from __future__ import annotations
@@ -16,14 +21,16 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from chain.v1 import block_pb2
 from chain.v1 import message_pb2 as pb
 from node.chain import Chain
 from node.errors import MessageRejected, Reason
 from node.server.telemetry.spans import NodeTelemetry
 from node.server.write.mempool import Mempool
+from node.server.write.pending import PendingBlocks
 from node.server.write.verify import Verifier
-from node.state.transition import Dropped, apply_message
-from node.storage.kv import Overlay
+from node.state.transition import BlockOutput, Dropped
+from node.storage.kv import ReadView
 from node.storage.lmdb_store import ReadSnapshot
 
 DROPPED_MEMORY = 100_000
@@ -55,36 +62,48 @@ class Pipeline:
         self.verifier = verifier
         self.clock = clock
         self._snapshot: ReadSnapshot | None = None
-        self._pending: Overlay | None = None
-        self._next_block = 0
-        # hashes whose effects the pending overlay holds, in the order applied (= mempool order)
+        self._pending: PendingBlocks | None = None
+        # hashes whose effects the pending state holds, in the order applied (= mempool order)
         self._validated: list[bytes] = []
         self.dropped: OrderedDict[bytes, tuple[int, str, str]] = OrderedDict()
         self.rebuild()
 
     # ---- pending state ----
-    def after_block(self, committed: Sequence[bytes], dropped: Sequence[Dropped], block_number: int) -> list[bytes]:
+    def after_block(
+        self,
+        committed: Sequence[bytes],
+        dropped: Sequence[Dropped],
+        block_number: int,
+        block: block_pb2.Block | None = None,
+    ) -> list[bytes]:
         """Move the pending state onto the block just committed.
 
         `committed` are the hashes the block applied (already removed from the
-        mempool). When they were the oldest pending messages in order and nothing
-        was dropped, the pending overlay already equals the new committed state
-        plus the effects of what is still pending, so it is rebased as it is;
-        otherwise everything still pending is validated again."""
+        mempool). When `block` is the oldest open block as sealed here, the
+        blocks above it move onto the new committed state as they are. When
+        the block (ordered elsewhere) applied the oldest pending messages in
+        order and dropped nothing, the pending effects are kept as one flat
+        overlay; otherwise everything still pending is validated again."""
+        assert self._pending is not None
         prefix = self._validated[: len(committed)]
-        if not dropped and prefix == list(committed) and self._pending is not None:
-            old = self._snapshot
-            self._snapshot = self.chain.store.begin_read()
-            self._pending = self._pending.rebase(self._snapshot.view)
-            self._validated = self._validated[len(committed) :]
-            self._next_block = self.chain.height + 1
-            if old is not None:
-                old.close()
-            return []
-        return self.rebuild(dropped, block_number)
+        if block is not None and self._pending.is_next(block):
+            self._pending = self._pending.drop_committed(self._move_snapshot())
+        elif not dropped and prefix == list(committed) and self._pending.can_flatten:
+            self._pending = self._pending.flattened(self._move_snapshot())
+        else:
+            return self.rebuild(dropped, block_number)
+        self._validated = self._validated[len(committed) :]
+        return []
+
+    def _move_snapshot(self) -> ReadView:
+        old = self._snapshot
+        self._snapshot = self.chain.store.begin_read()
+        if old is not None:
+            old.close()
+        return self._snapshot.view
 
     def rebuild(self, dropped: Sequence[Dropped] = (), block_number: int = 0) -> list[bytes]:
-        """Re-validate what is still pending on top of the new committed state.
+        """Re-validate what is still pending, into open blocks on top of the new committed state.
 
         Returns the hashes that no longer apply (removed from the mempool, reasons kept)."""
         for d in dropped:
@@ -92,14 +111,13 @@ class Pipeline:
         if self._snapshot is not None:
             self._snapshot.close()
         self._snapshot = self.chain.store.begin_read()
-        self._pending = Overlay(self._snapshot.view)
+        self._pending = PendingBlocks(self.chain.params, self._snapshot.view)
         self._validated = []
-        self._next_block = self.chain.height + 1
         stale: list[bytes] = []
-        now = int(self.clock())
+        wall_ms = int(self.clock() * 1000)
         for msg in self.mempool.messages():
             try:
-                self._apply(self._pending, msg, now)
+                self._pending.admit(msg, wall_ms)
             except MessageRejected as exc:
                 stale.append(bytes(msg.hash))
                 self._remember(bytes(msg.hash), block_number, exc)
@@ -108,13 +126,21 @@ class Pipeline:
         self.mempool.remove(stale)
         return stale
 
+    def sealer(self, now_ms: int) -> Callable[[], BlockOutput] | None:
+        """The oldest open block, closed to admissions, and the function that seals it into the next block
+        (run it in a worker thread); None when the pending state cannot give the next block as it is (its
+        snapshot is not the committed head, it is flat, nothing is open, or the oldest block is too old at
+        `now_ms`): the orderer then builds the block from the mempool's messages as before."""
+        pending = self._pending
+        assert pending is not None and self._snapshot is not None
+        if pending.flat or len(self._validated) != len(self.mempool) or pending.height != self.chain.height:
+            return None
+        return pending.sealer(self._snapshot.nodes, now_ms)
+
     def _remember(self, message_hash: bytes, block_number: int, error: MessageRejected) -> None:
         self.dropped[message_hash] = (block_number, error.reason.value, error.detail)
         while len(self.dropped) > DROPPED_MEMORY:
             self.dropped.popitem(last=False)
-
-    def _apply(self, parent: Overlay, msg: pb.Message, now: int) -> None:
-        apply_message(parent, self.chain.params, msg, block_number=self._next_block, now=now, event_id=0, verifier=None)
 
     # ---- submissions ----
     async def submit(self, msgs: Sequence[pb.Message], *, vouched: bool = False) -> list[Outcome]:
@@ -125,7 +151,7 @@ class Pipeline:
             with t.stage("chain.verify"):
                 verdicts = self.verifier.vouched(msgs) if vouched else await self.verifier.verify(msgs)
             assert self._pending is not None
-            now = int(self.clock())
+            wall_ms = int(self.clock() * 1000)
             out: list[Outcome] = []
             admitted: dict[bytes, pb.Message] = {}  # in order; added to the mempool after validation
             try:
@@ -138,7 +164,7 @@ class Pipeline:
                             if verdict.hash in self.mempool or verdict.hash in admitted:
                                 raise MessageRejected(Reason.DUPLICATE_MESSAGE, "message is already pending")
                             self.mempool.check_room(len(admitted))
-                            self._apply(self._pending, msg, now)
+                            self._pending.admit(msg, wall_ms)
                         except MessageRejected as exc:
                             out.append(Outcome(i, verdict.hash, False, exc.reason.value, exc.detail, exc.values))
                             continue
@@ -168,7 +194,7 @@ class Pipeline:
         try:
             if verdict.hash in self.mempool:
                 raise MessageRejected(Reason.DUPLICATE_MESSAGE, "message is already pending")
-            self._apply(self._pending.child(), msg, int(self.clock()))
+            self._pending.dry_run(msg, int(self.clock() * 1000))
         except MessageRejected as exc:
             return Outcome(0, verdict.hash, False, exc.reason.value, exc.detail, exc.values)
         return Outcome(0, verdict.hash, True)
