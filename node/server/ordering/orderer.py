@@ -94,6 +94,8 @@ class SoloOrderer:
         self.storage = storage or StorageHealth()
         self._task: asyncio.Task[None] | None = None
         self._building = 0
+        self.blocks_from_pending = 0  # blocks sealed from the pending state (their messages executed once)
+        self.blocks_executed_again = 0  # blocks built by executing the mempool's messages again
         self._last_block = clock()
         self._stopping = asyncio.Event()
 
@@ -149,8 +151,10 @@ class SoloOrderer:
             seal = self.pipeline.sealer(now_ms)  # the oldest open block, executed at admission
             if seal is not None:
                 out = await asyncio.to_thread(seal)
+                self.blocks_from_pending += 1
             else:  # the pending state cannot give it as it is: execute the oldest pending messages again
                 out = await asyncio.to_thread(self.chain.build, now_ms, self.mempool.take())
+                self.blocks_executed_again += 1
             built = time.perf_counter()
             record.built()
             await asyncio.to_thread(self.chain.commit, out)

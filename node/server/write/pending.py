@@ -182,11 +182,12 @@ class PendingBlocks:
     # ---- cutting ----
     def sealer(self, nodes: merkle.NodeStore, now_ms: int) -> Callable[[], BlockOutput] | None:
         """Close the oldest open block; the returned function seals it (it may run in a worker thread while
-        admission goes on into the blocks above). None when there is no block to cut this way: the state is
-        flat, nothing is pending, or the oldest block is older than MAX_OPEN_BLOCK_AGE_MS at `now_ms`."""
-        if self.flat or not self.blocks:
+        admission goes on into the blocks above; with nothing pending, an empty block opened at `now_ms`).
+        None when there is no block to cut this way: the state is flat, or the oldest block is older than
+        MAX_OPEN_BLOCK_AGE_MS at `now_ms`."""
+        if self.flat:
             return None
-        block = self.blocks[0]
+        block = self.blocks[0] if self.blocks else self._open(now_ms)
         if now_ms - block.timestamp_ms > MAX_OPEN_BLOCK_AGE_MS:
             return None
         block.closed = True

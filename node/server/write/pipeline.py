@@ -129,7 +129,7 @@ class Pipeline:
     def sealer(self, now_ms: int) -> Callable[[], BlockOutput] | None:
         """The oldest open block, closed to admissions, and the function that seals it into the next block
         (run it in a worker thread); None when the pending state cannot give the next block as it is (its
-        snapshot is not the committed head, it is flat, nothing is open, or the oldest block is too old at
+        snapshot is not the committed head, it is flat, or the oldest block is too old at
         `now_ms`): the orderer then builds the block from the mempool's messages as before."""
         pending = self._pending
         assert pending is not None and self._snapshot is not None
