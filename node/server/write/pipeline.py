@@ -128,14 +128,17 @@ class Pipeline:
 
     def sealer(self, now_ms: int) -> Callable[[], BlockOutput] | None:
         """The oldest open block, closed to admissions, and the function that seals it into the next block
-        (run it in a worker thread); None when the pending state cannot give the next block as it is (its
-        snapshot is not the committed head, it is flat, or the oldest block is too old at
-        `now_ms`): the orderer then builds the block from the mempool's messages as before."""
-        pending = self._pending
-        assert pending is not None and self._snapshot is not None
-        if pending.flat or len(self._validated) != len(self.mempool) or pending.height != self.chain.height:
+        (run it in a worker thread). A flat pending state (a member that was not ordering) is rebuilt into
+        open blocks first. None when the pending state cannot give the next block as it is (its snapshot is
+        not the committed head, or the oldest block is too old at `now_ms`): the orderer then builds the
+        block from the mempool's messages as before."""
+        assert self._pending is not None
+        if self._pending.height != self.chain.height:
             return None
-        return pending.sealer(self._snapshot.nodes, now_ms)
+        if self._pending.flat or len(self._validated) != len(self.mempool):  # e.g. a member that just took the lead
+            self.rebuild(block_number=self._pending.height + 1)
+        assert self._pending is not None and self._snapshot is not None
+        return self._pending.sealer(self._snapshot.nodes, now_ms)
 
     def _remember(self, message_hash: bytes, block_number: int, error: MessageRejected) -> None:
         self.dropped[message_hash] = (block_number, error.reason.value, error.detail)

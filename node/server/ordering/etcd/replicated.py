@@ -3,8 +3,9 @@
 Every member runs one loop that owns its chain: it reads the log after its
 applied height, applies each block in order (the transition checks the state
 root), and, when it is the elected leader and has applied the whole log,
-builds the next block from its mempool and appends it with the fenced
-transaction (etcd_log). Only after the append succeeded does the leader
+builds the next block (sealing the oldest open block of its pending state,
+whose messages were executed at admission: node/server/write/pending.py)
+and appends it with the fenced transaction (etcd_log). Only after the append succeeded does the leader
 commit the block it built; if the append's answer is lost, the block is
 applied from the log like any other. A block whose state root differs from
 ours halts the member: it logs the difference, stops taking writes
@@ -223,11 +224,15 @@ class ReplicatedOrderer:
     async def _produce(self) -> None:
         assert self.election is not None
         lease = self.election.lease
-        candidates = self.mempool.take()
         self._building = 1
         record = self.applier.pipeline.telemetry.block("local")  # span and metrics (node/server/telemetry/spans.py)
         try:
-            out = await asyncio.to_thread(self.chain.build, int(self.clock() * 1000), candidates)
+            now_ms = int(self.clock() * 1000)
+            seal = self.applier.pipeline.sealer(now_ms)  # the oldest open block, executed at admission
+            if seal is not None:
+                out = await asyncio.to_thread(seal)
+            else:  # the pending state cannot give it as it is: execute the oldest pending messages again
+                out = await asyncio.to_thread(self.chain.build, now_ms, self.mempool.take())
             record.built()
             number = int(out.block.header.number)
             if not await self.log.append(out.block, lease):
