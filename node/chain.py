@@ -84,12 +84,18 @@ class Chain:
     @contextmanager
     def read(self) -> Iterator[tuple[LmdbReadView, LmdbNodeView]]:
         """A consistent read; DataCorrupted once the store failed an integrity check (now or before)."""
+        with self.guarded(), self.store.read() as views:
+            yield views
+
+    @contextmanager
+    def guarded(self) -> Iterator[None]:
+        """Reads of stored data inside (any snapshot of this store): DataCorrupted, latched, on a damaged
+        tree node or record; DataCorrupted at once when the store already failed an integrity check."""
         fault = self.store.fault
         if fault.problem is not None:
             raise DataCorrupted(fault.problem)
         try:
-            with self.store.read() as views:
-                yield views
+            yield
         except InvalidChange:
             raise
         except MerkleError as err:  # a missing or malformed tree node, a value that does not match its leaf

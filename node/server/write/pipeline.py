@@ -138,7 +138,15 @@ class Pipeline:
         if self._pending.flat or len(self._validated) != len(self.mempool):  # e.g. a member that just took the lead
             self.rebuild(block_number=self._pending.height + 1)
         assert self._pending is not None and self._snapshot is not None
-        return self._pending.sealer(self._snapshot.nodes, now_ms)
+        seal = self._pending.sealer(self._snapshot.nodes, now_ms)
+        if seal is None:
+            return None
+
+        def guarded() -> BlockOutput:
+            with self.chain.guarded():  # a damaged tree node latches the store's fault, as in Chain.build
+                return seal()
+
+        return guarded
 
     def _remember(self, message_hash: bytes, block_number: int, error: MessageRejected) -> None:
         self.dropped[message_hash] = (block_number, error.reason.value, error.detail)
