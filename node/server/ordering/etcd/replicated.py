@@ -94,6 +94,8 @@ class ReplicatedOrderer:
         self._next = 0  # the log's next number as last read (0: not read yet)
         self._height = chain.height
         self._building = 0
+        self.blocks_from_pending = 0  # blocks this leader sealed from its pending state (executed once)
+        self.blocks_executed_again = 0  # blocks it built by executing the mempool's messages again
         self._last_block = clock()
         self._stopping = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -231,8 +233,10 @@ class ReplicatedOrderer:
             seal = self.applier.pipeline.sealer(now_ms)  # the oldest open block, executed at admission
             if seal is not None:
                 out = await asyncio.to_thread(seal)
+                self.blocks_from_pending += 1
             else:  # the pending state cannot give it as it is: execute the oldest pending messages again
                 out = await asyncio.to_thread(self.chain.build, now_ms, self.mempool.take())
+                self.blocks_executed_again += 1
             record.built()
             number = int(out.block.header.number)
             if not await self.log.append(out.block, lease):
