@@ -17,6 +17,8 @@ The vocabulary, all here and nowhere else (docs/errors.md):
   (bugs: a client only ever sees `INTERNAL`).
 - `CliCode`: the client side's own failure codes (chainctl's JSON error output,
   the SDK); a node's reason passes through them unchanged.
+- `BackupReason`: why an off-cluster backup, prune or restore failed
+  (`chain-node backup ...`: its one error line and exit status 1).
 - The trailer names (`REASON_CODE`, `REASON_VALUES`, `RETRY_AFTER_MS`, `FIELD`),
   read by `trailer` only.
 Operator condition reasons are Kubernetes CamelCase reasons shown by kubectl, not
@@ -184,6 +186,23 @@ class CliCode(StrEnum):
     INVALID_PROFILE = "INVALID_PROFILE"
 
 
+class BackupReason(StrEnum):
+    """Why `chain-node backup create|list|prune|restore` failed (docs/operations.md, "Back up to object storage")."""
+
+    BUCKET_MISSING = "BUCKET_MISSING"
+    ACCESS_DENIED = "ACCESS_DENIED"  # wrong or missing credentials, or a policy that refuses the call
+    STORAGE_UNREACHABLE = "STORAGE_UNREACHABLE"  # the S3 endpoint does not answer (or answers 5xx)
+    STORAGE_ERROR = "STORAGE_ERROR"  # any other refusal of the object store
+    BACKUP_NOT_FOUND = "BACKUP_NOT_FOUND"
+    INCOMPLETE_BACKUP = "INCOMPLETE_BACKUP"  # its manifest (written last) is missing: an interrupted upload
+    CHECKSUM_MISMATCH = "CHECKSUM_MISMATCH"  # a chunk or the manifest does not hash to what was recorded
+    SOURCE_UNAVAILABLE = "SOURCE_UNAVAILABLE"  # the node to back up does not answer, or holds no snapshot
+    SOURCE_MISMATCH = "SOURCE_MISMATCH"  # the node serves a snapshot that is not a block of its own chain
+    STORE_NOT_EMPTY = "STORE_NOT_EMPTY"  # restore into a data dir that holds a store (without --reinitialize)
+    RESTORE_REFUSED = "RESTORE_REFUSED"  # the downloaded store failed verification; nothing was installed
+    INVALID_ARGUMENT = "INVALID_ARGUMENT"
+
+
 class ChainError(Exception):
     """Root of every error the node raises on purpose."""
 
@@ -248,6 +267,16 @@ class InvariantBroken(ChainError):
 class RestoreFailed(ChainError):
     """A restore or state sync could not put a verified store in place (damaged chunk, a snapshot that is not
     the log's block, no member serving one, out of time); nothing unchecked was installed."""
+
+
+class BackupFailed(ChainError):
+    """An off-cluster backup, listing, prune or restore could not be done; `reason` says why. A restore that
+    fails installed nothing (the store is either absent or the previous one)."""
+
+    def __init__(self, reason: BackupReason, detail: str) -> None:
+        self.reason = reason
+        self.detail = detail
+        super().__init__(f"{reason.value}: {detail}")
 
 
 class ConfigError(ChainError):

@@ -6,6 +6,9 @@ line on stderr and exit status 2 (docs/operations.md).
 `chain-node state-sync [FLAGS]` (replicated mode) only joins: it brings DATA_DIR to a store the etcd log
 continues, state-syncing from a member's snapshot when needed, then exits 0 (1 with one line on failure).
 The chart runs it as an init container, so a restore never eats the startup probe's budget.
+
+`chain-node backup {create,list,prune,restore}` copies snapshots to S3-compatible object storage and restores
+from there (node/server/backup/cli.py, docs/operations.md "Back up to object storage").
 """
 
 from __future__ import annotations
@@ -20,12 +23,15 @@ from node.server.config import parse_config
 VERIFY_STORE = lazy("node.server.verify_store", "main")
 STATE_SYNC = lazy("node.server.serve", "state_sync_main")
 SERVE = lazy("node.server.serve", "main")
+BACKUP = lazy("node.server.backup.cli", "main")
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["verify-store"]:
         raise SystemExit(VERIFY_STORE(args[1:]))
+    if args[:1] == ["backup"]:
+        raise SystemExit(BACKUP(args[1:]))
     if args[:1] == ["state-sync"]:
         raise SystemExit(STATE_SYNC(args[1:]))
     config = parse_config(args)  # --help and a bad flag end here, before grpc, aiohttp or the store load
