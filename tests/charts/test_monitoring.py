@@ -22,7 +22,8 @@ PROMTOOL_TESTS = Path(__file__).parent / "promtool"
 FULL_MONITORING = (
     *PROFILES["replicated"],
     "--set",
-    "metrics.prometheusRule.enabled=true,metrics.serviceMonitor.enabled=true,etcd.backup.enabled=true",
+    "metrics.prometheusRule.enabled=true,metrics.serviceMonitor.enabled=true,etcd.backup.enabled=true,"
+    "backup.enabled=true,backup.bucket=chain-backups",
 )
 
 

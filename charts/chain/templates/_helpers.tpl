@@ -219,3 +219,12 @@ topologySpreadConstraints:
 {{- else -}}{{- fail (printf "%s is no duration" $d) -}}
 {{- end -}}
 {{- end -}}
+
+{{/* The object store of the backup CronJob's steps (chain-node backup reads CHAIN_BACKUP_*; the credentials
+come from backup.existingSecret as AWS_* variables, never from values). */}}
+{{- define "chain.backupEnv" -}}
+{{- $b := .Values.backup -}}
+- {name: CHAIN_BACKUP_URL, value: {{ printf "s3://%s" (trimSuffix "/" (printf "%s/%s" $b.bucket (trimAll "/" $b.prefix))) | quote }}}
+- {name: CHAIN_BACKUP_S3_ENDPOINT, value: {{ $b.endpoint | quote }}}
+- {name: CHAIN_BACKUP_S3_REGION, value: {{ $b.region | quote }}}
+{{- end -}}
