@@ -73,7 +73,7 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--expect-state-root", default="", help="refuse a backup whose state root is not this (hex)")
     r.add_argument("--timeout", type=float, default=3600.0, help="seconds the download may take")
     _network(r)
-    _common(r, url_flags=("--from", "--url"))
+    _common(r, url_flags=("--url", "--from"))  # env: CHAIN_BACKUP_URL, like the other verbs
     for sub in (c, ls, pr, r):
         describe_env(sub, PREFIX)
         env_defaults(sub, PREFIX, os.environ)

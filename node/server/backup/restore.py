@@ -78,9 +78,7 @@ def load_manifest(bucket: Bucket, root: Location, network: str, chosen: Listed) 
     except (ValueError, KeyError, TypeError):
         raise BackupFailed(BackupReason.CHECKSUM_MISMATCH, f"{chosen.name}: {INFO} is damaged") from None
     if blake3(raw).hexdigest() != recorded:
-        raise BackupFailed(
-            BackupReason.CHECKSUM_MISMATCH, f"{chosen.name}: {MANIFEST} does not hash to {INFO}'s record"
-        )
+        raise BackupFailed(BackupReason.CHECKSUM_MISMATCH, f"{chosen.name}: {MANIFEST} does not match {INFO}")
     try:
         manifest = sync_pb.SnapshotManifest.FromString(raw)
         check_shape(manifest)

@@ -16,9 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
 
-from chain.v1 import rpc_pb2
+from chain.v1 import rpc_pb2, snapshot_sync_service_pb2_grpc
+from chain.v1 import snapshot_sync_pb2 as sync_pb
 from node.server.snapshots.staging import STAGING_DIR
 from tests.fixtures.actors import RemoteActor, new_account
 from tests.fixtures.motoproc import Credentials, MotoProcess
@@ -193,7 +195,44 @@ def test_a_damaged_manifest_is_refused(moto, source, tmp_path):
     s3.put_object(Bucket=BUCKET, Key=key, Body=bytes(raw))
     refused = backup(moto, "restore", "--from", url, "--data-dir", str(tmp_path / "data"))
     assert refused.code == 1 and "CHECKSUM_MISMATCH" in refused.stderr
-    assert not (tmp_path / "data" / "data.mdb").exists()
+    assert "manifest.pb does not match backup.json" in refused.stderr  # refused before any chunk is fetched
+    assert not (tmp_path / "data" / "data.mdb").exists() and not (tmp_path / "data" / STAGING_DIR).exists()
+
+
+def planted_snapshot(node: NodeProcess, origin: Path, name: str) -> str:
+    """Copy snapshot directory `origin` into `node`'s snapshots as `name` (its manifest made anew)."""
+    target = node.data_dir / "snapshots" / name
+    shutil.copytree(origin, target)
+    (target / "manifest.pb").unlink(missing_ok=True)
+    return name
+
+
+def test_a_snapshot_that_is_not_the_nodes_block_or_is_damaged_is_not_backed_up(moto, source, tmp_path):
+    url = f"s3://{BUCKET}/foreign"
+    other = NodeProcess(tmp_path / "other", *NODE_ARGS, env=NODE_ENV).start()
+    try:
+        with other.client() as c:
+            c.wait_committed(other.authority().bootstrap_message().hash)
+        info = snapshot(other).snapshot
+    finally:
+        other.stop()
+    foreign = planted_snapshot(source.node, tmp_path / "other" / "snapshots" / info.name, "snap-000000000001-1")
+    refused = backup(moto, "create", "--node", source.node.grpc_target, "--url", url, "--snapshot", foreign)
+    assert refused.code == 1 and "SOURCE_MISMATCH" in refused.stderr, refused.stderr
+
+    own = snapshot(source.node).snapshot
+    damaged = planted_snapshot(source.node, source.node.data_dir / "snapshots" / own.name, "snap-000000000002-2")
+    with grpc.insecure_channel(source.node.grpc_target) as channel:  # the node hashes it now, undamaged
+        stub = snapshot_sync_service_pb2_grpc.SnapshotSyncServiceStub(channel)
+        stub.GetSnapshotManifest(sync_pb.GetSnapshotManifestRequest(name=damaged), timeout=30)
+    with (source.node.data_dir / "snapshots" / damaged / "data.mdb").open("r+b") as f:
+        f.seek(4096 + 7)
+        byte = f.read(1)
+        f.seek(4096 + 7)
+        f.write(bytes([byte[0] ^ 0x01]))
+    refused = backup(moto, "create", "--node", source.node.grpc_target, "--url", url, "--snapshot", damaged)
+    assert refused.code == 1 and "CHECKSUM_MISMATCH" in refused.stderr and "chunk 1" in refused.stderr
+    assert backup(moto, "list", "--url", url).doc["backups"] == []
 
 
 def test_an_upload_killed_midway_is_never_complete_and_is_pruned_later(moto, tmp_path):
