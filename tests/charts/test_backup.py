@@ -14,6 +14,8 @@ from typing import Any
 import pytest
 
 from chain.v1 import rpc_pb2
+from node.envflags import env_actions, env_name
+from node.server.backup.cli import PREFIX, parser
 from tests.charts.helm import CHART, PROFILES, RELEASE, ROOT, Manifests, env_of, helm, template
 from tests.fixtures.actors import new_account
 from tests.fixtures.motoproc import MotoProcess
@@ -55,6 +57,19 @@ def test_cronjob_shape_credentials_and_network_access(rendered):
     grpc_rule = next(r for r in policy["spec"]["ingress"] if {"port": "grpc", "protocol": "TCP"} in r["ports"])
     labels = cron["spec"]["jobTemplate"]["spec"]["template"]["metadata"]["labels"]
     assert any(p["podSelector"]["matchLabels"].items() <= labels.items() for p in grpc_rule["from"])
+
+
+def verb_env(verb: str) -> set[str]:
+    (sub,) = [a for a in parser()._actions if a.dest == "verb"]
+    assert sub.choices is not None
+    return {env_name(PREFIX, a) for a in env_actions(sub.choices[verb])}  # type: ignore[index]
+
+
+def test_every_variable_of_a_step_is_a_flag_of_its_verb(rendered):
+    pod = job_pod(rendered)
+    for c in (*pod["initContainers"], *pod["containers"]):
+        verb = c["command"][-1]
+        assert set(env_of(c)) <= verb_env(verb), (c["name"], set(env_of(c)) - verb_env(verb))
 
 
 def test_no_cronjob_unless_enabled_and_a_bucket_is_required():
