@@ -216,23 +216,28 @@ def test_a_snapshot_that_is_not_the_nodes_block_or_is_damaged_is_not_backed_up(m
         info = snapshot(other).snapshot
     finally:
         other.stop()
-    foreign = planted_snapshot(source.node, tmp_path / "other" / "snapshots" / info.name, "snap-000000000001-1")
-    refused = backup(moto, "create", "--node", source.node.grpc_target, "--url", url, "--snapshot", foreign)
-    assert refused.code == 1 and "SOURCE_MISMATCH" in refused.stderr, refused.stderr
+    planted = source.node.data_dir / "snapshots"
+    try:
+        foreign = planted_snapshot(source.node, tmp_path / "other" / "snapshots" / info.name, "snap-000000000001-1")
+        refused = backup(moto, "create", "--node", source.node.grpc_target, "--url", url, "--snapshot", foreign)
+        assert refused.code == 1 and "SOURCE_MISMATCH" in refused.stderr, refused.stderr
 
-    own = snapshot(source.node).snapshot
-    damaged = planted_snapshot(source.node, source.node.data_dir / "snapshots" / own.name, "snap-000000000002-2")
-    with grpc.insecure_channel(source.node.grpc_target) as channel:  # the node hashes it now, undamaged
-        stub = snapshot_sync_service_pb2_grpc.SnapshotSyncServiceStub(channel)
-        stub.GetSnapshotManifest(sync_pb.GetSnapshotManifestRequest(name=damaged), timeout=30)
-    with (source.node.data_dir / "snapshots" / damaged / "data.mdb").open("r+b") as f:
-        f.seek(4096 + 7)
-        byte = f.read(1)
-        f.seek(4096 + 7)
-        f.write(bytes([byte[0] ^ 0x01]))
-    refused = backup(moto, "create", "--node", source.node.grpc_target, "--url", url, "--snapshot", damaged)
-    assert refused.code == 1 and "CHECKSUM_MISMATCH" in refused.stderr and "chunk 1" in refused.stderr
-    assert backup(moto, "list", "--url", url).doc["backups"] == []
+        own = snapshot(source.node).snapshot
+        damaged = planted_snapshot(source.node, source.node.data_dir / "snapshots" / own.name, "snap-000000000002-2")
+        with grpc.insecure_channel(source.node.grpc_target) as channel:  # the node hashes it now, undamaged
+            stub = snapshot_sync_service_pb2_grpc.SnapshotSyncServiceStub(channel)
+            stub.GetSnapshotManifest(sync_pb.GetSnapshotManifestRequest(name=damaged), timeout=30)
+        with (source.node.data_dir / "snapshots" / damaged / "data.mdb").open("r+b") as f:
+            f.seek(4096 + 7)
+            byte = f.read(1)
+            f.seek(4096 + 7)
+            f.write(bytes([byte[0] ^ 0x01]))
+        refused = backup(moto, "create", "--node", source.node.grpc_target, "--url", url, "--snapshot", damaged)
+        assert refused.code == 1 and "CHECKSUM_MISMATCH" in refused.stderr and "chunk 1" in refused.stderr
+        assert backup(moto, "list", "--url", url).doc["backups"] == []
+    finally:  # the module's node serves only its own snapshots to the tests after this one
+        for name in ("snap-000000000001-1", "snap-000000000002-2"):
+            shutil.rmtree(planted / name, ignore_errors=True)
 
 
 def test_an_upload_killed_midway_is_never_complete_and_is_pruned_later(moto, tmp_path):
