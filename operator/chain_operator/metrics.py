@@ -5,9 +5,10 @@ they are not renamed to the operator pod's namespace). The PrometheusRule's `cha
 these names; tests/operator/test_metrics.py checks every name the rule uses is registered here.
 
 - snapshots (snapshots.py / handlers.py): failures, time of the last success, whether a job runs;
-- rollouts (handlers.py): the upgrade phase as one gauge per phase (1 for the current one);
-- off-cluster backups: `chain_operator_backup_*`, the names the backup engineer's code increments
-  (`record_backup`), defined here so the rule and the registry agree.
+- rollouts (handlers.py): the upgrade phase as one gauge per phase (1 for the current one).
+
+Off-cluster backups have no operator metric: the chart's backup CronJob runs them, and their alerts read
+kube-state-metrics (docs/operations.md).
 """
 
 from __future__ import annotations
@@ -55,18 +56,6 @@ class OperatorMetrics:
             (*LABELS, "phase"),
             registry=r,
         )
-        self.backup_failures = Counter(
-            "chain_operator_backup_failures",
-            "Off-cluster backups that failed",
-            LABELS,
-            registry=r,
-        )
-        self.backup_last_success = Gauge(
-            "chain_operator_backup_last_success_timestamp_seconds",
-            "Unix time of the last off-cluster backup that succeeded",
-            LABELS,
-            registry=r,
-        )
 
     def names(self) -> set[str]:
         """Every sample name this registry exports (counters with their `_total`)."""
@@ -88,13 +77,6 @@ class OperatorMetrics:
     def rollout(self, namespace: str, network: str, phase: str) -> None:
         for p in ROLLOUT_PHASES:
             self.rollout_phase.labels(namespace, network, p).set(1 if p == phase else 0)
-
-    def record_backup(self, namespace: str, network: str, ok: bool, at: float | None = None) -> None:
-        if ok:
-            self.backup_last_success.labels(namespace, network).set(time.time() if at is None else at)
-            self.backup_failures.labels(namespace, network)
-        else:
-            self.backup_failures.labels(namespace, network).inc()
 
 
 @dataclass

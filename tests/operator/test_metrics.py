@@ -30,8 +30,6 @@ def exported(metrics: OperatorMetrics) -> set[str]:
     metrics.snapshot_succeeded("ns", "net")
     metrics.snapshot_running("ns", "net")
     metrics.rollout("ns", "net", "Progressing")
-    metrics.record_backup("ns", "net", ok=True)
-    metrics.record_backup("ns", "net", ok=False)
     return metrics.names()
 
 
@@ -42,13 +40,11 @@ def test_every_operator_metric_the_rules_read_is_registered():
     assert used <= exported(OperatorMetrics()), used - exported(OperatorMetrics())
 
 
-def test_backup_and_snapshot_names_are_the_agreed_ones():
+def test_snapshot_and_rollout_names_are_the_agreed_ones():
     names = exported(OperatorMetrics())
     for name in (
         "chain_operator_snapshot_failures_total",
         "chain_operator_snapshot_last_success_timestamp_seconds",
-        "chain_operator_backup_failures_total",
-        "chain_operator_backup_last_success_timestamp_seconds",
         "chain_operator_rollout_phase",
     ):
         assert name in names
@@ -60,16 +56,12 @@ def test_metrics_count_per_network():
     m.snapshot_failed("a", "x")
     m.snapshot_succeeded("a", "y", at=1234.0)
     m.rollout("a", "x", "Failed")
-    m.record_backup("a", "x", ok=False)
-    m.record_backup("a", "x", ok=True, at=99.0)
     get = m.registry.get_sample_value
     assert get("chain_operator_snapshot_failures_total", {"namespace": "a", "network": "x"}) == 2
     assert get("chain_operator_snapshot_failures_total", {"namespace": "a", "network": "y"}) == 0
     assert get("chain_operator_snapshot_last_success_timestamp_seconds", {"namespace": "a", "network": "y"}) == 1234
     assert get("chain_operator_rollout_phase", {"namespace": "a", "network": "x", "phase": "Failed"}) == 1
     assert get("chain_operator_rollout_phase", {"namespace": "a", "network": "x", "phase": "Progressing"}) == 0
-    assert get("chain_operator_backup_failures_total", {"namespace": "a", "network": "x"}) == 1
-    assert get("chain_operator_backup_last_success_timestamp_seconds", {"namespace": "a", "network": "x"}) == 99
 
 
 def test_metrics_and_job_timeout_flags():
