@@ -71,6 +71,18 @@ class Chain:
         return cls(store, contents.params)
 
     @classmethod
+    def open_reader(cls, path: Path | str) -> Chain:
+        """The store of a running node opened read-only (a read worker, node/server/readers): it cannot
+        write; each read sees the newest block the node committed. StoreRefused as `open` when damaged."""
+        store = LmdbStore(path, check=check_record, readonly=True)
+        try:
+            contents = check_contents(store, None)
+        except BaseException:
+            store.close()
+            raise
+        return cls(store, contents.params)
+
+    @classmethod
     def _create(cls, path: Path, params: ChainParams, sync: bool) -> Chain:
         """Genesis in one transaction (with the identity record), then the identity file beside it."""
         identity = identity_of(params)

@@ -40,7 +40,7 @@ from chain.v1 import (
 from node.chain import Chain
 from node.errors import ConfigError, InvariantBroken, RestoreFailed, StoreRefused
 from node.grpcweb.server import grpc_web_app, serve_grpc_web
-from node.listen import GRPC_EXCLUSIVE, check_free, grpc_add_port
+from node.listen import GRPC_EXCLUSIVE, ListenError, check_free, grpc_add_port
 from node.observability.metrics import MetricsEndpoint
 from node.server.config import NodeConfig
 from node.server.devnet import AUTHORITY_FILE, bootstrap_message, new_devnet
@@ -53,6 +53,9 @@ from node.server.ordering.etcd.log import Keys
 from node.server.ordering.etcd.replicated import ReplicatedOrderer, ReplicationSettings
 from node.server.ordering.follower import FollowOrderer
 from node.server.ordering.orderer import Orderer, SoloOrderer
+from node.server.readers.sharing import PortLock, private_target
+from node.server.readers.supervisor import ReadWorkers, read_worker_count
+from node.server.readers.worker import SHARED_PORT, WorkerSettings
 from node.server.reflection import add_reflection_to_server, reflection_servicer
 from node.server.rpc.admin import AdminServicer
 from node.server.rpc.interceptors import ErrorInterceptor, Interceptor, TokenInterceptor
@@ -130,6 +133,9 @@ class NodeApp:
         self._etcd: EtcdClient | None = None
         self._published: ChainParams | None = None  # genesis published in etcd (replicated mode)
         self.devnet_authority: str = ""
+        self._readers_count = 0
+        self._port_lock: PortLock | None = None
+        self.readers: ReadWorkers | None = None
 
     # ---- lifecycle ----
     def _restore_local(self) -> None:
@@ -291,6 +297,9 @@ class NodeApp:
         cfg = self.config
         self.ports.metrics = self.metrics_endpoint.start()  # first: a taken port fails before the store opens
         listeners = {"--grpc-addr": cfg.grpc_addr, "--web-addr": cfg.web_addr, "--admin-addr": cfg.admin_addr}
+        self._readers_count = read_worker_count(cfg.read_workers, Resources.detect(cfg.cpu_limit))
+        if self._readers_count:  # before the check: two nodes sharing a port by starting at once is refused too
+            self._port_lock = PortLock.take("--grpc-addr", cfg.grpc_addr)
         for flag, addr in listeners.items():
             if addr:
                 check_free(flag, addr)  # ListenError: main prints one line naming the flag
@@ -322,23 +331,7 @@ class NodeApp:
                 raise InvariantBroken(f"devnet bootstrap failed: {outcome.reason} {outcome.detail}")
 
         chain_servicer = ChainServicer(self.state)
-        options = [
-            ("grpc.max_receive_message_length", cfg.max_message_bytes * (cfg.max_batch + 1)),
-            ("grpc.max_send_message_length", 64 * 1024 * 1024),
-            GRPC_EXCLUSIVE,
-        ]
-        interceptors: list[Interceptor] = [ErrorInterceptor()]
-        if self.metrics is not None:  # outside the error mapping: it reads the final status and reason code
-            interceptors.insert(0, RpcMetricsInterceptor(self.metrics))
-        self._server = grpc.aio.server(interceptors=interceptors, options=options)
-        service_pb2_grpc.add_ChainServiceServicer_to_server(chain_servicer, self._server)
-        keychain_service_pb2_grpc.add_KeychainServiceServicer_to_server(KeychainServicer(self.state), self._server)
-        health_pb2_grpc.add_HealthServicer_to_server(self._health, self._server)
-        sync = SnapshotSyncServicer(snapshots, rate=cfg.state_sync_rate)  # members state-sync from each other
-        snapshot_sync_service_pb2_grpc.add_SnapshotSyncServiceServicer_to_server(sync, self._server)
-        add_reflection_to_server(reflection_servicer((*REFLECTED, SYNC_SERVICE)), self._server)
-        self.ports.grpc = grpc_add_port(self._server, "--grpc-addr", cfg.grpc_addr)
-        await self._server.start()
+        await self._start_grpc(chain_servicer, snapshots)
 
         admin_interceptors: list[Interceptor] = [ErrorInterceptor()]
         if cfg.admin_token:
@@ -359,6 +352,55 @@ class NodeApp:
         await self._health.set(LIVENESS, health_pb2.HealthCheckResponse.SERVING)  # answered on the event loop
         await self._set_health(self.state.serving)
         self._health_task = asyncio.create_task(self._watch_health(), name="health")
+
+    async def _start_grpc(self, chain_servicer: ChainServicer, snapshots: SnapshotManager) -> None:
+        """The public gRPC server; with read workers, bound with SO_REUSEPORT beside them, plus a private
+        listener the workers relay what they do not answer to (node/server/readers)."""
+        assert self.state is not None
+        cfg = self.config
+        options = [
+            ("grpc.max_receive_message_length", cfg.max_message_bytes * (cfg.max_batch + 1)),
+            ("grpc.max_send_message_length", 64 * 1024 * 1024),
+            SHARED_PORT if self._readers_count else GRPC_EXCLUSIVE,
+        ]
+        interceptors: list[Interceptor] = [ErrorInterceptor()]
+        if self.metrics is not None:  # outside the error mapping: it reads the final status and reason code
+            interceptors.insert(0, RpcMetricsInterceptor(self.metrics))
+        self._server = grpc.aio.server(interceptors=interceptors, options=options)
+        service_pb2_grpc.add_ChainServiceServicer_to_server(chain_servicer, self._server)
+        keychain_service_pb2_grpc.add_KeychainServiceServicer_to_server(KeychainServicer(self.state), self._server)
+        health_pb2_grpc.add_HealthServicer_to_server(self._health, self._server)
+        sync = SnapshotSyncServicer(snapshots, rate=cfg.state_sync_rate)  # members state-sync from each other
+        snapshot_sync_service_pb2_grpc.add_SnapshotSyncServiceServicer_to_server(sync, self._server)
+        add_reflection_to_server(reflection_servicer((*REFLECTED, SYNC_SERVICE)), self._server)
+        self.ports.grpc = grpc_add_port(self._server, "--grpc-addr", cfg.grpc_addr)
+        private = private_target()
+        if self._readers_count:
+            grpc_add_port(self._server, "--read-workers", private)
+        await self._server.start()
+        if self._readers_count:
+            host = cfg.grpc_addr.rpartition(":")[0]
+            receive = cfg.max_message_bytes * (cfg.max_batch + 1)
+
+            def settings(index: int) -> WorkerSettings:
+                addr = f"{host}:{self.ports.grpc}"
+                return WorkerSettings(
+                    index,
+                    str(cfg.data_dir),
+                    addr,
+                    private,
+                    receive,
+                    self.metrics is not None,
+                    cfg.log_level,
+                    cfg.log_format,
+                )
+
+            self.readers = ReadWorkers(self._readers_count, settings, self.metrics)
+            try:
+                await self.readers.start()
+            except ListenError:
+                await self._server.stop(None)
+                raise
 
     async def close_etcd(self) -> None:
         if self._etcd is not None:
@@ -425,9 +467,13 @@ class NodeApp:
             self.state.hub.close()
         if self._web_runner is not None:
             await self._web_runner.cleanup()  # type: ignore[attr-defined]
+        if self.readers is not None:  # before the main server: their relayed calls end on it
+            await self.readers.stop()
         for server in (self._server, self._admin):
             if server is not None:
                 await server.stop(grace=1.0)
+        if self._port_lock is not None:
+            self._port_lock.release()
         self.metrics_endpoint.stop()  # before the store closes: scrapes read the node's objects
         if self._jobs is not None:
             await asyncio.to_thread(self._jobs.close)  # a snapshot copy in progress reads the store

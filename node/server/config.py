@@ -48,6 +48,9 @@ class NodeConfig:
     mempool_capacity: int = C.MEMPOOL_CAPACITY
     verify_workers: int = -1
     cpu_limit: float = 0.0  # CPUs this node may use (chart: the pod's limits.cpu); 0: cgroup quota and affinity
+    # processes serving reads beside the main one on the same gRPC port (docs/node.md, "Read workers");
+    # 0: the main process serves everything, its port bound exclusively; -1: one per extra CPU, at most 4
+    read_workers: int = 0
     # Items a subscriber may fall behind by before it is dropped: more than two full blocks.
     subscriber_queue: int = 20_000
     drain_seconds: float = 1.0
@@ -121,6 +124,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--max-batch", type=int, default=d.max_batch, help="most messages per BatchSubmitMessages")
     p.add_argument("--mempool-capacity", type=int, default=d.mempool_capacity, help="pending messages at most")
     p.add_argument("--verify-workers", type=int, default=d.verify_workers, help="-1: one per extra core; 0: inline")
+    p.add_argument(
+        "--read-workers",
+        type=int,
+        default=d.read_workers,
+        help="processes answering reads on the gRPC port beside the main one; -1: one per extra CPU, at most 4",
+    )
     p.add_argument("--cpu-limit", type=float, default=d.cpu_limit, help="CPUs this node may use (sizes -1 workers)")
     p.add_argument(
         "--subscriber-queue",
@@ -203,5 +212,7 @@ def _check(values: Mapping[str, Any]) -> None:
             split_addr(values["metrics_addr"])
         except ValueError as err:
             raise ConfigError(f"--metrics-addr: {err}") from None
+    if values["read_workers"] < -1:
+        raise ConfigError(f"--read-workers must be -1 (one per extra CPU), 0 or more, not {values['read_workers']}")
     if values["orderer"] == "etcd" and values["follow"]:
         raise ConfigError("--follow makes a read replica; it cannot also be an etcd member")

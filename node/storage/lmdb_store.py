@@ -143,13 +143,22 @@ class LmdbStore:
     """Owns the LMDB environment."""
 
     def __init__(
-        self, path: Path | str, *, map_size: int = DEFAULT_MAP_SIZE, sync: bool = True, check: RecordCheck | None = None
+        self,
+        path: Path | str,
+        *,
+        map_size: int = DEFAULT_MAP_SIZE,
+        sync: bool = True,
+        check: RecordCheck | None = None,
+        readonly: bool = False,
     ) -> None:
-        """`check`: the content check applied to every state record read (None: none)."""
+        """`check`: the content check applied to every state record read (None: none). `readonly`: an
+        environment that cannot begin a write transaction (read workers beside the node's own process:
+        LMDB serves many reader processes, each read transaction sees the newest committed block)."""
         self.path = Path(path)
         self.fault = StoreFault(self.path)
         self._check = check
-        self.path.mkdir(parents=True, exist_ok=True)
+        if not readonly:
+            self.path.mkdir(parents=True, exist_ok=True)
         self._env = lmdb.open(
             str(self.path),
             map_size=map_size,
@@ -158,9 +167,10 @@ class LmdbStore:
             metasync=sync,
             readahead=False,
             max_readers=512,
+            readonly=readonly,
         )
-        self._state = self._env.open_db(b"state")
-        self._tree = self._env.open_db(b"tree")
+        self._state = self._env.open_db(b"state", create=not readonly)
+        self._tree = self._env.open_db(b"tree", create=not readonly)
 
     @contextmanager
     def read(self) -> Iterator[tuple[LmdbReadView, LmdbNodeView]]:

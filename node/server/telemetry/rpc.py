@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from typing import Any, Protocol
 
 import grpc
 from aiohttp import web
@@ -24,6 +24,21 @@ from node.errors import REASON_CODE, trailer
 from node.grpcweb.responder import STATUS_KEY
 from node.server.rpc.interceptors import Continuation, Handler, Interceptor
 from node.server.telemetry.node_metrics import NodeMetrics
+
+Attributes = Mapping[str, str | int]
+
+
+class DurationSink(Protocol):
+    """Where a call's duration goes: the OpenTelemetry histogram, or a read worker's shipper."""
+
+    def record(self, amount: float, attributes: Attributes | None = None) -> None: ...
+
+
+class RpcRecorder(Protocol):
+    """NodeMetrics fits it; so does a read worker's shipper (node/server/readers/shipping.py)."""
+
+    @property
+    def rpc_duration(self) -> DurationSink: ...
 
 
 def _outcome(context: Any, exc: BaseException | None) -> tuple[grpc.StatusCode, str]:
@@ -44,7 +59,7 @@ def _outcome(context: Any, exc: BaseException | None) -> tuple[grpc.StatusCode, 
 
 
 class RpcMetricsInterceptor(Interceptor):
-    def __init__(self, metrics: NodeMetrics) -> None:
+    def __init__(self, metrics: RpcRecorder) -> None:
         self.metrics = metrics
 
     def _record(self, service: str, method: str, started: float, context: Any, exc: BaseException | None) -> None:

@@ -1,0 +1,128 @@
+"""The calls a read worker answers itself: the ChainService and KeychainService methods that only read the
+committed store (node.query.reader), named here one by one. Every other method of the public server is
+relayed to the node's main process (relay.py), so it behaves exactly as it does there.
+
+    handlers = local_handlers(chain, relay)    # {"/chain.v1.ChainService/GetAccount": handler, ...}
+
+A worker keeps no cache: each call opens one LMDB read transaction, which sees the newest block the main
+process committed, so there is nothing to invalidate when the height moves.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+import grpc
+from google.protobuf import message_factory
+from google.protobuf.descriptor import MethodDescriptor
+from google.protobuf.message import Message
+
+from chain.v1 import keychain_service_pb2, rpc_pb2, service_pb2
+from node.chain import Chain
+from node.errors import NotFound
+from node.query.reader import Reader
+
+if TYPE_CHECKING:
+    Handler = grpc.RpcMethodHandler[Any, Any]
+else:
+    Handler = grpc.RpcMethodHandler
+
+CHAIN = service_pb2.DESCRIPTOR.services_by_name["ChainService"]
+KEYCHAIN = keychain_service_pb2.DESCRIPTOR.services_by_name["KeychainService"]
+# pure reads of the committed store; GetNodeStatus, GetHealth, GetMempoolInfo, GetSnapshotInfo, the writes,
+# the streams and GetWebAuthnPolicy need the main process's objects and are relayed
+CHAIN_READS = (
+    "GetProject",
+    "GetProjectByName",
+    "SearchProjects",
+    "ListProjects",
+    "GetProjectActivity",
+    "GetMergeRequest",
+    "ListMergeRequests",
+    "ListMergeRequestsByRequester",
+    "GetRef",
+    "ListRefs",
+    "GetRefLog",
+    "GetCommit",
+    "ListCommits",
+    "GetCommitAncestors",
+    "ListCollaborators",
+    "GetAccount",
+    "GetAccountActivity",
+    "GetKey",
+    "ListKeys",
+    "ListVerifications",
+    "ListLinks",
+    "ListLinksByTarget",
+    "ListReactions",
+    "ListReactionsByTarget",
+    "GetBlock",
+    "ListBlocks",
+    "GetMessage",
+    "ListMessages",
+    "GetOperationProof",
+    "GetExclusionProof",
+    "VerifyOperationProof",
+    "GetStorageQuotaProof",
+    "GetChainStats",
+)
+KEYCHAIN_READS = ("ListCustodyKeys", "GetCustodyKey")
+# the Reader method answering a call, where its name is not the RPC's in snake case
+SPECIAL: Mapping[str, Callable[[Reader, Any], Message]] = MappingProxyType(
+    {"GetChainStats": lambda r, _req: rpc_pb2.GetChainStatsResponse(stats=r.chain_stats())}
+)
+Relay = Callable[[str], Handler | None]
+"""The relay's handler for a method path (None: not a method the main process serves)."""
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+def local_paths() -> frozenset[str]:
+    """The method paths a worker answers itself."""
+    names = [(CHAIN, n) for n in CHAIN_READS] + [(KEYCHAIN, n) for n in KEYCHAIN_READS]
+    return frozenset(f"/{service.full_name}/{name}" for service, name in names)
+
+
+def local_handlers(chain: Chain, relay: Relay) -> dict[str, Handler]:
+    """A handler per local method path; GetMessage falls back to the main process for a hash the store
+    does not hold (the main process remembers messages it dropped, and says so)."""
+    out: dict[str, Handler] = {}
+    for service, names in ((CHAIN, CHAIN_READS), (KEYCHAIN, KEYCHAIN_READS)):
+        for name in names:
+            path = f"/{service.full_name}/{name}"
+            fallback = relay(path) if name == "GetMessage" else None
+            out[path] = _handler(chain, service.methods_by_name[name], fallback)
+    return out
+
+
+def _handler(chain: Chain, method: MethodDescriptor, fallback: Handler | None) -> Handler:
+    query = SPECIAL.get(method.name) or getattr(Reader, _snake(method.name))
+    request_class = message_factory.GetMessageClass(method.input_type)
+
+    def read(request: Any) -> Message:
+        with chain.read() as (view, nodes):
+            return query(Reader(view, nodes), request)
+
+    async def call(request: Any, context: Any) -> Message:
+        if fallback is None or fallback.unary_unary is None:
+            return read(request)
+        try:
+            return read(request)
+        except NotFound:
+            relayed: bytes = await fallback.unary_unary(request.SerializeToString(), context)
+            return _response(method, relayed)
+
+    return grpc.unary_unary_rpc_method_handler(
+        call,
+        request_deserializer=request_class.FromString,
+        response_serializer=lambda m: m.SerializeToString(),
+    )
+
+
+def _response(method: MethodDescriptor, raw: bytes) -> Message:
+    return message_factory.GetMessageClass(method.output_type).FromString(raw)

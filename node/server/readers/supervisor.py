@@ -1,0 +1,146 @@
+"""The node's read workers, kept running by the main process (`chain-node --read-workers N`).
+
+    workers = ReadWorkers(2, settings_for, metrics)   # settings_for(index) -> WorkerSettings
+    await workers.start()     # every worker serves (a worker that cannot start: ListenError, node stops)
+    ...
+    await workers.stop()      # SIGTERM, a short grace, then SIGKILL
+
+A worker that exits while the node runs (a crash, kill -9, the OOM killer) is logged and started again,
+after a pause that grows from 0.5 s to 10 s while workers keep dying young; the node keeps serving
+meanwhile (the kernel gives new connections to the processes still listening, and the main process is
+one of them). Workers die with the main process: each watches its stdin pipe, which the kernel closes
+when the main process exits however it exits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import signal
+import sys
+import time
+from collections.abc import Callable
+from contextlib import suppress
+
+from node.listen import ListenError
+from node.server.readers.shipping import replay
+from node.server.readers.worker import WorkerSettings
+from node.server.telemetry.rpc import RpcRecorder
+from node.server.write.sizing import Resources, auto_workers
+
+log = logging.getLogger("chain.node")
+MAX_AUTO_READ_WORKERS = 4
+STOP_GRACE = 5.0
+PAUSE_MIN, PAUSE_MAX, SETTLED = 0.5, 10.0, 30.0  # restart pauses; a worker alive this long died old
+
+
+def read_worker_count(flag: int, resources: Resources) -> int:
+    """`--read-workers`: -1 is one per whole usable CPU beyond the first, at most 4 (within the memory limit)."""
+    return min(auto_workers(resources), MAX_AUTO_READ_WORKERS) if flag < 0 else flag
+
+
+class ReadWorkers:
+    def __init__(
+        self,
+        count: int,
+        settings_for: Callable[[int], WorkerSettings],
+        metrics: RpcRecorder | None,
+        start_timeout: float = 60.0,
+    ) -> None:
+        self.count = count
+        self._settings_for = settings_for
+        self._metrics = metrics
+        self._start_timeout = start_timeout
+        self._procs: dict[int, asyncio.subprocess.Process] = {}
+        self._ready: dict[int, asyncio.Future[None]] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+        self._stopping = False
+        self.restarts = 0
+
+    @property
+    def pids(self) -> list[int]:
+        return [p.pid for p in self._procs.values() if p.returncode is None]
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._ready = {i: loop.create_future() for i in range(self.count)}
+        self._tasks = [asyncio.create_task(self._keep(i), name=f"read-worker-{i}") for i in range(self.count)]
+        try:
+            await asyncio.wait_for(asyncio.gather(*self._ready.values()), self._start_timeout)
+        except (TimeoutError, ListenError):
+            await self.stop()
+            addr = self._settings_for(0).grpc_addr
+            raise ListenError("--read-workers", addr, "a read worker did not start (its lines are above)") from None
+        log.info("read workers: %d serving beside the main process (pids %s)", self.count, self.pids)
+
+    async def _spawn(self, index: int) -> asyncio.subprocess.Process:
+        settings = self._settings_for(index)
+        return await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "node.server.readers.worker",
+            settings.encode(),
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+        )
+
+    async def _keep(self, index: int) -> None:
+        pause = PAUSE_MIN
+        while not self._stopping:
+            started = time.monotonic()
+            proc = await self._spawn(index)
+            self._procs[index] = proc
+            await self._follow(index, proc)
+            status = await proc.wait()
+            if self._stopping:
+                return
+            first = self._ready[index]
+            if not first.done():  # never served: the node does not start
+                first.set_exception(ListenError("--read-workers", "", f"worker {index} exited with {status}"))
+                return
+            pause = PAUSE_MIN if time.monotonic() - started > SETTLED else min(pause * 2, PAUSE_MAX)
+            self.restarts += 1
+            log.warning(
+                "read worker %d (pid %d) exited with status %d; starting another in %.1f s",
+                index,
+                proc.pid,
+                status,
+                pause,
+            )
+            await asyncio.sleep(pause)
+
+    async def _follow(self, index: int, proc: asyncio.subprocess.Process) -> None:
+        """Read the worker's lines until it closes stdout (it exited)."""
+        assert proc.stdout is not None
+        while line := await proc.stdout.readline():
+            try:
+                doc = json.loads(line)
+            except ValueError:
+                continue
+            if not isinstance(doc, dict):
+                continue
+            if doc.get("event") == "worker-ready" and not self._ready[index].done():
+                self._ready[index].set_result(None)
+            elif doc.get("event") == "rpc" and self._metrics is not None and isinstance(doc.get("series"), list):
+                replay(doc["series"], self._metrics)
+
+    async def stop(self) -> None:
+        """Drain every worker (SIGTERM: it stops taking calls, finishes the ones it has for a second)."""
+        self._stopping = True
+        for proc in self._procs.values():
+            if proc.returncode is None:
+                with suppress(ProcessLookupError):
+                    proc.send_signal(signal.SIGTERM)
+        for proc in self._procs.values():
+            try:
+                await asyncio.wait_for(proc.wait(), STOP_GRACE)
+            except TimeoutError:
+                with suppress(ProcessLookupError):
+                    proc.kill()
+                await proc.wait()
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with suppress(asyncio.CancelledError):
+                await task

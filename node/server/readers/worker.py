@@ -1,0 +1,152 @@
+"""One read worker process: `python -m node.server.readers.worker SETTINGS_JSON`, started by the node's main
+process (supervisor.py), never by hand.
+
+It opens the node's store read-only, binds the node's public gRPC address beside the main process (both
+with SO_REUSEPORT, so the kernel spreads connections over them), answers the pure reads itself
+(local.py) and relays every other call to the main process's private listener (relay.py).
+
+Protocol with the main process, over the worker's stdin and stdout pipes:
+- stdout: `{"event": "worker-ready", "pid": ...}` once it serves, then `{"event": "rpc", "series": ...}`
+  about once a second: the durations of the calls it answered itself (the main process records them in
+  its own `rpc.server.duration`, so one Prometheus endpoint shows every process; relayed calls are
+  recorded by the main process that serves them).
+- stdin: nothing is written; end of file means the main process is gone (it exited, or was killed -9)
+  and the worker stops at once. SIGTERM drains it (the main process's orderly stop).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import grpc
+
+from node.chain import Chain
+from node.listen import grpc_add_port
+from node.observability.logs import configure_logging
+from node.server.readers.local import local_handlers, local_paths
+from node.server.readers.relay import Relay
+from node.server.readers.shipping import RpcShipper
+from node.server.rpc.interceptors import ErrorInterceptor, Interceptor
+from node.server.telemetry.rpc import RpcMetricsInterceptor
+
+if TYPE_CHECKING:
+    Handler = grpc.RpcMethodHandler[Any, Any]
+else:
+    Handler = grpc.RpcMethodHandler
+
+log = logging.getLogger("chain.node.reader")
+SHARED_PORT = ("grpc.so_reuseport", 1)  # the group of the node's own processes on its public port
+
+
+@dataclass(frozen=True)
+class WorkerSettings:
+    index: int
+    data_dir: str
+    grpc_addr: str  # the node's public address with the port the main process bound
+    main_target: str  # the main process's private listener
+    max_receive_bytes: int
+    metrics: bool
+    log_level: str = "info"
+    log_format: str = "text"
+
+    def encode(self) -> str:
+        return json.dumps(self.__dict__)
+
+    @classmethod
+    def decode(cls, text: str) -> WorkerSettings:
+        return cls(**json.loads(text))
+
+
+class _Routes(grpc.GenericRpcHandler):
+    def __init__(self, table: dict[str, Handler]) -> None:
+        self._table = table
+
+    def service(self, handler_call_details: grpc.HandlerCallDetails) -> Handler | None:
+        return self._table.get(handler_call_details.method)
+
+
+def _watch_parent(loop: asyncio.AbstractEventLoop, gone: asyncio.Event) -> None:
+    """Blocks on stdin until the main process closes it (or dies): then the worker stops."""
+    try:
+        while sys.stdin.buffer.read(4096):
+            pass
+    finally:
+        loop.call_soon_threadsafe(gone.set)
+
+
+def _emit(doc: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(doc, separators=(",", ":")) + "\n")
+    sys.stdout.flush()
+
+
+async def _ship(shipper: RpcShipper, every: float) -> None:
+    while True:
+        await asyncio.sleep(every)
+        series = shipper.take()
+        if series:
+            _emit({"event": "rpc", "series": series})
+
+
+async def serve(settings: WorkerSettings) -> None:
+    chain = Chain.open_reader(Path(settings.data_dir))
+    relay = Relay(settings.main_target, settings.max_receive_bytes)
+    await relay.wait_ready(30.0)
+    table: dict[str, Handler] = {}
+    for path in relay.paths():
+        handler = relay.handler(path)
+        if handler is not None:
+            table[path] = handler
+    table.update(local_handlers(chain, relay.handler))
+    shipper = RpcShipper(local_paths())
+    interceptors: list[Interceptor] = [ErrorInterceptor()]
+    if settings.metrics:
+        interceptors.insert(0, RpcMetricsInterceptor(shipper))
+    options = [
+        ("grpc.max_receive_message_length", settings.max_receive_bytes),
+        ("grpc.max_send_message_length", 64 * 1024 * 1024),
+        SHARED_PORT,
+    ]
+    server = grpc.aio.server(interceptors=interceptors, options=options)
+    server.add_generic_rpc_handlers((_Routes(table),))
+    grpc_add_port(server, "--grpc-addr", settings.grpc_addr)
+    await server.start()
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    loop.add_signal_handler(signal.SIGTERM, stop.set)
+    loop.add_signal_handler(signal.SIGINT, lambda: None)  # Ctrl-C reaches the whole group: the main decides
+    threading.Thread(target=_watch_parent, args=(loop, stop), daemon=True, name="parent-watch").start()
+    shipping = asyncio.create_task(_ship(shipper, 1.0), name="ship-metrics") if settings.metrics else None
+    _emit({"event": "worker-ready", "pid": os.getpid(), "index": settings.index})
+    await stop.wait()
+    await server.stop(grace=1.0)
+    if shipping is not None:
+        shipping.cancel()
+        series = shipper.take()
+        if series:
+            _emit({"event": "rpc", "series": series})
+    await relay.close()
+    chain.close()
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = list(sys.argv[1:] if argv is None else argv)
+    settings = WorkerSettings.decode(args[0])
+    configure_logging(settings.log_level, settings.log_format)
+    try:
+        asyncio.run(serve(settings))
+    except BrokenPipeError:  # the main process is gone: nobody to tell
+        os._exit(0)
+
+
+if __name__ == "__main__":
+    main()
