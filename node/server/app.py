@@ -53,9 +53,9 @@ from node.server.ordering.etcd.log import Keys
 from node.server.ordering.etcd.replicated import ReplicatedOrderer, ReplicationSettings
 from node.server.ordering.follower import FollowOrderer
 from node.server.ordering.orderer import Orderer, SoloOrderer
-from node.server.readers.sharing import PortLock, private_target
+from node.server.readers.sharing import PortAnchor, PortLock, private_target
 from node.server.readers.supervisor import ReadWorkers, read_worker_count
-from node.server.readers.worker import SHARED_PORT, WorkerSettings
+from node.server.readers.worker import WorkerSettings
 from node.server.reflection import add_reflection_to_server, reflection_servicer
 from node.server.rpc.admin import AdminServicer
 from node.server.rpc.interceptors import ErrorInterceptor, Interceptor, TokenInterceptor
@@ -135,6 +135,7 @@ class NodeApp:
         self.devnet_authority: str = ""
         self._readers_count = 0
         self._port_lock: PortLock | None = None
+        self._anchor: PortAnchor | None = None
         self.readers: ReadWorkers | None = None
 
     # ---- lifecycle ----
@@ -354,14 +355,15 @@ class NodeApp:
         self._health_task = asyncio.create_task(self._watch_health(), name="health")
 
     async def _start_grpc(self, chain_servicer: ChainServicer, snapshots: SnapshotManager) -> None:
-        """The public gRPC server; with read workers, bound with SO_REUSEPORT beside them, plus a private
-        listener the workers relay what they do not answer to (node/server/readers)."""
+        """The public gRPC server. With read workers (node/server/readers) it listens only on a private
+        address the workers relay to; the workers listen on --grpc-addr, which this process holds with
+        bound, never-listening SO_REUSEPORT sockets (docs/node.md, "Read workers")."""
         assert self.state is not None
         cfg = self.config
         options = [
             ("grpc.max_receive_message_length", cfg.max_message_bytes * (cfg.max_batch + 1)),
             ("grpc.max_send_message_length", 64 * 1024 * 1024),
-            SHARED_PORT if self._readers_count else GRPC_EXCLUSIVE,
+            GRPC_EXCLUSIVE,
         ]
         interceptors: list[Interceptor] = [ErrorInterceptor()]
         if self.metrics is not None:  # outside the error mapping: it reads the final status and reason code
@@ -373,10 +375,13 @@ class NodeApp:
         sync = SnapshotSyncServicer(snapshots, rate=cfg.state_sync_rate)  # members state-sync from each other
         snapshot_sync_service_pb2_grpc.add_SnapshotSyncServiceServicer_to_server(sync, self._server)
         add_reflection_to_server(reflection_servicer((*REFLECTED, SYNC_SERVICE)), self._server)
-        self.ports.grpc = grpc_add_port(self._server, "--grpc-addr", cfg.grpc_addr)
         private = private_target()
-        if self._readers_count:
+        if self._readers_count:  # the workers listen on the public address; this process holds it
+            self._anchor = PortAnchor.bind("--grpc-addr", cfg.grpc_addr)
+            self.ports.grpc = self._anchor.port
             grpc_add_port(self._server, "--read-workers", private)
+        else:
+            self.ports.grpc = grpc_add_port(self._server, "--grpc-addr", cfg.grpc_addr)
         await self._server.start()
         if self._readers_count:
             host = cfg.grpc_addr.rpartition(":")[0]
@@ -400,6 +405,8 @@ class NodeApp:
                 await self.readers.start()
             except ListenError:
                 await self._server.stop(None)
+                if self._anchor is not None:
+                    self._anchor.close()
                 raise
 
     async def close_etcd(self) -> None:
@@ -472,6 +479,8 @@ class NodeApp:
         for server in (self._server, self._admin):
             if server is not None:
                 await server.stop(grace=1.0)
+        if self._anchor is not None:
+            self._anchor.close()
         if self._port_lock is not None:
             self._port_lock.release()
         self.metrics_endpoint.stop()  # before the store closes: scrapes read the node's objects

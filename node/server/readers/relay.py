@@ -53,7 +53,7 @@ def _metadata(context: Any) -> tuple[tuple[str, str | bytes], ...]:
 
 
 async def _fail(context: Any, err: grpc.aio.AioRpcError) -> NoReturn:
-    await context.abort(err.code(), err.details() or "", err.trailing_metadata() or ())
+    await context.abort(err.code(), err.details() or "", tuple(err.trailing_metadata() or ()))
     raise AssertionError("abort returns only by raising")  # for type checkers
 
 
@@ -73,7 +73,7 @@ class Relay:
         self._shapes = _shapes()
 
     async def close(self) -> None:
-        await self._channel.close()
+        await self._channel.close(None)
 
     async def wait_ready(self, timeout: float) -> None:
         await asyncio.wait_for(self._channel.channel_ready(), timeout)
@@ -93,7 +93,7 @@ class Relay:
         return grpc.stream_stream_rpc_method_handler(self._bidi(path))
 
     def _unary(self, path: str) -> Any:
-        call_main = self._channel.unary_unary(path)
+        call_main = self._channel.unary_unary(path, None, None)
 
         async def unary(request: bytes, context: Any) -> bytes:
             call = call_main(request, metadata=_metadata(context), timeout=context.time_remaining())
@@ -108,7 +108,7 @@ class Relay:
         return unary
 
     def _server_stream(self, path: str) -> Any:
-        call_main = self._channel.unary_stream(path)
+        call_main = self._channel.unary_stream(path, None, None)
 
         async def stream(request: bytes, context: Any) -> AsyncIterator[bytes]:
             call = call_main(request, metadata=_metadata(context), timeout=context.time_remaining())
@@ -124,7 +124,7 @@ class Relay:
         return stream
 
     def _bidi(self, path: str) -> Any:
-        call_main = self._channel.stream_stream(path)
+        call_main = self._channel.stream_stream(path, None, None)
 
         async def bidi(requests: AsyncIterator[bytes], context: Any) -> AsyncIterator[bytes]:
             call = call_main(requests, metadata=_metadata(context), timeout=context.time_remaining())

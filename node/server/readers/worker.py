@@ -22,7 +22,6 @@ import logging
 import os
 import signal
 import sys
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,8 +40,10 @@ from node.server.telemetry.rpc import RpcMetricsInterceptor
 
 if TYPE_CHECKING:
     Handler = grpc.RpcMethodHandler[Any, Any]
+    GenericHandler = grpc.GenericRpcHandler[Any, Any]
 else:
     Handler = grpc.RpcMethodHandler
+    GenericHandler = grpc.GenericRpcHandler
 
 log = logging.getLogger("chain.node.reader")
 SHARED_PORT = ("grpc.so_reuseport", 1)  # the group of the node's own processes on its public port
@@ -67,7 +68,7 @@ class WorkerSettings:
         return cls(**json.loads(text))
 
 
-class _Routes(grpc.GenericRpcHandler):
+class _Routes(GenericHandler):
     def __init__(self, table: dict[str, Handler]) -> None:
         self._table = table
 
@@ -75,13 +76,14 @@ class _Routes(grpc.GenericRpcHandler):
         return self._table.get(handler_call_details.method)
 
 
-def _watch_parent(loop: asyncio.AbstractEventLoop, gone: asyncio.Event) -> None:
-    """Blocks on stdin until the main process closes it (or dies): then the worker stops."""
-    try:
-        while sys.stdin.buffer.read(4096):
-            pass
-    finally:
-        loop.call_soon_threadsafe(gone.set)
+class _ParentWatch(asyncio.Protocol):
+    """stdin: the main process never writes; its end closes when it exits (or dies): then the worker stops."""
+
+    def __init__(self, gone: asyncio.Event) -> None:
+        self._gone = gone
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._gone.set()
 
 
 def _emit(doc: dict[str, Any]) -> None:
@@ -124,7 +126,7 @@ async def serve(settings: WorkerSettings) -> None:
     stop = asyncio.Event()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
     loop.add_signal_handler(signal.SIGINT, lambda: None)  # Ctrl-C reaches the whole group: the main decides
-    threading.Thread(target=_watch_parent, args=(loop, stop), daemon=True, name="parent-watch").start()
+    await loop.connect_read_pipe(lambda: _ParentWatch(stop), sys.stdin)
     shipping = asyncio.create_task(_ship(shipper, 1.0), name="ship-metrics") if settings.metrics else None
     _emit({"event": "worker-ready", "pid": os.getpid(), "index": settings.index})
     await stop.wait()

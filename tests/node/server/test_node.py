@@ -14,8 +14,10 @@ from node.sdk.proofs import verify_operation_proof, verify_storage_quota_proof
 from node.sdk.rpc import reason_of
 from node.storage import schema
 from tests.fixtures.actors import new_account
-from tests.fixtures.nodeproc import NodeProcess
+from tests.fixtures.nodeproc import READ_WORKERS, NodeProcess
 from tests.harness import commit_meta
+
+pytestmark = READ_WORKERS
 
 
 def test_newcomer_flow_reads_back_through_every_rpc(node: NodeProcess):
