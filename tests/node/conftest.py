@@ -28,11 +28,11 @@ def etcd3(tmp_path: Path) -> Iterator[EtcdCluster]:
 @pytest.fixture
 def node(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[NodeProcess]:
     """A devnet chain-node process that allows the origin http://allowed.test. Parametrised indirectly with a
-    number, it runs that many read workers (tests.fixtures.nodeproc.READ_WORKERS): every call then reaches the node through a
-    worker, which answers reads itself and relays the rest to the main process."""
+    number (tests.fixtures.nodeproc.READ_WORKERS), it runs that many read workers: every call then reaches
+    the node through a worker, which answers reads itself and relays the rest to the main process."""
     workers = int(getattr(request, "param", 0))
-    proc = NodeProcess(
-        tmp_path / "data", "--cors-origin", "http://allowed.test", "--read-workers", str(workers)
-    ).start(timeout=120)
+    proc = NodeProcess(tmp_path / "data", "--cors-origin", "http://allowed.test", "--read-workers", str(workers)).start(
+        timeout=120
+    )
     yield proc
     proc.stop()

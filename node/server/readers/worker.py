@@ -22,7 +22,7 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -99,10 +99,25 @@ async def _ship(shipper: RpcShipper, every: float) -> None:
             _emit({"event": "rpc", "series": series})
 
 
+async def _unless(gone: asyncio.Event, step: Coroutine[Any, Any, None]) -> None:
+    """`step`, unless the main process goes away first: then the worker exits at once."""
+    task = asyncio.ensure_future(step)
+    waiter = asyncio.ensure_future(gone.wait())
+    await asyncio.wait((task, waiter), return_when=asyncio.FIRST_COMPLETED)
+    waiter.cancel()
+    if not task.done():
+        task.cancel()
+        os._exit(0)  # nothing is served yet: nothing to drain
+    task.result()
+
+
 async def serve(settings: WorkerSettings) -> None:
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    await loop.connect_read_pipe(lambda: _ParentWatch(stop), sys.stdin)  # first: a start-up can be long
     chain = Chain.open_reader(Path(settings.data_dir))
     relay = Relay(settings.main_target, settings.max_receive_bytes)
-    await relay.wait_ready(30.0)
+    await _unless(stop, relay.wait_ready(60.0))
     table: dict[str, Handler] = {}
     for path in relay.paths():
         handler = relay.handler(path)
@@ -122,11 +137,8 @@ async def serve(settings: WorkerSettings) -> None:
     server.add_generic_rpc_handlers((_Routes(table),))
     grpc_add_port(server, "--grpc-addr", settings.grpc_addr)
     await server.start()
-    loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
     loop.add_signal_handler(signal.SIGINT, lambda: None)  # Ctrl-C reaches the whole group: the main decides
-    await loop.connect_read_pipe(lambda: _ParentWatch(stop), sys.stdin)
     shipping = asyncio.create_task(_ship(shipper, 1.0), name="ship-metrics") if settings.metrics else None
     _emit({"event": "worker-ready", "pid": os.getpid(), "index": settings.index})
     await stop.wait()

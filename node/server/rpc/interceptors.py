@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hmac
+import inspect
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
@@ -87,8 +88,20 @@ def _wrap(handler: Handler, method: str) -> Handler:
             except Exception as exc:
                 await _abort(context, exc, method)
 
+        async def written(request: Any, context: Any) -> None:
+            """A stream the handler writes with `context.write` (grpc.health's Watch) instead of yielding."""
+            try:
+                _check(request)
+                await inner_stream(request, context)
+            except grpc.aio.AbortError:
+                raise
+            except Exception as exc:
+                await _abort(context, exc, method)
+
         return grpc.unary_stream_rpc_method_handler(
-            stream, request_deserializer=deserializer, response_serializer=handler.response_serializer
+            written if inspect.iscoroutinefunction(inner_stream) else stream,
+            request_deserializer=deserializer,
+            response_serializer=handler.response_serializer,
         )
     return handler
 

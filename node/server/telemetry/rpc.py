@@ -12,6 +12,7 @@ recorded when they end; gRPC-web calls whose client left before the end are not 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any, Protocol
@@ -115,8 +116,17 @@ class RpcMetricsInterceptor(Interceptor):
                     raise
                 record(service, method, started, context, None)
 
+            async def written(request: Any, context: Any) -> None:  # a handler that calls context.write
+                started = time.perf_counter()
+                try:
+                    await inner_stream(request, context)
+                except BaseException as exc:
+                    record(service, method, started, context, exc)
+                    raise
+                record(service, method, started, context, None)
+
             return grpc.unary_stream_rpc_method_handler(
-                stream,
+                written if inspect.iscoroutinefunction(inner_stream) else stream,
                 request_deserializer=handler.request_deserializer,
                 response_serializer=handler.response_serializer,
             )
