@@ -21,9 +21,11 @@ FLAGS = {
 }
 
 
-@pytest.fixture(scope="module")
-def running(tmp_path_factory: pytest.TempPathFactory):
-    node = NodeProcess(tmp_path_factory.mktemp("first") / "data").start()
+@pytest.fixture(scope="module", params=["0", "2"], ids=["main-only", "read-workers-2"])
+def running(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
+    """The first node, also with read workers: then its gRPC port is shared by its own processes only."""
+    data = tmp_path_factory.mktemp("first") / "data"
+    node = NodeProcess(data, "--read-workers", request.param).start(timeout=120)
     yield node
     node.stop()
 
