@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import multiprocessing
 import re
 import shutil
@@ -73,10 +74,8 @@ def echo_main(response: bytes, conn: Connection) -> None:
         port = server.add_insecure_port("127.0.0.1:0")
         await server.start()
         conn.send(port)
-        try:
+        with contextlib.suppress(EOFError):  # EOF: the bench is done
             await asyncio.to_thread(conn.recv_bytes)
-        except EOFError:  # the bench is done
-            pass
         await server.stop(None)
 
     asyncio.run(serve())
