@@ -89,7 +89,7 @@ def echo_qps(response: bytes, request: bytes, work: Path, ns: argparse.Namespace
     try:
         port = parent.recv()
         with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
-            assert channel.unary_unary(ECHO_METHOD)(request, timeout=10) == response
+            assert channel.unary_unary(ECHO_METHOD, None, None)(request, timeout=10) == response
         body = work / "echo.bin"
         body.write_bytes(frame(request))
         return h2load(f"http://127.0.0.1:{port}{ECHO_METHOD}", body, ns.seconds, ns.connections, ns.streams, ns.threads)
@@ -119,7 +119,7 @@ def populate(node: NodeProcess) -> Calls:
 
 
 def node_rows(node: NodeProcess, calls: Calls, work: Path, ns: argparse.Namespace) -> dict[str, float]:
-    out = {}
+    out: dict[str, float] = {}
     with grpc.insecure_channel(node.grpc_target) as channel:
         stub = service_pb2_grpc.ChainServiceStub(channel)
         for method, (request, check) in calls.items():
