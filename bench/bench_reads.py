@@ -3,7 +3,8 @@
     python -m bench.bench_reads [--seconds S] [--connections C] [--streams M] [--read-workers N]
 
 Baseline: a single-process grpc.aio server (no interceptors) whose one unary method answers a precomputed
-response of the size of the node's GetAccount response. Then GetAccount, GetProject and GetOperationProof
+response of the size of the node's GetAccount response, measured right before each row (the machine is
+shared: a baseline taken minutes earlier says little). Then GetAccount, GetProject and GetOperationProof
 (of the account's state key) against one node store, served first by the main process alone
 (`--read-workers 0`), then by N read workers (`--read-workers N`, the main process restarted on the same
 store). Every row is QPS ÷ the echo's QPS, all in one run. `h2load` (Debian `nghttp2-client`, installed by
@@ -81,23 +82,29 @@ def echo_main(response: bytes, conn: Connection) -> None:
     asyncio.run(serve())
 
 
-def echo_qps(response: bytes, request: bytes, work: Path, ns: argparse.Namespace) -> float:
-    ctx = multiprocessing.get_context("spawn")
-    parent, child = ctx.Pipe()
-    proc = ctx.Process(target=echo_main, args=(response, child), daemon=True)
-    proc.start()
-    try:
-        port = parent.recv()
-        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+class Echo:
+    """The baseline server in its own process, kept up for the whole run: measured right before each row."""
+
+    def __init__(self, response: bytes, request: bytes, work: Path) -> None:
+        ctx = multiprocessing.get_context("spawn")
+        self._parent, child = ctx.Pipe()
+        self._proc = ctx.Process(target=echo_main, args=(response, child), daemon=True)
+        self._proc.start()
+        self.port = int(self._parent.recv())
+        with grpc.insecure_channel(f"127.0.0.1:{self.port}") as channel:
             assert channel.unary_unary(ECHO_METHOD, None, None)(request, timeout=10) == response
-        body = work / "echo.bin"
-        body.write_bytes(frame(request))
-        return h2load(f"http://127.0.0.1:{port}{ECHO_METHOD}", body, ns.seconds, ns.connections, ns.streams, ns.threads)
-    finally:
-        parent.close()
-        proc.join(10)
-        if proc.is_alive():
-            proc.kill()
+        self._body = work / "echo.bin"
+        self._body.write_bytes(frame(request))
+
+    def qps(self, ns: argparse.Namespace) -> float:
+        url = f"http://127.0.0.1:{self.port}{ECHO_METHOD}"
+        return h2load(url, self._body, ns.seconds, ns.connections, ns.streams, ns.threads)
+
+    def close(self) -> None:
+        self._parent.close()
+        self._proc.join(10)
+        if self._proc.is_alive():
+            self._proc.kill()
 
 
 Calls = dict[str, tuple[bytes, Callable[[service_pb2_grpc.ChainServiceStub], Any]]]
@@ -118,8 +125,11 @@ def populate(node: NodeProcess) -> Calls:
     }
 
 
-def node_rows(node: NodeProcess, calls: Calls, work: Path, ns: argparse.Namespace) -> dict[str, float]:
-    out: dict[str, float] = {}
+Row = tuple[float, float]  # (node calls/s, echo calls/s measured just before)
+
+
+def node_rows(node: NodeProcess, calls: Calls, echo: Echo, work: Path, ns: argparse.Namespace) -> dict[str, Row]:
+    out: dict[str, Row] = {}
     with grpc.insecure_channel(node.grpc_target) as channel:
         stub = service_pb2_grpc.ChainServiceStub(channel)
         for method, (request, check) in calls.items():
@@ -129,29 +139,31 @@ def node_rows(node: NodeProcess, calls: Calls, work: Path, ns: argparse.Namespac
             url = f"http://{node.grpc_target}{SERVICE}/{method}"
             if not out:  # every process of the node warmed up (first calls, connections) before any row
                 h2load(url, body, 2, ns.connections, ns.streams, ns.threads)
-            out[method] = h2load(url, body, ns.seconds, ns.connections, ns.streams, ns.threads)
+            baseline = echo.qps(ns)  # the machine is shared: each row against an echo taken just before it
+            out[method] = (h2load(url, body, ns.seconds, ns.connections, ns.streams, ns.threads), baseline)
     return out
 
 
-def measure(ns: argparse.Namespace) -> tuple[float, dict[int, dict[str, float]], int]:
+def measure(ns: argparse.Namespace) -> tuple[dict[int, dict[str, Row]], int]:
     with tempfile.TemporaryDirectory() as d:
         work, data = Path(d), Path(d) / "node"
         node = NodeProcess(data, "--read-workers", "0").start()
+        echo: Echo | None = None
         try:
             calls = populate(node)
             with grpc.insecure_channel(node.grpc_target) as channel:
                 stub = service_pb2_grpc.ChainServiceStub(channel)
                 response_size = len(calls["GetAccount"][1](stub).SerializeToString())
-            rows = {0: node_rows(node, calls, work, ns)}
+            echo = Echo(b"\x00" * response_size, calls["GetAccount"][0], work)
+            rows = {0: node_rows(node, calls, echo, work, ns)}
+            node.stop()
+            node = NodeProcess(data, "--read-workers", str(ns.read_workers)).start(timeout=180)
+            rows[ns.read_workers] = node_rows(node, calls, echo, work, ns)
         finally:
             node.stop()
-        echo = echo_qps(b"\x00" * response_size, calls["GetAccount"][0], work, ns)
-        node = NodeProcess(data, "--read-workers", str(ns.read_workers)).start(timeout=180)
-        try:
-            rows[ns.read_workers] = node_rows(node, calls, work, ns)
-        finally:
-            node.stop()
-    return echo, rows, response_size
+            if echo is not None:
+                echo.close()
+    return rows, response_size
 
 
 def main() -> None:
@@ -163,14 +175,14 @@ def main() -> None:
     parser.add_argument("--read-workers", type=int, default=2)
     ns = parser.parse_args()
     assert shutil.which("h2load"), "h2load is not installed (make bench installs the Debian package nghttp2-client)"
-    echo, rows, size = measure(ns)
-    print(f"h2load -c {ns.connections} -m {ns.streams} -t {ns.threads}, {ns.seconds:g} s per row; ")
-    print(f"baseline: bare grpc.aio echo (one process, {size}-byte response) {echo:,.0f} calls/s\n")
-    print("| call | read workers | calls/s | ÷ echo |")
-    print("|---|---:|---:|---:|")
+    rows, size = measure(ns)
+    print(f"h2load -c {ns.connections} -m {ns.streams} -t {ns.threads}, {ns.seconds:g} s per row; baseline: a bare")
+    print(f"grpc.aio echo (one process, {size}-byte response) measured right before each row\n")
+    print("| call | read workers | calls/s | echo calls/s | ÷ echo |")
+    print("|---|---:|---:|---:|---:|")
     for workers, by_method in rows.items():
-        for method, qps in by_method.items():
-            print(f"| {method} | {workers} | {qps:,.0f} | {qps / echo:.2f} |")
+        for method, (qps, echo) in by_method.items():
+            print(f"| {method} | {workers} | {qps:,.0f} | {echo:,.0f} | {qps / echo:.2f} |")
 
 
 if __name__ == "__main__":
