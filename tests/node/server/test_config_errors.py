@@ -47,6 +47,7 @@ def assert_one_line_exit_2(done: subprocess.CompletedProcess[str], says: str) ->
         (["--orderer", "etcd"], "needs --etcd-endpoints"),
         (["--orderer", "etcd", "--etcd-endpoints", "http://127.0.0.1:1", "--follow", "x:1"], "cannot also be"),
         (["--metrics-addr", "nowhere"], "--metrics-addr"),
+        (["--read-workers", "-2"], "--read-workers must be -1"),
     ],
 )
 def test_bad_flag_combination_is_one_line_and_exit_2(tmp_path: Path, args: list[str], says: str) -> None:
