@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from node.server.readers.supervisor import MAX_AUTO_READ_WORKERS, read_worker_count
 from node.server.write.sizing import (
     MAX_AUTO_WORKERS,
     Resources,
@@ -85,3 +86,13 @@ def test_the_stated_limit_and_memory_bound_the_workers(tmp_path: Path) -> None:
 def test_missing_files_mean_no_limit(tmp_path: Path) -> None:
     assert cpu_quota(tmp_path / "none", tmp_path / "none") is None
     assert memory_limit(tmp_path / "none", tmp_path / "none") is None
+
+
+def test_read_workers_auto_is_one_per_extra_cpu_at_most_four() -> None:
+    assert read_worker_count(-1, Resources(1.0, None, "affinity")) == 0  # a 1-CPU devnet: none
+    assert read_worker_count(-1, Resources(2.0, None, "affinity")) == 1
+    assert read_worker_count(-1, Resources(3.5, None, "cgroup quota")) == 2
+    assert read_worker_count(-1, Resources(64.0, None, "affinity")) == MAX_AUTO_READ_WORKERS == 4
+    assert read_worker_count(-1, Resources(64.0, 640 * 2**20, "affinity")) == 2  # memory bounds it
+    assert read_worker_count(0, Resources(64.0, None, "affinity")) == 0  # the default: the main process alone
+    assert read_worker_count(6, Resources(1.0, None, "affinity")) == 6  # a number is taken as given
