@@ -400,7 +400,8 @@ class NodeApp:
                     cfg.log_format,
                 )
 
-            self.readers = ReadWorkers(self._readers_count, settings, self.metrics)
+            stale = self.state.chain.store.clear_stale_readers  # a killed worker's read transaction
+            self.readers = ReadWorkers(self._readers_count, settings, self.metrics, on_exit=stale)
             try:
                 await self.readers.start()
             except ListenError:

@@ -227,5 +227,10 @@ class LmdbStore:
         with self._env.begin() as txn:
             return int(txn.stat(self._state)["entries"])
 
+    def clear_stale_readers(self) -> int:
+        """Free the reader slots of processes that died inside a read transaction (a killed read worker):
+        a stale slot would keep the pages of its old snapshot from being reused. The number freed."""
+        return int(self._env.reader_check())
+
     def close(self) -> None:
         self._env.close()

@@ -47,8 +47,11 @@ class ReadWorkers:
         settings_for: Callable[[int], WorkerSettings],
         metrics: RpcRecorder | None,
         start_timeout: float = 60.0,
+        on_exit: Callable[[], object] | None = None,
     ) -> None:
+        """`on_exit`: called after a worker exited while the node runs (the store frees its reader slot)."""
         self.count = count
+        self._on_exit = on_exit
         self._settings_for = settings_for
         self._metrics = metrics
         self._start_timeout = start_timeout
@@ -99,6 +102,8 @@ class ReadWorkers:
             if not first.done():  # never served: the node does not start
                 first.set_exception(ListenError("--read-workers", "", f"worker {index} exited with {status}"))
                 return
+            if self._on_exit is not None:
+                self._on_exit()
             pause = PAUSE_MIN if time.monotonic() - started > SETTLED else min(pause * 2, PAUSE_MAX)
             self.restarts += 1
             log.warning(
