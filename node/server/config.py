@@ -83,6 +83,18 @@ class NodeConfig:
 SHOWN_DEFAULTS = MappingProxyType({"snapshot_dir": "DATA_DIR/snapshots", "node_id": "kept in DATA_DIR/node-id"})
 
 
+def _worker_flags(p: argparse.ArgumentParser, d: NodeConfig) -> None:
+    """The processes beside the main one: signature verification, reads; the CPUs that size them."""
+    p.add_argument("--verify-workers", type=int, default=d.verify_workers, help="-1: one per extra core; 0: inline")
+    p.add_argument(
+        "--read-workers",
+        type=int,
+        default=d.read_workers,
+        help="processes answering reads on the gRPC port beside the main one; -1: one per extra CPU, at most 4",
+    )
+    p.add_argument("--cpu-limit", type=float, default=d.cpu_limit, help="CPUs this node may use (sizes -1 workers)")
+
+
 def _parser() -> argparse.ArgumentParser:
     d = NodeConfig()
     p = argparse.ArgumentParser(prog="chain-node", description="Version-control chain node (ChainService over gRPC).")
@@ -123,14 +135,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--max-message-bytes", type=int, default=d.max_message_bytes, help="largest message accepted")
     p.add_argument("--max-batch", type=int, default=d.max_batch, help="most messages per BatchSubmitMessages")
     p.add_argument("--mempool-capacity", type=int, default=d.mempool_capacity, help="pending messages at most")
-    p.add_argument("--verify-workers", type=int, default=d.verify_workers, help="-1: one per extra core; 0: inline")
-    p.add_argument(
-        "--read-workers",
-        type=int,
-        default=d.read_workers,
-        help="processes answering reads on the gRPC port beside the main one; -1: one per extra CPU, at most 4",
-    )
-    p.add_argument("--cpu-limit", type=float, default=d.cpu_limit, help="CPUs this node may use (sizes -1 workers)")
+    _worker_flags(p, d)
     p.add_argument(
         "--subscriber-queue",
         type=int,
