@@ -89,3 +89,43 @@ def test_sigkill_mid_block_leaves_previous_block(tmp_path, seed):
 @pytest.mark.parametrize("seed", range(100, 120))
 def test_sigkill_soak(tmp_path, seed):
     test_sigkill_mid_block_leaves_previous_block(tmp_path, seed)
+
+
+READER = """
+import sys
+from node.chain import Chain
+from node.errors import StorageFailed
+chain = Chain.open_reader(sys.argv[1])
+print(chain.height, flush=True)
+sys.stdin.readline()  # the writer committed a block meanwhile
+print(chain.height, flush=True)
+try:
+    chain.store.commit({b"x": b"y"}, {})
+    print("wrote", flush=True)
+except StorageFailed as err:
+    print("refused", err, flush=True)
+"""
+
+
+def test_a_read_only_opener_in_another_process_sees_new_blocks_and_cannot_write(tmp_path):
+    """What a read worker relies on: its read transactions see the writer's newest commit, and it cannot write."""
+    h = Harness(tmp_path / "chain")
+    h.actor()
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    reader = subprocess.Popen(
+        [sys.executable, "-c", READER, str(tmp_path / "chain")],
+        cwd=ROOT, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert reader.stdin is not None and reader.stdout is not None
+    try:
+        before = int(reader.stdout.readline())
+        assert before == h.chain.height
+        h.actor()  # more blocks, committed by this process while the reader holds the store open
+        reader.stdin.write("go\n")
+        reader.stdin.flush()
+        assert int(reader.stdout.readline()) == h.chain.height > before
+        assert reader.stdout.readline().startswith("refused")
+    finally:
+        reader.kill()
+        reader.wait()
+    assert h.chain.store.entry_count() > 0 and h.chain.height > before  # the writer's store is untouched
