@@ -31,12 +31,15 @@ from typing import Any
 
 import grpc
 
+from bench.table import Row, emit
 from chain.v1 import rpc_pb2, service_pb2_grpc
 from node.storage import schema
 from tests.fixtures.actors import new_account
 from tests.fixtures.nodeproc import NodeProcess
 
 ECHO_METHOD = "/bench.Echo/Echo"
+TABLE_KEYS = {"GetAccount": "get_account_ratio", "GetProject": "get_project_ratio",
+              "GetOperationProof": "operation_proof_ratio"}  # fmt: skip
 SERVICE = "/chain.v1.ChainService"
 
 
@@ -125,11 +128,11 @@ def populate(node: NodeProcess) -> Calls:
     }
 
 
-Row = tuple[float, float]  # (node calls/s, echo calls/s measured just before)
+Pair = tuple[float, float]  # (node calls/s, echo calls/s measured just before)
 
 
-def node_rows(node: NodeProcess, calls: Calls, echo: Echo, work: Path, ns: argparse.Namespace) -> dict[str, Row]:
-    out: dict[str, Row] = {}
+def node_rows(node: NodeProcess, calls: Calls, echo: Echo, work: Path, ns: argparse.Namespace) -> dict[str, Pair]:
+    out: dict[str, Pair] = {}
     with grpc.insecure_channel(node.grpc_target) as channel:
         stub = service_pb2_grpc.ChainServiceStub(channel)
         for method, (request, check) in calls.items():
@@ -144,7 +147,7 @@ def node_rows(node: NodeProcess, calls: Calls, echo: Echo, work: Path, ns: argpa
     return out
 
 
-def measure(ns: argparse.Namespace) -> tuple[dict[int, dict[str, Row]], int]:
+def measure(ns: argparse.Namespace) -> tuple[dict[int, dict[str, Pair]], int]:
     with tempfile.TemporaryDirectory() as d:
         work, data = Path(d), Path(d) / "node"
         node = NodeProcess(data, "--read-workers", "0").start()
@@ -183,6 +186,15 @@ def main() -> None:
     for workers, by_method in rows.items():
         for method, (qps, echo) in by_method.items():
             print(f"| {method} | {workers} | {qps:,.0f} | {echo:,.0f} | {qps / echo:.2f} |")
+    load = f"h2load -c{ns.connections} -m{ns.streams} -t{ns.threads} -D{ns.seconds:g}"
+    alone = rows[0]
+    for method, key in TABLE_KEYS.items():
+        qps, echo = rows[ns.read_workers][method]
+        how = (
+            f"{qps:,.0f} ÷ {echo:,.0f} calls/s with --read-workers {ns.read_workers} ({load}, echo measured just "
+            f"before); main process alone {alone[method][0] / alone[method][1]:.2f}"
+        )
+        emit(Row(key, qps / echo, how))
 
 
 if __name__ == "__main__":
