@@ -6,6 +6,7 @@ import time
 from pathlib import Path
 
 import grpc
+import pytest
 
 from chain.v1 import rpc_pb2
 from node.sdk.rpc import reason_of
@@ -13,8 +14,11 @@ from tests.fixtures.nodeproc import NodeProcess
 from tests.fixtures.replicaset import ENV, assert_same_chain, funded_actors, status, wait_height
 
 
-def test_follow_replica_from_snapshot(tmp_path: Path) -> None:
-    upstream = NodeProcess(tmp_path / "up", "--verify-workers", "0", env=ENV).start()
+@pytest.mark.parametrize("workers", ["0", "2"], ids=["main-only", "read-workers-2"])
+def test_follow_replica_from_snapshot(tmp_path: Path, workers: str) -> None:
+    """With read workers on both nodes, the replica's stream of blocks, the forwarded writes (and their
+    member proof) and the NOT_LEADER refusal all pass through a worker's relay on each side."""
+    upstream = NodeProcess(tmp_path / "up", "--verify-workers", "0", "--read-workers", workers, env=ENV).start(120)
     replica: NodeProcess | None = None
     try:
         with upstream.client() as c:
@@ -26,8 +30,8 @@ def test_follow_replica_from_snapshot(tmp_path: Path) -> None:
         replica = NodeProcess(
             tmp_path / "replica",
             "--verify-workers", "0", "--restore", str(snapshot_dir), "--follow", upstream.grpc_target,
-            env=ENV,
-        ).start()  # fmt: skip
+            "--read-workers", workers, env=ENV,
+        ).start(120)  # fmt: skip
         assert replica.ready["height"] == snap.block_number
         wait_height([replica], status(upstream).block_height)
         assert status(replica).role == "replica"
