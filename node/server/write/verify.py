@@ -10,6 +10,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import multiprocessing
+import os
+import threading
+import time
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -80,7 +83,12 @@ class Verifier:
         if self._workers <= 0:
             return None
         # spawn, not fork: the parent runs gRPC threads, which do not survive a fork
-        return ProcessPoolExecutor(max_workers=self._workers, mp_context=multiprocessing.get_context("spawn"))
+        return ProcessPoolExecutor(
+            max_workers=self._workers,
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=exit_with_parent,
+            initargs=(os.getpid(),),
+        )
 
     async def warm_up(self) -> None:
         """Start the worker processes now rather than on the first large batch."""
@@ -133,6 +141,18 @@ class Verifier:
             self._warming.cancel()
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def exit_with_parent(parent: int) -> None:
+    """Worker initializer: the worker exits once the main process is gone. An orderly stop shuts the pool
+    down, but after a kill -9 of the main process nothing would: the worker would stay, holding memory."""
+    threading.Thread(target=_watch_parent, args=(parent,), name="parent-watch", daemon=True).start()
+
+
+def _watch_parent(parent: int) -> None:
+    while os.getppid() == parent:  # re-parented (to init or a subreaper) once the parent has died
+        time.sleep(1.0)
+    os._exit(0)
 
 
 def _log_failure(task: asyncio.Task[None]) -> None:

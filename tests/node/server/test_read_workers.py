@@ -12,8 +12,7 @@ import signal
 import socket
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
@@ -24,20 +23,13 @@ from chain.v1 import rpc_pb2, service_pb2_grpc
 from node.errors import REASON_CODE, trailer
 from node.server.readers.sharing import lock_name
 from tests.fixtures.nodeproc import ROOT, NodeProcess
+from tests.fixtures.procs import alive as _alive
+from tests.fixtures.procs import children as _children
 from tests.fixtures.procs import free_port
+from tests.fixtures.procs import wait_until as _wait
 from tests.fixtures.scrape import scrape, value
 
 WORKER_MODULE = "node.server.readers.worker"
-
-
-def _children(pid: int) -> list[int]:
-    out: list[int] = []
-    for task in Path(f"/proc/{pid}/task").glob("*"):
-        try:
-            out += [int(p) for p in (task / "children").read_text().split()]
-        except OSError:
-            continue
-    return out
 
 
 def _workers(pid: int) -> set[int]:
@@ -51,31 +43,11 @@ def _workers(pid: int) -> set[int]:
     return found
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:  # a zombie is gone for our purposes (its parent has not reaped it yet)
-        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] != "Z"
-    except (OSError, IndexError):
-        return False
-
-
 def _state(pid: int) -> str:
     try:
         return Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return f"{pid} gone"
-
-
-def _wait(predicate: Callable[[], bool], timeout: float = 60.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.2)
-    return bool(predicate())
 
 
 def _fresh_call(target: str) -> int:

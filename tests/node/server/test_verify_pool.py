@@ -1,9 +1,16 @@
 """The verify worker pool warms up in the background (the node serves without waiting for a worker to spawn)
-and still verifies a large batch exactly like the inline path, bad signatures included."""
+and still verifies a large batch exactly like the inline path, bad signatures included; a node killed with -9
+leaves no worker behind."""
 
 from __future__ import annotations
 
+import os
+import signal
+from pathlib import Path
+
 from node.server.write.verify import INLINE_BELOW, Verifier
+from tests.fixtures.nodeproc import NodeProcess
+from tests.fixtures.procs import alive, children, wait_until
 from tests.harness import Harness, commit_meta
 
 
@@ -24,3 +31,34 @@ async def test_a_large_batch_after_a_background_warm_up_gets_the_inline_verdicts
         h.chain.close()
     assert got == want
     assert [v.reason != "" for v in got].count(True) == 1 and got[3].reason != ""
+
+
+def _verify_workers(pid: int) -> list[int]:
+    """The node's spawned pool workers (multiprocessing's spawn entry point, not its resource tracker)."""
+    found = []
+    for child in children(pid):
+        try:
+            cmdline = Path(f"/proc/{child}/cmdline").read_bytes().decode(errors="replace")
+        except OSError:
+            continue
+        if "spawn_main" in cmdline:
+            found.append(child)
+    return found
+
+
+def test_a_killed_node_leaves_no_verify_worker(tmp_path: Path) -> None:
+    node = NodeProcess(tmp_path / "data", "--verify-workers", "1").start(timeout=120)
+    assert node.proc is not None
+    main = node.proc.pid
+    workers: list[int] = []
+    try:
+        assert wait_until(lambda: bool(_verify_workers(main)), timeout=120)  # the background warm-up spawned it
+        workers = _verify_workers(main)
+        os.kill(main, signal.SIGKILL)  # no orderly stop: nobody shuts the pool down
+        node.proc.wait(30)
+        assert wait_until(lambda: not any(alive(w) for w in workers), timeout=30), workers
+    finally:
+        node.stop()
+        for pid in workers:
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)
