@@ -35,7 +35,8 @@ class GatewayConfig:
     # connection hygiene (gateway/connections.py)
     header_timeout: float = 10.0  # a request's headers must be complete this long after its first byte
     idle_timeout: float = 15.0  # an idle keep-alive connection is closed after this long
-    max_connections: int = 1024  # open HTTP connections; more are closed at once
+    max_connections: int = 1024  # open HTTP connections (per serving process); more are closed at once
+    workers: int = 1  # serving processes (gateway/workers.py)
 
     @property
     def host_port(self) -> tuple[str, int]:
@@ -81,7 +82,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--metrics-addr", default=d.metrics_addr, help="Prometheus metrics listen address; '' disables")
     p.add_argument("--header-timeout", type=float, default=d.header_timeout, help="seconds to send request headers")
     p.add_argument("--idle-timeout", type=float, default=d.idle_timeout, help="seconds a keep-alive connection idles")
-    p.add_argument("--max-connections", type=int, default=d.max_connections, help="open HTTP connections at most")
+    p.add_argument(
+        "--max-connections", type=int, default=d.max_connections, help="open HTTP connections at most, per worker"
+    )
+    p.add_argument(
+        "--workers", type=int, default=d.workers, help="serving processes behind the one listening socket (SSE fan-out)"
+    )
     describe_env(p, ENV_PREFIX, lists=LIST_FLAGS, shown={"node_addrs": ",".join(d.node_addrs)})
     add_version(p)
     return p
@@ -97,6 +103,8 @@ def parse_config(argv: Sequence[str] | None = None, env: Mapping[str, str] | Non
     values = vars(parser.parse_args(argv))
     values["node_addrs"] = tuple(values["node_addrs"] or GatewayConfig.node_addrs)
     values["cors_origins"] = tuple(values["cors_origins"] or ())
+    if values["workers"] < 1:
+        config_exit(parser.prog, ConfigError(f"--workers: at least 1, got {values['workers']}"))
     if values["metrics_addr"]:
         try:
             split_addr(values["metrics_addr"])

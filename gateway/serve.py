@@ -8,6 +8,9 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
+import socket
+import sys
+from dataclasses import replace
 
 from aiohttp import web
 
@@ -15,7 +18,9 @@ from gateway.accesslog import LeanAccessLogger
 from gateway.app import build_app
 from gateway.config import GatewayConfig
 from gateway.connections import ConnectionGuard, GuardedSite
+from gateway.protocol import json_error_protocol
 from gateway.telemetry import GatewayMetrics
+from gateway.workers import Supervisor, channel_fd, handed_connections, supervise, tell_ready
 from node.errors import ConfigError, config_exit
 from node.listen import ListenError, check_free
 from node.observability.logs import configure_logging
@@ -25,22 +30,44 @@ from node.observability.tracing import Tracing
 
 async def run(config: GatewayConfig) -> None:
     configure_logging(config.log_level, config.log_format)
+    worker_fd = channel_fd()  # >= 0 in a worker of a --workers parent (gateway/workers.py)
+    if worker_fd >= 0 and config.metrics_addr:  # a worker: the parent serves --metrics-addr
+        config = replace(config, metrics_addr="127.0.0.1:0")
     try:
         tracing = Tracing.from_env("chain-gateway")  # on when OTEL_EXPORTER_OTLP_ENDPOINT is set
     except ValueError as err:
         raise ConfigError(str(err)) from None
     endpoint = MetricsEndpoint("chain-gateway", config.metrics_addr)
-    check_free("--http-addr", config.http_addr)  # a taken address stops here with one line (main)
+    if worker_fd < 0:
+        check_free("--http-addr", config.http_addr)  # a taken address stops here with one line (main)
+    if config.workers > 1:
+        await _supervise(config, endpoint, sys.argv[1:])  # the workers get the command line's flags
+        return
     tracing.start()  # before the app, its channels and its Redis client exist
     try:
         metrics_port = endpoint.start()
-        await _serve(config, GatewayMetrics(endpoint.meter) if endpoint.enabled else None, metrics_port)
+        await _serve(config, GatewayMetrics(endpoint.meter) if endpoint.enabled else None, metrics_port, worker_fd)
     finally:
         endpoint.stop()
         tracing.stop()
 
 
-async def _serve(config: GatewayConfig, metrics: GatewayMetrics | None, metrics_port: int) -> None:
+async def _supervise(config: GatewayConfig, endpoint: MetricsEndpoint, argv: list[str]) -> None:
+    """--workers N: this process holds the address and deals connections (gateway/workers.py)."""
+    sup = Supervisor(config, argv)
+    port = sup.bind()
+    try:
+        endpoint.registry.register(sup.metrics)
+        metrics_port = endpoint.start()
+        code = await supervise(sup, port, metrics_port)
+    finally:
+        endpoint.stop()
+        sup.stop()
+    if code:
+        raise SystemExit(code)
+
+
+async def _serve(config: GatewayConfig, metrics: GatewayMetrics | None, metrics_port: int, worker_fd: int) -> None:
     app = build_app(config, metrics)
     guard = ConnectionGuard(config.header_timeout, config.max_connections)
     app.middlewares.insert(0, guard.middleware)  # outermost: marks a request's headers complete
@@ -48,6 +75,33 @@ async def _serve(config: GatewayConfig, metrics: GatewayMetrics | None, metrics_
         app, handler_cancellation=True, keepalive_timeout=config.idle_timeout, access_log_class=LeanAccessLogger
     )
     await runner.setup()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    if worker_fd >= 0:
+        server = runner.server
+        assert server is not None
+        factory = guard.factory(lambda: json_error_protocol(server))
+        starting: set[asyncio.Task[object]] = set()
+
+        def serve(sock: socket.socket) -> None:
+            sock.setblocking(False)
+            task: asyncio.Task[object] = loop.create_task(loop.connect_accepted_socket(factory, sock))
+            starting.add(task)
+            task.add_done_callback(starting.discard)
+
+        tell_ready(handed_connections(worker_fd, serve, stop.set), metrics_port)
+    else:
+        await _listen(config, runner, guard, metrics_port)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    for sig in (signal.SIGTERM, signal.SIGINT):  # shutting down already: later repeats change nothing
+        loop.remove_signal_handler(sig)
+        signal.signal(sig, signal.SIG_IGN)
+    await runner.cleanup()
+
+
+async def _listen(config: GatewayConfig, runner: web.AppRunner, guard: ConnectionGuard, metrics_port: int) -> None:
     host, port = config.host_port
     site = GuardedSite(runner, host, port, guard)  # exclusive (no SO_REUSEPORT), header deadline, connection cap
     try:
@@ -60,15 +114,6 @@ async def _serve(config: GatewayConfig, metrics: GatewayMetrics | None, metrics_
         bound = int(address[1])
         break
     print(json.dumps({"event": "ready", "http_port": bound, "metrics_port": metrics_port}), flush=True)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    await stop.wait()
-    for sig in (signal.SIGTERM, signal.SIGINT):  # shutting down already: later repeats change nothing
-        loop.remove_signal_handler(sig)
-        signal.signal(sig, signal.SIG_IGN)
-    await runner.cleanup()
 
 
 def main(config: GatewayConfig) -> None:

@@ -13,6 +13,11 @@ publishes and hands it over once per loop iteration (`_flush`, scheduled with `c
 events costs one call, and one socket write, per client. A sink answers False when its client is too far
 behind (more than the queue size of events, or too many bytes, waiting in its connection's buffer), and the
 hub ends that subscription as SLOW.
+
+Encode once: subscriptions are grouped by filter, so a filter is evaluated once per event per distinct
+filter (not per client), and the events a group's sinks are owed in one loop iteration are one `Batch`
+shared by every sink of the group that became owed at the same point: its bytes (the SSE frames, or the
+same as HTTP/1.1 chunks) are joined once and written as they are to every such client.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
+from functools import cached_property
 
 from gateway.events.model import Event, EventKey, Kind
 
@@ -45,7 +51,30 @@ class Filter:
         return not self.project or event.project == self.project
 
 
-Sink = Callable[[list[Event]], bool]
+class Batch(list[Event]):
+    """Events handed to sinks in one flush; shared by every sink owed the same events, so their bytes are
+    built once (the first sink that asks) and written as they are to each client."""
+
+    @cached_property
+    def frames(self) -> bytes:
+        return self[0].frame if len(self) == 1 else b"".join(e.frame for e in self)
+
+    @cached_property
+    def chunks(self) -> bytes:
+        """The frames as HTTP/1.1 chunks, one per event (what each event's own `chunk` is)."""
+        return self[0].chunk if len(self) == 1 else b"".join(e.chunk for e in self)
+
+
+Sink = Callable[[Batch], bool]
+
+
+@dataclass(eq=False)
+class _Group:
+    """The subscriptions with one filter, and the events published to its sinks since the last flush."""
+
+    wants: Filter
+    subs: dict[Subscription, None] = field(default_factory=dict)  # insertion-ordered set
+    round: list[Event] = field(default_factory=list)
 
 
 @dataclass(eq=False)
@@ -58,7 +87,7 @@ class Subscription:
     on_end: Callable[[EndReason], None] | None = field(default=None, repr=False)
     # Set by a caught-up client: its events go here instead of the queue (see the module doc).
     sink: Sink | None = field(default=None, repr=False)
-    owed: list[Event] = field(default_factory=list, repr=False)
+    owed_from: int = field(default=-1, repr=False)  # index in its group's round of its first owed event
 
     def end(self, reason: EndReason) -> None:
         if self.ended is not None:
@@ -80,11 +109,13 @@ class Hub:
         self.ready = asyncio.Event()  # set once the feed knows its starting point
         self.closed = False
         self.dropped = 0
-        self._subs: set[Subscription] = set()
+        self._groups: dict[Filter, _Group] = {}
+        self._group_of: dict[Subscription, _Group] = {}
         self._owed: list[Subscription] = []  # subscriptions with a sink and events owed, in publish order
+        self._rounds: list[_Group] = []  # groups with events in their round since the last flush
 
     def __len__(self) -> int:
-        return len(self._subs)
+        return len(self._group_of)
 
     def start_at(self, position: EventKey) -> None:
         self.position = position
@@ -97,26 +128,39 @@ class Hub:
         if self.closed:
             sub.end(EndReason.SHUTDOWN)
         else:
-            self._subs.add(sub)
+            group = self._groups.get(wants)
+            if group is None:
+                group = self._groups[wants] = _Group(wants)
+            group.subs[sub] = None
+            self._group_of[sub] = group
         return sub
 
     def unsubscribe(self, sub: Subscription) -> None:
-        self._subs.discard(sub)
+        self._detach(sub)
         sub.sink = None  # its connection may be gone: nothing more is written to it
 
     def publish(self, event: Event) -> None:
         if event.key <= self.position:
             return  # already published (a feed that reconnected and replayed)
         self.position = event.key
-        for sub in list(self._subs):
-            if not sub.wants(event):
-                continue
+        for group in list(self._groups.values()):
+            if group.wants(event):
+                self._publish_to(group, event)
+
+    def _publish_to(self, group: _Group, event: Event) -> None:
+        index = -1
+        for sub in list(group.subs):
             if sub.sink is not None:
-                if not sub.owed:
-                    if not self._owed:
-                        asyncio.get_running_loop().call_soon(self._flush)
+                if index < 0:
+                    index = len(group.round)
+                    group.round.append(event)
+                    if index == 0:
+                        if not self._rounds and not self._owed:
+                            asyncio.get_running_loop().call_soon(self._flush)
+                        self._rounds.append(group)
+                if sub.owed_from < 0:
+                    sub.owed_from = index
                     self._owed.append(sub)
-                sub.owed.append(event)
                 continue
             if sub.queue.qsize() >= self.queue_size:
                 self._end(sub, EndReason.SLOW)
@@ -126,18 +170,28 @@ class Hub:
 
     def _flush(self) -> None:
         owed, self._owed = self._owed, []
+        rounds, self._rounds = self._rounds, []
+        batches: dict[tuple[int, int], Batch] = {}  # (id of a round, first index) -> the shared batch
         for sub in owed:
-            events, sub.owed = sub.owed, []
-            if sub.ended is not None or sub.sink is None:
+            start, sub.owed_from = sub.owed_from, -1
+            group = self._group_of.get(sub)
+            if group is None or sub.ended is not None or sub.sink is None:
                 continue
+            batch = batches.get((id(group.round), start))
+            if batch is None:
+                batch = batches[(id(group.round), start)] = Batch(group.round[start:])
             try:
-                keeps_up = sub.sink(events)
+                keeps_up = sub.sink(batch)
             except Exception:
                 log.exception("an SSE sink failed; ending its stream")
                 keeps_up = False
             if not keeps_up:
                 self._end(sub, EndReason.SLOW)
                 self.dropped += 1
+        for group in rounds:
+            group.round = []
+            if not group.subs and self._groups.get(group.wants) is group:
+                del self._groups[group.wants]
 
     def reset(self, position: EventKey) -> None:
         """The feed skipped events: end every subscription (clients resume through history) and move on."""
@@ -150,9 +204,17 @@ class Hub:
         self._end_all(EndReason.SHUTDOWN)
 
     def _end_all(self, reason: EndReason) -> None:
-        for sub in list(self._subs):
+        for sub in list(self._group_of):
             self._end(sub, reason)
 
     def _end(self, sub: Subscription, reason: EndReason) -> None:
-        self._subs.discard(sub)
+        self._detach(sub)
         sub.end(reason)
+
+    def _detach(self, sub: Subscription) -> None:
+        group = self._group_of.pop(sub, None)
+        if group is None:
+            return
+        group.subs.pop(sub, None)
+        if not group.subs and not group.round:
+            del self._groups[group.wants]

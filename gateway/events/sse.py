@@ -20,7 +20,7 @@ from redis.exceptions import RedisError
 from chain.v1 import message_pb2 as pb
 from gateway.errors import ApiError, invalid_argument
 from gateway.events.history import HistoryUnavailable
-from gateway.events.hub import EndReason, Filter, Subscription
+from gateway.events.hub import Batch, EndReason, Filter, Subscription
 from gateway.events.model import PING, Event, EventKey, Kind, error_frame
 from gateway.events.service import EventService
 from gateway.keys import EVENTS
@@ -149,10 +149,15 @@ class _Stream:
         self.final_sent = False
         self.position = params.after or EventKey(0, 0)  # the last key handled (delivered or filtered out)
         self.delivered: EventKey | None = None  # the last key sent to the client
+        self.loop = asyncio.get_running_loop()
+        self.transport: asyncio.Transport | None = None
+        self.max_lag = service.config.sse_queue
+        self.max_buffer = service.config.sse_max_buffer
         sub.on_end = self._on_end
 
     async def run(self) -> web.StreamResponse:
         await self.response.prepare(self.request)
+        self.transport = self.request.transport  # the sink's, looked up once (closing once the client is gone)
         self._small_send_buffer()
         try:
             await self._write(f"retry: {RETRY_MS}\n\n".encode())
@@ -242,29 +247,27 @@ class _Stream:
         finally:
             self.writing = False
 
-    def _sink(self, events: list[Event]) -> bool:
+    def _sink(self, events: Batch) -> bool:
         """Events from the hub, written to the connection without waiting (whole chunks of the chunked
         response, so they interleave safely with aiohttp's own writes); False when the client is more
-        than --sse-max-buffer-bytes behind, or gone."""
-        transport = self.request.transport
+        than --sse-max-buffer-bytes behind, or gone. The batch's bytes are shared with every client owed
+        the same events (hub.py: encoded once)."""
+        transport = self.transport
         if transport is None or transport.is_closing():
             return False
-        fresh = [e for e in events if e.key > self.position]
-        if not fresh:
-            return True
-        self.position = self.delivered = fresh[-1].key
+        if events[0].key <= self.position:  # some were sent already (not on the hub's path; kept exact)
+            events = Batch(e for e in events if e.key > self.position)
+            if not events:
+                return True
+        self.position = self.delivered = events[-1].key
         if transport.get_write_buffer_size() == 0:
             self.unsent = 0  # everything written so far has reached the kernel
-        if self.chunked:
-            transport.write(fresh[0].chunk if len(fresh) == 1 else b"".join(e.chunk for e in fresh))
-        else:
-            transport.write(b"".join(e.frame for e in fresh))
-        self.last_sent = asyncio.get_running_loop().time()
+        transport.write(events.chunks if self.chunked else events.frames)
+        self.last_sent = self.loop.time()
         buffered = transport.get_write_buffer_size()
         if buffered:
-            self.unsent += len(fresh)  # at most this many events wait in the connection's buffer
-        config = self.service.config
-        return self.unsent <= config.sse_queue and buffered <= config.sse_max_buffer
+            self.unsent += len(events)  # at most this many events wait in the connection's buffer
+        return self.unsent <= self.max_lag and buffered <= self.max_buffer
 
     async def _final(self, frame: bytes) -> None:
         """The last frame to a client (once); one that does not take it in time is cut off."""

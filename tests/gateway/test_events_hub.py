@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from gateway.events.hub import EndReason, Filter, Hub, Sink
+from gateway.events.hub import Batch, EndReason, Filter, Hub, Sink
 from gateway.events.model import Event, EventKey, Kind
 
 
@@ -77,3 +77,37 @@ async def test_queued_subscribers_still_get_a_bounded_queue() -> None:
     assert sub.queue.qsize() == 3 and sub.ended is None
     hub.publish(message(1, 3))
     assert sub.ended is EndReason.SLOW and hub.dropped == 1
+
+
+async def test_sinks_owed_the_same_events_share_one_batch_and_its_bytes() -> None:
+    """Encode once: one Batch (one bytes object) per filter and starting point, whatever the client count."""
+    hub = Hub(Kind.MESSAGES, queue_size=4)
+    hub.start_at(EventKey(0, 0))
+    got: dict[str, list[Batch]] = {"a": [], "b": [], "late": [], "typed": []}
+
+    def keep(name: str) -> Sink:
+        def sink(events: Batch) -> bool:
+            got[name].append(events)
+            return True
+
+        return sink
+
+    a, b, late = hub.subscribe(Filter()), hub.subscribe(Filter()), hub.subscribe(Filter())
+    typed = hub.subscribe(Filter(types=frozenset({2})))
+    a.sink, b.sink, typed.sink = keep("a"), keep("b"), keep("typed")
+    hub.publish(message(1, 0, type_=1))
+    late.queue.get_nowait()  # `late` took its first event from its queue, then caught up
+    late.sink = keep("late")
+    hub.publish(message(1, 1, type_=2))
+    hub.publish(message(1, 2, type_=1))
+    await asyncio.sleep(0)
+    (ba,), (bb,), (bl,), (bt,) = got["a"], got["b"], got["late"], got["typed"]
+    assert ba is bb and [e.key for e in ba] == [EventKey(1, i) for i in range(3)]
+    assert ba.frames is bb.frames and ba.chunks is bb.chunks  # built once, the same object for both
+    assert [e.key for e in bl] == [EventKey(1, 1), EventKey(1, 2)] and bl is not ba
+    assert [e.key for e in bt] == [EventKey(1, 1)]
+    hub.unsubscribe(a)
+    hub.unsubscribe(b)
+    hub.publish(message(2, 0))
+    await asyncio.sleep(0)
+    assert len(got["a"]) == len(got["b"]) == 1 and [e.key for e in got["late"][-1]] == [EventKey(2, 0)]
