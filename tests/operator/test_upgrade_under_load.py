@@ -1,0 +1,233 @@
+"""A replicated rolling upgrade driven by the operator, behind the real Envoy, under client load.
+
+Three `chain-node --orderer etcd` members on a real etcd are the pods of a StatefulSet kept in kmock
+(tests/fixtures/kubecluster.py plays the StatefulSet controller and the kubelet: a released pod's process is
+stopped with SIGTERM - it drains - and started again on its volume with the new image). The real Envoy,
+rendered from the shipped envoy/envoy.yaml (only addresses and the health-check interval changed), fronts
+the three members on fixed ports, as a Service would. The real operator (kopf) rolls the network from
+1.0 to 1.1 (the soak variant: on to 1.2 as well) through its gates. Client processes
+(tests/fixtures/soakload.py) meanwhile send unary calls (SubmitMessage, GetNodeStatus, GetBlock) through
+Envoy and hold SubscribeBlocks streams open through it.
+
+What must hold: no unary call fails (retries only where the documented policy allows them: a refusal that
+carries `retry-after-ms`); every stream that ends, ends with UNAVAILABLE / DRAINING and resumes from its
+last event id with no gap and no repeat; every submission answered "accepted" is committed exactly once;
+every member ends on the new image at the same block hash (and state root).
+
+The bounded variant runs in `make test`; the soak variant (`make soak`) runs more clients, longer, and two
+upgrades in a row.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from chain.v1 import rpc_pb2
+from tests.fixtures.envoyproc import EnvoyProcess, render
+from tests.fixtures.etcdproc import EtcdCluster
+from tests.fixtures.kubecluster import StatefulSetDouble
+from tests.fixtures.nodeproc import NodeProcess
+from tests.fixtures.procs import free_port, start_ready, stop_process
+from tests.fixtures.replicaset import blocks, committed_counts, status
+from tests.operator.conftest import NAMESPACE, create_network, eventually, network, network_status, patch_network
+
+ROOT = Path(__file__).resolve().parents[2]
+IMAGE = "registry.test/chain-node"
+# Envoy checks every 0.5 s and ejects after 2 failures; the node drains 3 s: longer than the ejection window,
+# as the chart requires of node.drainSeconds against Envoy's health check (docs/deploy.md section 3).
+HEALTH_INTERVAL = "0.5s"
+DRAIN_SECONDS = "3"
+
+
+@dataclass(frozen=True)
+class Scale:
+    clients: int  # client processes
+    unary: int  # unary threads per client
+    streams: int  # SubscribeBlocks streams per client
+    warmup: float  # seconds of load before the first upgrade and after the last
+    versions: tuple[str, ...]
+
+
+BOUNDED = Scale(clients=1, unary=2, streams=3, warmup=3.0, versions=("1.1",))
+SOAK = Scale(clients=3, unary=3, streams=4, warmup=20.0, versions=("1.1", "1.2"))
+
+
+def member_args(etcd: EtcdCluster) -> list[str]:
+    return [
+        "--orderer", "etcd", "--etcd-endpoints", etcd.endpoints_flag, "--lease-ttl", "2",
+        "--block-interval", "0.05", "--empty-block-interval", "1", "--drain-seconds", DRAIN_SECONDS,
+    ]  # fmt: skip
+
+
+class Clients:
+    """Load client processes; `finish()` stops them and sums their reports."""
+
+    def __init__(self, workdir: Path, target: str, authority: Path, scale: Scale) -> None:
+        self.workdir = workdir
+        self.target = target
+        self.authority = authority
+        self.scale = scale
+        self.stop_file = workdir / "stop"
+        self.procs: list[Any] = []
+        self.stderr: list[list[str]] = []
+
+    def start_one(self, index: int) -> None:
+        cmd = [
+            sys.executable, "-m", "tests.fixtures.soakload", "--target", self.target,
+            "--authority", str(self.authority), "--stop", str(self.stop_file),
+            "--out", str(self.workdir / f"client{index}.json"), "--unary", str(self.scale.unary),
+            "--streams", str(self.scale.streams), "--seed", str(index),
+        ]  # fmt: skip
+        lines: list[str] = []
+        env = dict(os.environ, PYTHONPATH=str(ROOT))
+        proc, _ = start_ready(cmd, what="soak client", cwd=ROOT, env=env, stderr_lines=lines, timeout=120)
+        self.procs.append(proc)
+        self.stderr.append(lines)
+
+    def start(self) -> None:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        for i in range(self.scale.clients):
+            self.start_one(i)
+
+    def finish(self) -> dict[str, Any]:
+        self.stop_file.touch()
+        total: dict[str, Any] = {"calls": Counter(), "retried": Counter(), "failed": [], "accepted": []}
+        total.update(events=0, resumed=0, unclean=[], gaps=[])
+        for i, proc in enumerate(self.procs):
+            code = proc.wait(60)
+            assert code == 0, "".join(self.stderr[i][-40:])
+            report = json.loads((self.workdir / f"client{i}.json").read_text())
+            for key in ("calls", "retried"):
+                total[key].update(report[key])
+            for key in ("failed", "accepted", "unclean", "gaps"):
+                total[key] += report[key]
+            total["events"] += report["events"]
+            total["resumed"] += report["resumed"]
+        return total
+
+    def kill(self) -> None:
+        self.stop_file.touch()
+        for proc in self.procs:
+            stop_process(proc, 30)
+
+
+def running(sts: StatefulSetDouble) -> list[NodeProcess]:
+    procs = [sts.procs[i] for i in range(sts.replicas)]
+    assert all(p is not None for p in procs)
+    return [p for p in procs if p is not None]
+
+
+def wait_committed(node: NodeProcess, accepted: list[str], timeout: float = 60.0) -> tuple[int, Counter[bytes]]:
+    """Scan the chain until every accepted hash is in it; the height scanned and the count of each message."""
+    counts: Counter[bytes] = Counter()
+    scanned = 0
+    deadline = time.monotonic() + timeout
+    wanted = {bytes.fromhex(h) for h in accepted}
+    while True:
+        height = status(node).block_height
+        if height > scanned:
+            counts.update(committed_counts(blocks(node, height, first=scanned + 1)))
+            scanned = height
+        missing = wanted - set(counts)
+        if not missing:
+            return scanned, counts
+        assert time.monotonic() < deadline, f"{len(missing)} accepted messages never committed"
+        time.sleep(0.5)
+
+
+def same_block_everywhere(nodes: list[NodeProcess], height: int, timeout: float = 60.0) -> rpc_pb2.GetBlockResponse:
+    deadline = time.monotonic() + timeout
+    while min(status(n).block_height for n in nodes) < height:
+        assert time.monotonic() < deadline, [status(n).block_height for n in nodes]
+        time.sleep(0.1)
+    found = []
+    for n in nodes:
+        with n.client() as c:
+            found.append(c.stub.GetBlock(rpc_pb2.GetBlockRequest(block_number=height)))
+    for other in found[1:]:
+        assert other.block.hash == found[0].block.hash
+        assert other.block.header.state_root == found[0].block.header.state_root
+    return found[0]
+
+
+async def upgrade_to(cluster: Any, sts: StatefulSetDouble, version: str) -> float:
+    """Ask for `version`; wait until the operator records it. The seconds it took."""
+    started = time.monotonic()
+    before = len(sts.replaced)
+    await patch_network(cluster, "main", {"spec": {"version": version}})
+    await eventually(lambda: network_status(cluster, "main").get("currentVersion") == version, 300, version)
+    image = f"{IMAGE}:{version}"
+    assert sts.replaced[before:] == [(f"chain-node-{i}", image) for i in (2, 1, 0)]
+    assert network_status(cluster, "main")["upgrade"]["phase"] == "Completed"
+    return time.monotonic() - started
+
+
+@pytest.mark.parametrize("scale", [pytest.param(BOUNDED, id="bounded"), pytest.param(SOAK, id="soak", marks=pytest.mark.soak)])
+async def test_replicated_upgrade_under_load_behind_envoy(cluster, start_operator, tmp_path, scale: Scale) -> None:
+    etcd = EtcdCluster(tmp_path / "etcd", 1).start()
+    ports = [free_port() for _ in range(3)]
+    fixed = {i: ["--grpc-addr", f"127.0.0.1:{ports[i]}", "--node-id", f"n{i}"] for i in range(3)}
+    sts = StatefulSetDouble(
+        cluster, NAMESPACE, "chain-node", f"{IMAGE}:1.0", 3, tmp_path / "pods",
+        node_args=member_args(etcd), ordinal_args=fixed, ordered=True,
+    )  # fmt: skip
+    envoy: EnvoyProcess | None = None
+    clients: Clients | None = None
+    try:
+        await sts.start()
+        config = render([("127.0.0.1", p) for p in ports], health_interval=HEALTH_INTERVAL)
+        envoy = await asyncio.to_thread(EnvoyProcess(config, tmp_path / "envoy").start, 3)
+        await start_operator(max_lag_blocks=10, stable_checks=3, stable_interval=0.5)
+        await create_network(cluster, network("main", "1.0", 3))
+        await eventually(lambda: network_status(cluster, "main").get("currentVersion") == "1.0", 60, "1.0")
+        authority = Path(running(sts)[0].ready["devnet_authority"])
+        clients = Clients(tmp_path / "clients", envoy.target, authority, scale)
+        started = time.monotonic()
+        await asyncio.to_thread(clients.start)
+        await asyncio.sleep(scale.warmup)
+        upgrades = [await upgrade_to(cluster, sts, v) for v in scale.versions]
+        await asyncio.sleep(scale.warmup)
+        total = await asyncio.to_thread(clients.finish)
+        duration = time.monotonic() - started
+        clients = None
+
+        nodes = running(sts)
+        assert all(sts.pod_image(i) == f"{IMAGE}:{scale.versions[-1]}" for i in range(3))
+        scanned, counts = await asyncio.to_thread(wait_committed, nodes[0], total["accepted"])
+        head = await asyncio.to_thread(same_block_everywhere, nodes, scanned)
+        figures = {
+            "duration_s": round(duration, 1),
+            "upgrade_s": [round(u, 1) for u in upgrades],
+            "calls": dict(total["calls"]),
+            "failed": len(total["failed"]),
+            "retried": dict(total["retried"]),
+            "accepted": len(total["accepted"]),
+            "stream_events": total["events"],
+            "streams_resumed": total["resumed"],
+            "height": head.block.header.number,
+        }
+        print("upgrade under load:", json.dumps(figures))
+        assert total["failed"] == [], total["failed"][:20]
+        assert total["unclean"] == [], total["unclean"][:20]
+        assert total["gaps"] == [], total["gaps"][:20]
+        # Every member was drained at least once with streams on it: some streams ended and resumed.
+        assert total["resumed"] >= 1
+        assert total["calls"]["SubmitMessage"] > 0 and total["calls"]["GetBlock"] > 0
+        assert all(counts[bytes.fromhex(h)] == 1 for h in total["accepted"])
+    finally:
+        if clients is not None:
+            await asyncio.to_thread(clients.kill)
+        if envoy is not None:
+            envoy.stop()
+        await sts.stop()
+        etcd.stop()
