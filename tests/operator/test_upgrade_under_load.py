@@ -43,10 +43,10 @@ from tests.operator.conftest import NAMESPACE, create_network, eventually, netwo
 
 ROOT = Path(__file__).resolve().parents[2]
 IMAGE = "registry.test/chain-node"
-# Envoy checks every 0.5 s and ejects after 2 failures; the node drains 3 s: longer than the ejection window,
+# Envoy checks every 0.5 s and ejects after 2 failures; the node drains 2 s: longer than the ejection window,
 # as the chart requires of node.drainSeconds against Envoy's health check (docs/deploy.md section 3).
 HEALTH_INTERVAL = "0.5s"
-DRAIN_SECONDS = "3"
+DRAIN_SECONDS = "2"
 
 
 @dataclass(frozen=True)
@@ -179,10 +179,11 @@ async def test_replicated_upgrade_under_load_behind_envoy(cluster, start_operato
     fixed = {i: ["--grpc-addr", f"127.0.0.1:{ports[i]}", "--node-id", f"n{i}"] for i in range(3)}
     sts = StatefulSetDouble(
         cluster, NAMESPACE, "chain-node", f"{IMAGE}:1.0", 3, tmp_path / "pods",
-        node_args=member_args(etcd), ordinal_args=fixed, ordered=True,
+        node_args=member_args(etcd), ordinal_args=fixed, genesis_first=True,
     )  # fmt: skip
     envoy: EnvoyProcess | None = None
     clients: Clients | None = None
+    t0 = time.monotonic()
     try:
         await sts.start()
         config = render([("127.0.0.1", p) for p in ports], health_interval=HEALTH_INTERVAL)
@@ -206,6 +207,7 @@ async def test_replicated_upgrade_under_load_behind_envoy(cluster, start_operato
         scanned, counts = await asyncio.to_thread(wait_committed, nodes[0], total["accepted"])
         head = await asyncio.to_thread(same_block_everywhere, nodes, scanned)
         figures = {
+            "setup_s": round(started - t0, 1),
             "duration_s": round(duration, 1),
             "upgrade_s": [round(u, 1) for u in upgrades],
             "calls": dict(total["calls"]),
