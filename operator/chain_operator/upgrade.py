@@ -309,8 +309,13 @@ async def release(r: Rollout, progress: UpgradeProgress, target: int) -> Step:
     body = {"spec": {"updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"partition": released}}}}
     await r.kube.merge_patch(r.sts_path, body)
     name = r.net.spec.pod_name(released)
+    # The image and version come from the spec, not from the status read: a status read from before `begin`
+    # (a stale body) would otherwise carry the old image on, `running` would stay false, and at partition 0
+    # the upgrade would be recorded done before the last pod came back.
     progress = replace(
         progress,
+        version=r.net.spec.version,
+        image=r.net.spec.desired_image,
         phase=Phase.PROGRESSING,
         partition=released,
         pod=name,

@@ -172,7 +172,9 @@ async def upgrade_to(cluster: Any, sts: StatefulSetDouble, version: str) -> floa
     return time.monotonic() - started
 
 
-@pytest.mark.parametrize("scale", [pytest.param(BOUNDED, id="bounded"), pytest.param(SOAK, id="soak", marks=pytest.mark.soak)])
+@pytest.mark.parametrize(
+    "scale", [pytest.param(BOUNDED, id="bounded"), pytest.param(SOAK, id="soak", marks=pytest.mark.soak)]
+)
 async def test_replicated_upgrade_under_load_behind_envoy(cluster, start_operator, tmp_path, scale: Scale) -> None:
     etcd = EtcdCluster(tmp_path / "etcd", 1).start()
     ports = [free_port() for _ in range(3)]
