@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.charts.helm import PROFILES, RELEASE, Manifests, env_of, template
+from tests.charts.helm import CHART, PROFILES, RELEASE, Manifests, env_of, helm, template
 from tests.fixtures.procs import free_port, stop_process
 
 FULL = f"{RELEASE}-chain"
@@ -183,3 +183,17 @@ def test_backup_steps_against_a_real_etcd(rendered, etcd, tmp_path):
     failed = run_sh(rotate[:4], str(backup), "2")
     assert failed.returncode != 0 and "no snapshot" in failed.stderr
     assert sorted(p.name for p in backup.iterdir()) == kept
+
+
+def test_initial_cluster_state_is_new_unless_a_replaced_member_joins(rendered):
+    """docs/operations.md "Replace an etcd member": a member re-added with etcdctl member add starts on an
+    empty volume with state existing; the first install bootstraps with new; nothing else is accepted."""
+    (c,) = etcd_pod(rendered)["containers"]
+    assert env_of(c)["ETCD_INITIAL_CLUSTER_STATE"] == "new"
+    joining = Manifests(template(*PROFILES["replicated"], "--set", "etcd.initialClusterState=existing"))
+    (c,) = etcd_pod(joining)["containers"]
+    assert env_of(c)["ETCD_INITIAL_CLUSTER_STATE"] == "existing"
+    refused = helm(
+        "template", RELEASE, str(CHART), *PROFILES["replicated"], "--set", "etcd.initialClusterState=join", check=False
+    )
+    assert refused.returncode != 0 and "initialClusterState" in refused.stderr
