@@ -59,13 +59,13 @@ class Scale:
 
 
 BOUNDED = Scale(clients=1, unary=2, streams=3, warmup=3.0, versions=("1.1",))
-SOAK = Scale(clients=3, unary=3, streams=4, warmup=20.0, versions=("1.1", "1.2"))
+SOAK = Scale(clients=3, unary=2, streams=4, warmup=20.0, versions=("1.1", "1.2"))
 
 
 def member_args(etcd: EtcdCluster) -> list[str]:
     return [
         "--orderer", "etcd", "--etcd-endpoints", etcd.endpoints_flag, "--lease-ttl", "2",
-        "--block-interval", "0.05", "--empty-block-interval", "1", "--drain-seconds", DRAIN_SECONDS,
+        "--block-interval", "0.1", "--empty-block-interval", "1", "--drain-seconds", DRAIN_SECONDS,
     ]  # fmt: skip
 
 
@@ -160,12 +160,21 @@ def same_block_everywhere(nodes: list[NodeProcess], height: int, timeout: float 
     return found[0]
 
 
-async def upgrade_to(cluster: Any, sts: StatefulSetDouble, version: str) -> float:
-    """Ask for `version`; wait until the operator records it. The seconds it took."""
+def upgrading_reason(cluster: Any) -> str:
+    conds = network_status(cluster, "main").get("conditions", [])
+    return next((str(c["reason"]) for c in conds if c["type"] == "Upgrading"), "")
+
+
+async def upgrade_to(cluster: Any, sts: StatefulSetDouble, version: str, reasons: Counter[str]) -> float:
+    """Ask for `version`; wait until the operator records it, counting the Upgrading reasons seen every
+    0.5 s. The seconds it took."""
     started = time.monotonic()
     before = len(sts.replaced)
     await patch_network(cluster, "main", {"spec": {"version": version}})
-    await eventually(lambda: network_status(cluster, "main").get("currentVersion") == version, 300, version)
+    while network_status(cluster, "main").get("currentVersion") != version:
+        assert time.monotonic() - started < 900, f"{version} not reached: {upgrading_reason(cluster)}"
+        reasons[upgrading_reason(cluster)] += 1
+        await asyncio.sleep(0.5)
     image = f"{IMAGE}:{version}"
     assert sts.replaced[before:] == [(f"chain-node-{i}", image) for i in (2, 1, 0)]
     assert network_status(cluster, "main")["upgrade"]["phase"] == "Completed"
@@ -198,7 +207,8 @@ async def test_replicated_upgrade_under_load_behind_envoy(cluster, start_operato
         started = time.monotonic()
         await asyncio.to_thread(clients.start)
         await asyncio.sleep(scale.warmup)
-        upgrades = [await upgrade_to(cluster, sts, v) for v in scale.versions]
+        reasons: Counter[str] = Counter()
+        upgrades = [await upgrade_to(cluster, sts, v, reasons) for v in scale.versions]
         await asyncio.sleep(scale.warmup)
         total = await asyncio.to_thread(clients.finish)
         duration = time.monotonic() - started
@@ -212,6 +222,7 @@ async def test_replicated_upgrade_under_load_behind_envoy(cluster, start_operato
             "setup_s": round(started - t0, 1),
             "duration_s": round(duration, 1),
             "upgrade_s": [round(u, 1) for u in upgrades],
+            "upgrading_samples": dict(reasons),
             "calls": dict(total["calls"]),
             "failed": len(total["failed"]),
             "retried": dict(total["retried"]),

@@ -3,8 +3,8 @@ while replicated chain-nodes keep ordering blocks through it.
 
 The runbook's etcdctl commands run as written (the real `etcdctl` binary): the lost member (process gone,
 data dir wiped) is removed first, then added back under its name and peer URL, then started on an empty
-data dir with `--initial-cluster-state existing` and the cluster `member add` printed. The chain commits
-at every step. At the end a different original member is stopped: commits continue only if the new member
+data dir with `--initial-cluster-state existing` and the cluster `member add` printed (started with `new`
+instead it exits: the runbook's failure line). The chain commits at every step. At the end a different original member is stopped: commits continue only if the new member
 really holds its share of the quorum (two of three).
 """
 
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 from tests.fixtures.actors import RemoteActor
@@ -21,14 +22,21 @@ from tests.fixtures.replicaset import ReplicaSet, assert_same_chain, funded_acto
 ETCDCTL = shutil.which("etcdctl") or "/usr/bin/etcdctl"
 
 
-def etcdctl(endpoints: list[str], *args: str) -> str:
-    done = subprocess.run(
-        [ETCDCTL, "--endpoints", ",".join(endpoints), "--command-timeout", "10s", *args],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=False,
-    )
+def etcdctl(endpoints: list[str], *args: str, retry_unhealthy: float = 0.0) -> str:
+    """Run etcdctl; with `retry_unhealthy`, run it again for that many seconds while etcd answers
+    `unhealthy cluster` (what `member add` answers for a few seconds after a `member remove`)."""
+    deadline = time.monotonic() + retry_unhealthy
+    while True:
+        done = subprocess.run(
+            [ETCDCTL, "--endpoints", ",".join(endpoints), "--command-timeout", "10s", *args],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+        if done.returncode == 0 or "unhealthy cluster" not in done.stderr or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
     assert done.returncode == 0, done.stderr
     return done.stdout
 
@@ -78,11 +86,20 @@ def test_replace_an_etcd_member_while_the_chain_keeps_ordering(tmp_path: Path, e
         commits(nodes, actor, "removed")
 
         # 2. add it back under the same name and peer URL (a new member id)
-        added = etcdctl(survivors, "member", "add", lost.name, f"--peer-urls={lost.peer_url}")
+        added = etcdctl(survivors, "member", "add", lost.name, f"--peer-urls={lost.peer_url}", retry_unhealthy=30)
         listed = members(survivors)
         assert listed[lost.peer_url][1] == "unstarted"
         assert listed[lost.peer_url][0] != member_id
         commits(nodes, actor, "added")
+
+        # Started as a member of a new cluster instead (etcd.initialClusterState=new): it takes the removed
+        # member's identity and exits. Its data dir is wiped again.
+        lost.start(etcd3.initial_cluster, state="new")
+        assert lost.proc is not None
+        lost.proc.wait(60)
+        assert "the member has been permanently removed from the cluster" in lost.log.read_text()
+        shutil.rmtree(lost.data_dir)
+        commits(nodes, actor, "wrong-start")
 
         # 3. start it on an empty data dir, joining the existing cluster
         lost.start(added_cluster(added), state="existing")
