@@ -193,15 +193,37 @@ async def step(kube: KubeApi, config: OperatorConfig, net: Network, status: Mapp
     image = container_image(sts, net.spec.container)
     rollout = Rollout(kube, config, net, sts, replicas, image, min(partition_of(sts), replicas))
     progress = UpgradeProgress.from_status(status.get("upgrade"))
-    if not same_image(image, net.spec.desired_image):
+    desired = net.spec.desired_image
+    if not same_image(image, desired):
         return await begin(rollout)
-    if not progress.running(net.spec.desired_image) and rollout.partition == 0:
-        return up_to_date(rollout)
+    if not progress.running(desired):
+        if rollout.partition == 0 and not (progress.image and not same_image(progress.image, desired)):
+            return up_to_date(rollout)
+        progress = adopt(progress, net)
     if rollout.partition < replicas:
         decided = await check_released(rollout, progress)
         if decided is not None:
             return decided
     return await release_next(rollout, progress)
+
+
+def adopt(progress: UpgradeProgress, net: Network) -> UpgradeProgress:
+    """The template already asks for the desired image but `status.upgrade` does not say so: the status was
+    read before this operator's own write landed (a stale body), or that write was lost. The StatefulSet is
+    the truth (only `begin` puts the image there): carry on from its partition as the upgrade in progress, with
+    a fresh clock for the pod in flight. (Trusting the stale status instead recorded the upgrade complete at
+    partition 0 while the last pod was still being replaced.)"""
+    if progress.phase is Phase.PROGRESSING and same_image(progress.image, net.spec.desired_image):
+        return progress
+    return replace(
+        progress,
+        version=net.spec.version,
+        image=net.spec.desired_image,
+        phase=Phase.PROGRESSING,
+        target_height=0,
+        pod_since=now_iso(),
+        started_at=progress.started_at if progress.phase is Phase.PROGRESSING else now_iso(),
+    )
 
 
 async def begin(r: Rollout) -> Step:

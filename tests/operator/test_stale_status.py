@@ -1,7 +1,7 @@
 """`upgrade.step` handed a stale ChainNetwork status (one read from before its own last write): the upgrade
-must still wait for the last pod. The soak run of test_upgrade_under_load.py found it: a release step that read
-the status of the previous, completed upgrade carried its image on, so once the partition reached 0 the
-upgrade was recorded complete while chain-node-0 was still being replaced."""
+must still wait for the last pod. The soak run of test_upgrade_under_load.py found it: a step that read the
+status of the previous, completed upgrade carried its image on (and wrote it back), so once the partition
+reached 0 the upgrade was recorded complete while chain-node-0 was still being replaced."""
 
 from __future__ import annotations
 
@@ -44,13 +44,15 @@ async def test_a_release_read_from_a_stale_status_still_waits_for_the_last_pod(c
         progress = UpgradeProgress.from_status(released.status["upgrade"])
         assert (progress.partition, progress.image, progress.version) == (1, NEW, "1.2")
         assert progress.running(NEW)
-        # The partition reaches 0 while chain-node-0 still runs 1.1 (its replacement has not started).
+        # The partition reaches 0 while chain-node-0 still runs 1.1 (its replacement has not started), and the
+        # status read is stale again: it must wait for chain-node-0, and write the upgrade in progress back.
         set_statefulset(sts, NEW, 0)
-        last = await step(kube, config, net, {"upgrade": {**released.status["upgrade"], "partition": 0}})
+        last = await step(kube, config, net, {"upgrade": STALE.to_status()})
         assert not last.done
         assert "currentVersion" not in last.status
         (cond,) = last.conditions
         assert cond.reason == ConditionReason.WAITING_FOR_POD and f"it still runs {OLD}" in cond.message
+        assert UpgradeProgress.from_status(last.status["upgrade"]).running(NEW)
         assert cluster.objects[PODS, NAMESPACE, "chain-node-0"].raw["spec"]["containers"][0]["image"] == OLD
     finally:
         await kube.close()

@@ -4,8 +4,9 @@ while replicated chain-nodes keep ordering blocks through it.
 The runbook's etcdctl commands run as written (the real `etcdctl` binary): the lost member (process gone,
 data dir wiped) is removed first, then added back under its name and peer URL, then started on an empty
 data dir with `--initial-cluster-state existing` and the cluster `member add` printed (started with `new`
-instead it exits: the runbook's failure line). The chain commits at every step. At the end a different original member is stopped: commits continue only if the new member
-really holds its share of the quorum (two of three).
+instead it exits: the runbook's failure line). The chain commits at every step. At the end a different
+original member is stopped: commits continue only if the new member really holds its share of the quorum
+(two of three).
 """
 
 from __future__ import annotations
