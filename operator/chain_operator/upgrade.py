@@ -30,9 +30,10 @@ from typing import Any
 
 from chain_operator.conditions import ConditionReason, ConditionType, now_iso
 from chain_operator.config import OperatorConfig
-from chain_operator.errors import SpecInvalid, UpgradeFailed
+from chain_operator.errors import KubeNotFound, SpecInvalid, UpgradeFailed
 from chain_operator.gates import Member, first_problem, leader_height, member_problem, observe
-from chain_operator.kube import KubeApi, Obj, statefulset_path
+from chain_operator.kube import KubeApi, Obj, pod_path, statefulset_path
+from chain_operator.nodes import pod_view
 from chain_operator.snapshots import Network, parse_time
 from chain_operator.spec import same_image
 
@@ -199,7 +200,7 @@ async def step(kube: KubeApi, config: OperatorConfig, net: Network, status: Mapp
     if not progress.running(desired):
         if rollout.partition == 0 and not (progress.image and not same_image(progress.image, desired)):
             return up_to_date(rollout)
-        progress = adopt(progress, net)
+        progress = await adopt(rollout, progress)
     if rollout.partition < replicas:
         decided = await check_released(rollout, progress)
         if decided is not None:
@@ -207,18 +208,29 @@ async def step(kube: KubeApi, config: OperatorConfig, net: Network, status: Mapp
     return await release_next(rollout, progress)
 
 
-def adopt(progress: UpgradeProgress, net: Network) -> UpgradeProgress:
+async def adopt(r: Rollout, progress: UpgradeProgress) -> UpgradeProgress:
     """The template already asks for the desired image but `status.upgrade` does not say so: the status was
     read before this operator's own write landed (a stale body), or that write was lost. The StatefulSet is
     the truth (only `begin` puts the image there): carry on from its partition as the upgrade in progress, with
     a fresh clock for the pod in flight. (Trusting the stale status instead recorded the upgrade complete at
-    partition 0 while the last pod was still being replaced.)"""
-    if progress.phase is Phase.PROGRESSING and same_image(progress.image, net.spec.desired_image):
+    partition 0 while the last pod was still being replaced.) The image it came from is the one the stale
+    status names, else the one ordinal 0 (replaced last) runs."""
+    spec = r.net.spec
+    if progress.phase is Phase.PROGRESSING and same_image(progress.image, spec.desired_image):
         return progress
+    from_image = progress.image if not same_image(progress.image, spec.desired_image) else progress.from_image
+    if not from_image:
+        try:
+            pod = pod_view(await r.kube.get(pod_path(r.net.namespace, spec.pod_name(0))), spec.container)
+        except KubeNotFound:
+            pod = None
+        if pod is not None and not same_image(pod.image, spec.desired_image):
+            from_image = pod.image
     return replace(
         progress,
-        version=net.spec.version,
-        image=net.spec.desired_image,
+        version=spec.version,
+        image=spec.desired_image,
+        from_image=from_image,
         phase=Phase.PROGRESSING,
         target_height=0,
         pod_since=now_iso(),

@@ -43,7 +43,11 @@ async def test_a_release_read_from_a_stale_status_still_waits_for_the_last_pod(c
         released = await step(kube, config, net, {"upgrade": STALE.to_status()})
         progress = UpgradeProgress.from_status(released.status["upgrade"])
         assert (progress.partition, progress.image, progress.version) == (1, NEW, "1.2")
-        assert progress.running(NEW)
+        assert progress.running(NEW) and progress.from_image == OLD
+        # No upgrade status at all (begin's write not seen yet): the image it came from is ordinal 0's.
+        waiting = await step(kube, config, net, {})
+        assert not waiting.done
+        assert UpgradeProgress.from_status(waiting.status["upgrade"]).from_image == OLD
         # The partition reaches 0 while chain-node-0 still runs 1.1 (its replacement has not started), and the
         # status read is stale again: it must wait for chain-node-0, and write the upgrade in progress back.
         set_statefulset(sts, NEW, 0)
@@ -52,7 +56,8 @@ async def test_a_release_read_from_a_stale_status_still_waits_for_the_last_pod(c
         assert "currentVersion" not in last.status
         (cond,) = last.conditions
         assert cond.reason == ConditionReason.WAITING_FOR_POD and f"it still runs {OLD}" in cond.message
-        assert UpgradeProgress.from_status(last.status["upgrade"]).running(NEW)
+        adopted = UpgradeProgress.from_status(last.status["upgrade"])
+        assert adopted.running(NEW) and adopted.from_image == OLD
         assert cluster.objects[PODS, NAMESPACE, "chain-node-0"].raw["spec"]["containers"][0]["image"] == OLD
     finally:
         await kube.close()
