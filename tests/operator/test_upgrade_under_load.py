@@ -60,6 +60,7 @@ class Scale:
 
 BOUNDED = Scale(clients=1, unary=2, streams=3, warmup=3.0, versions=("1.1",))
 SOAK = Scale(clients=3, unary=2, streams=4, warmup=20.0, versions=("1.1", "1.2"))
+SOAK_MARKS = (pytest.mark.soak, pytest.mark.timeout(1200))  # two upgrades under load: minutes on a loaded box
 
 
 def member_args(etcd: EtcdCluster) -> list[str]:
@@ -182,7 +183,7 @@ async def upgrade_to(cluster: Any, sts: StatefulSetDouble, version: str, reasons
 
 
 @pytest.mark.parametrize(
-    "scale", [pytest.param(BOUNDED, id="bounded"), pytest.param(SOAK, id="soak", marks=pytest.mark.soak)]
+    "scale", [pytest.param(BOUNDED, id="bounded"), pytest.param(SOAK, id="soak", marks=SOAK_MARKS)]
 )
 async def test_replicated_upgrade_under_load_behind_envoy(cluster, start_operator, tmp_path, scale: Scale) -> None:
     etcd = EtcdCluster(tmp_path / "etcd", 1).start()
@@ -235,7 +236,7 @@ async def test_replicated_upgrade_under_load_behind_envoy(cluster, start_operato
         assert total["failed"] == [], total["failed"][:20]
         assert total["unclean"] == [], total["unclean"][:20]
         assert total["gaps"] == [], total["gaps"][:20]
-        # Every member was drained at least once with streams on it: some streams ended and resumed.
+        # Streams were open on the members that drained: some ended with DRAINING and resumed.
         assert total["resumed"] >= 1
         assert total["calls"]["SubmitMessage"] > 0 and total["calls"]["GetBlock"] > 0
         assert all(counts[bytes.fromhex(h)] == 1 for h in total["accepted"])
