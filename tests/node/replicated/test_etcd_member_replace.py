@@ -18,7 +18,7 @@ from pathlib import Path
 
 from tests.fixtures.actors import RemoteActor
 from tests.fixtures.etcdproc import EtcdCluster
-from tests.fixtures.replicaset import ReplicaSet, assert_same_chain, funded_actors, status, wait_height
+from tests.fixtures.replicaset import ReplicaSet, assert_same_chain, commit_retrying, funded_actors, status, wait_height
 
 ETCDCTL = shutil.which("etcdctl") or "/usr/bin/etcdctl"
 
@@ -63,7 +63,7 @@ def added_cluster(output: str) -> str:
 def commits(nodes: ReplicaSet, actor: RemoteActor, name: str) -> None:
     """A write submitted to a follower-or-leader commits (the chain orders through etcd right now)."""
     with nodes.nodes[1].client(timeout=10) as c:
-        c.commit(actor.b.project_create(name), timeout=30)
+        commit_retrying(c, actor.b.project_create(name))
 
 
 def test_replace_an_etcd_member_while_the_chain_keeps_ordering(tmp_path: Path, etcd3: EtcdCluster) -> None:
