@@ -107,6 +107,8 @@ class NodePool:
         self.upstreams = [Upstream(a) for a in addresses]
         self._next = itertools.cycle(range(len(self.upstreams)))
         self.read_retries = read_retries
+        # Tries per read: the first, then up to `read_retries` more (bounded by the pool's size plus retries).
+        self._read_attempts = 1 + max(0, min(read_retries, len(self.upstreams) - 1 + read_retries))
         self.timeout = timeout
         self._first_contact: asyncio.Task[None] | None = None
         self.probes = Probes()  # per-node channels for readiness (gateway/readiness.py)
@@ -116,9 +118,8 @@ class NodePool:
 
     async def read(self, call: Callable[[Upstream], Awaitable[T]]) -> T:
         """A read on the next node; on UNAVAILABLE, the next one, up to `read_retries` more times."""
-        attempts = 1 + max(0, min(self.read_retries, len(self.upstreams) - 1 + self.read_retries))
         last: grpc.aio.AioRpcError | None = None
-        for _ in range(attempts):
+        for _ in range(self._read_attempts):
             try:
                 return await call(self.pick())
             except grpc.aio.AioRpcError as err:

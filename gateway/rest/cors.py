@@ -46,4 +46,5 @@ async def cors_headers(request: web.Request, response: web.StreamResponse) -> No
 def setup_cors(app: web.Application) -> None:
     app[CORS] = CorsPolicy.build(app[CONFIG].cors_origins, methods=METHODS)
     app.middlewares.append(preflight_middleware)
-    app.on_response_prepare.append(cors_headers)
+    if app[CORS].origins:  # with no `--cors-origin` no response carries CORS headers: no per-response hook
+        app.on_response_prepare.append(cors_headers)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 import orjson
-from aiohttp import web
+from aiohttp import hdrs, web
 from openapi_core import Config, OpenAPI
 
 from gateway.errors import Handler, setup_errors
@@ -29,9 +29,13 @@ from gateway.rest.validation import EMPTY_IS_ABSENT, INPUTS, validation_middlewa
 ROUTES: tuple[Route, ...] = (*accounts.ROUTES, *projects.ROUTES, *chain.ROUTES, *writes.ROUTES)
 
 
+JSON_TYPE = "application/json; charset=utf-8"
+
+
 def json_response(out: Json, status: int = 200) -> web.Response:
-    """The JSON answer, serialised by orjson (compact, UTF-8; the same JSON values as `json.dumps`)."""
-    return web.Response(body=orjson.dumps(out), status=status, content_type="application/json", charset="utf-8")
+    """The JSON answer, serialised by orjson (compact, UTF-8; the same JSON values as `json.dumps`). The
+    Content-Type header is given whole (what `content_type=…, charset=…` would build, without building it)."""
+    return web.Response(body=orjson.dumps(out), status=status, headers={hdrs.CONTENT_TYPE: JSON_TYPE})
 
 
 def fixed_paths(routes: tuple[Route, ...]) -> dict[str, frozenset[str]]:

@@ -99,7 +99,8 @@ class Call:
 
     async def read(self, rpc: Callable[[Upstream, float], Awaitable[T]]) -> T:
         """A read RPC on the next node (retried on another node when one is UNAVAILABLE)."""
-        return await self.nodes.read(lambda u: rpc(u, self.nodes.timeout))
+        timeout = self.nodes.timeout
+        return await self.nodes.read(lambda u: rpc(u, timeout))
 
     async def write(self, rpc: Callable[[Upstream, float], Awaitable[T]]) -> T:
         """A write RPC (never retried)."""
