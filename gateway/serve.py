@@ -6,6 +6,7 @@ gateway.main (the console script's module) reaches this module through node.entr
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import signal
 import socket
@@ -75,6 +76,9 @@ async def _serve(config: GatewayConfig, metrics: GatewayMetrics | None, metrics_
         app, handler_cancellation=True, keepalive_timeout=config.idle_timeout, access_log_class=LeanAccessLogger
     )
     await runner.setup()
+    # What start-up built (the OpenAPI document and its validators, protobuf descriptors, the route table)
+    # lives as long as the process: out of the collector's reach, a full collection no longer walks it.
+    gc.freeze()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     if worker_fd >= 0:
