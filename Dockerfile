@@ -4,21 +4,22 @@
 #
 #   docker build -t chain-node:0.1.0 \
 #     --build-arg VERSION=0.1.0 --build-arg REVISION=$(git rev-parse HEAD) \
-#     --build-arg PYTHON_DIGEST=sha256:... --build-arg UV_DIGEST=sha256:... .
+#     .
 #
 # Base images are pinned by digest through PYTHON_DIGEST and UV_DIGEST (the tag stays for readability; the
-# digest decides). Resolve them where a registry is reachable, for the platform you build, e.g.
+# digest decides). The defaults are the multi-platform index digests of the two tags. To move to a new base,
+# change the tag and resolve its digest where a registry is reachable, e.g.
 #   docker buildx imagetools inspect python:3.11.14-slim-bookworm --format '{{json .Manifest.Digest}}'
 #   crane digest ghcr.io/astral-sh/uv:0.9.8
-# and commit them as the defaults below (or pass them as --build-arg in CI). Empty = tag only (unpinned).
+# and commit both (or pass them as --build-arg). An empty digest (--build-arg PYTHON_DIGEST=) means tag only.
 #
 # Stage 1 resolves the locked runtime dependencies (uv.lock, no dev group) into /opt/venv and installs the
 # project as a wheel; stage 2 copies only that venv onto a slim Python base and runs as an unprivileged user.
 
 ARG PYTHON_IMAGE=python:3.11.14-slim-bookworm
-ARG PYTHON_DIGEST=
+ARG PYTHON_DIGEST=sha256:65a93d69fa75478d554f4ad27c85c1e69fa184956261b4301ebaf6dbb0a3543d
 ARG UV_IMAGE=ghcr.io/astral-sh/uv:0.9.8
-ARG UV_DIGEST=
+ARG UV_DIGEST=sha256:08f409e1d53e77dfb5b65c788491f8ca70fe1d2d459f41c89afa2fcbef998abe
 
 FROM ${UV_IMAGE}${UV_DIGEST:+@${UV_DIGEST}} AS uv
 

@@ -184,10 +184,12 @@ def test_base_images_are_pinned_by_digest_arguments():
     pinned = {**args, "PYTHON_DIGEST": digest, "UV_DIGEST": digest}
     assert expand(froms[1], pinned) == f"python:3.11.14-slim-bookworm@{digest}"
     assert expand(froms[0], pinned) == f"ghcr.io/astral-sh/uv:0.9.8@{digest}"
-    assert expand(froms[1], args) == args["PYTHON_IMAGE"]  # digest not filled in: tag only
-    # A committed digest default must be a sha256 digest.
+    assert expand(froms[1], {**args, "PYTHON_DIGEST": ""}) == args["PYTHON_IMAGE"]  # digest emptied: tag only
+    # The committed defaults pin both bases: a sha256 digest each, so a plain `docker build .` is pinned.
     for name in ("UV_DIGEST", "PYTHON_DIGEST"):
-        assert args[name] == "" or re.fullmatch(r"sha256:[0-9a-f]{64}", args[name]), args[name]
+        assert re.fullmatch(r"sha256:[0-9a-f]{64}", args[name]), args[name]
+    assert expand(froms[1], args) == f"{args['PYTHON_IMAGE']}@{args['PYTHON_DIGEST']}"
+    assert expand(froms[0], args) == f"{args['UV_IMAGE']}@{args['UV_DIGEST']}"
 
 
 def test_runtime_image_carries_oci_labels_from_build_arguments():
