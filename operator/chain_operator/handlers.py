@@ -7,17 +7,18 @@ our typed errors into kopf's retry-or-stop errors in one place (`errors.to_kopf`
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import kopf
 
-from chain_operator import snapshot_jobs, snapshots, upgrade
-from chain_operator.conditions import Condition, ConditionReason, ConditionType, now_iso, set_condition
+from chain_operator import snapshot_jobs, snapshots, status, upgrade
+from chain_operator.conditions import ConditionReason, ConditionType, now_iso
 from chain_operator.config import OperatorConfig
-from chain_operator.errors import OperatorError, SpecInvalid, Stop, UpgradeFailed, to_kopf
-from chain_operator.kube import GROUP, NETWORKS, VERSION, KubeApi, statefulset_path
+from chain_operator.errors import KubeNotFound, OperatorError, SpecInvalid, Stop, UpgradeFailed, to_kopf
+from chain_operator.kube import GROUP, NETWORKS, VERSION, KubeApi, Obj, statefulset_path
 from chain_operator.metrics import OperatorMetrics
 from chain_operator.snapshot_jobs import Outcome, Step
 from chain_operator.snapshots import Network
@@ -33,6 +34,7 @@ class Runtime:
     def __init__(self, config: OperatorConfig, metrics: OperatorMetrics | None = None) -> None:
         self.config = config
         self.metrics = metrics if metrics is not None else OperatorMetrics()
+        self.statuses = status.StatusStore()
         self._kube: KubeApi | None = None
 
     @property
@@ -64,95 +66,103 @@ def network_of(body: Mapping[str, Any]) -> Network:
     )
 
 
-def apply_conditions(
-    status: Mapping[str, Any], updates: Sequence[ConditionUpdate], generation: int | None
-) -> list[Condition]:
-    conditions: list[Condition] = list(status.get("conditions") or [])
-    for u in updates:
-        conditions = set_condition(conditions, u.type, u.status, u.reason, u.message, generation)
-    return conditions
+def key_of(body: Mapping[str, Any]) -> tuple[str, str]:
+    meta = body.get("metadata", {})
+    return str(meta.get("namespace", "")), str(meta.get("name", ""))
 
 
-def write_status(
-    patch: kopf.Patch, status: Mapping[str, Any], fields: Mapping[str, Any], updates: Any, gen: Any
-) -> None:
-    for key, value in fields.items():
-        patch.status[key] = value
-    if updates:
-        patch.status["conditions"] = apply_conditions(status, updates, gen)
-    patch.status["observedGeneration"] = gen
+@contextlib.asynccontextmanager
+async def fresh_body(runtime: Runtime, body: Mapping[str, Any]) -> AsyncIterator[Obj | None]:
+    """The object as the API has it now (None once deleted), read while holding its lock, so that the
+    handler decides from it and writes before another handler of the same object reads (status.py)."""
+    namespace, name = key_of(body)
+    async with runtime.statuses.lock(namespace, name):
+        try:
+            fresh: Obj | None = await status.read(runtime.kube, namespace, name)
+        except KubeNotFound:
+            fresh = None
+        yield fresh
 
 
-async def handle_upgrade(
-    runtime: Runtime, body: Mapping[str, Any], status: Mapping[str, Any], patch: kopf.Patch
-) -> None:
-    gen = body.get("metadata", {}).get("generation")
+async def handle_upgrade(runtime: Runtime, body: Mapping[str, Any]) -> None:
     try:
-        net = network_of(body)
-        result = await upgrade.step(runtime.kube, runtime.config, net, dict(status))
-    except UpgradeFailed as exc:
-        result = upgrade.failed(UpgradeProgress.from_status(status.get("upgrade")), exc)
-        write_status(patch, status, result.status, result.conditions, gen)
-        _record_rollout(runtime, body, result.status)
-        raise to_kopf(exc) from exc
-    except Stop as exc:
-        bad = ConditionUpdate(ConditionType.READY, False, exc.reason, str(exc))
-        write_status(patch, status, {}, (bad,), gen)
-        raise to_kopf(exc) from exc
+        async with fresh_body(runtime, body) as fresh:
+            if fresh is not None:
+                await _upgrade_step(runtime, fresh)
     except OperatorError as exc:
         raise to_kopf(exc) from exc
-    write_status(patch, status, result.status, result.conditions, gen)
-    _record_rollout(runtime, body, result.status)
+
+
+async def _upgrade_step(runtime: Runtime, fresh: Obj) -> None:
+    current: Mapping[str, Any] = fresh.get("status") or {}
+    kube = runtime.kube
+    try:
+        result = await upgrade.step(kube, runtime.config, network_of(fresh), dict(current))
+    except UpgradeFailed as exc:
+        result = upgrade.failed(UpgradeProgress.from_status(current.get("upgrade")), exc)
+        await status.write(kube, fresh, result.status, result.conditions)
+        _record_rollout(runtime, fresh, result.status)
+        raise
+    except Stop as exc:
+        await status.write(kube, fresh, {}, (ConditionUpdate(ConditionType.READY, False, exc.reason, str(exc)),))
+        raise
+    await status.write(kube, fresh, result.status, result.conditions)
+    _record_rollout(runtime, fresh, result.status)
     if not result.done:
         raise kopf.TemporaryError("upgrade in progress", delay=result.wait)
 
 
 def _record_rollout(runtime: Runtime, body: Mapping[str, Any], fields: Mapping[str, Any]) -> None:
     """chain_operator_rollout_phase from the upgrade progress just written (or the one already there)."""
-    meta = body.get("metadata", {})
+    namespace, name = key_of(body)
     phase = UpgradeProgress.from_status(fields.get("upgrade") or body.get("status", {}).get("upgrade")).phase
-    runtime.metrics.rollout(str(meta.get("namespace", "")), str(meta.get("name", "")), phase.value)
+    runtime.metrics.rollout(namespace, name, phase.value)
 
 
-async def handle_snapshots(
-    runtime: Runtime, body: Mapping[str, Any], status: Mapping[str, Any], patch: kopf.Patch
-) -> None:
+async def handle_snapshots(runtime: Runtime, body: Mapping[str, Any]) -> None:
     """One tick of the snapshot schedule (snapshot_jobs.py): start a due job or follow the running one."""
-    gen = body.get("metadata", {}).get("generation")
     try:
-        net = network_of(body)
-        last = snapshots.parse_time((status.get("snapshots") or {}).get("lastTime", ""))
-        if last is not None:  # kept in the status, so an operator restart does not lose it
-            runtime.metrics.snapshot_last_success.labels(net.namespace, net.name).set(last.timestamp())
-        result = await snapshot_jobs.step(runtime.kube, runtime.config, net, dict(status))
-    except SpecInvalid as exc:
+        async with fresh_body(runtime, body) as fresh:
+            if fresh is not None:
+                await _snapshot_tick(runtime, fresh)
+    except OperatorError as exc:
         raise to_kopf(exc) from exc
+
+
+async def _snapshot_tick(runtime: Runtime, fresh: Obj) -> None:
+    current: Mapping[str, Any] = fresh.get("status") or {}
+    net = network_of(fresh)
+    last = snapshots.parse_time((current.get("snapshots") or {}).get("lastTime", ""))
+    if last is not None:  # kept in the status, so an operator restart does not lose it
+        runtime.metrics.snapshot_last_success.labels(net.namespace, net.name).set(last.timestamp())
+    try:
+        result = await snapshot_jobs.step(runtime.kube, runtime.config, net, dict(current))
+    except SpecInvalid:
+        raise
     except OperatorError as exc:
         # The start was refused (no ready pod, node unreachable or refusing): one failure, retried on the next
         # tick; the schedule is not advanced.
-        meta = body.get("metadata", {})
-        runtime.metrics.snapshot_failed(str(meta.get("namespace", "")), str(meta.get("name", "")))
-        record = dict(status.get("snapshots") or {})
+        runtime.metrics.snapshot_failed(net.namespace, net.name)
+        record = dict(current.get("snapshots") or {})
         record["failures"] = int(record.get("failures", 0)) + 1
         update = ConditionUpdate(ConditionType.SNAPSHOTS_READY, False, exc.reason, str(exc))
-        write_status(patch, status, {"snapshots": record}, (update,), gen)
-        raise to_kopf(exc) from exc
+        await status.write(runtime.kube, fresh, {"snapshots": record}, (update,))
+        raise
     if result.outcome is not Outcome.IDLE:
-        await _record_step(runtime, net, result, status, patch, gen)
+        await _record_step(runtime, net, result, fresh)
 
 
-async def _record_step(
-    runtime: Runtime, net: Network, result: Step, status: Mapping[str, Any], patch: kopf.Patch, gen: Any
-) -> None:
+async def _record_step(runtime: Runtime, net: Network, result: Step, fresh: Obj) -> None:
     """Status and metrics after a tick that started, followed or ended a job."""
     assert result.job is not None
-    metrics, config = runtime.metrics, runtime.config
-    record: dict[str, Any] = dict(status.get("snapshots") or {})
+    metrics, config, kube = runtime.metrics, runtime.config, runtime.kube
+    current: Mapping[str, Any] = fresh.get("status") or {}
+    record: dict[str, Any] = dict(current.get("snapshots") or {})
     record["job"] = result.job.as_status()
     if result.outcome is Outcome.RUNNING:
         metrics.snapshot_running(net.namespace, net.name)
-        if record != status.get("snapshots"):
-            write_status(patch, status, {"snapshots": record}, (), gen)
+        if record != current.get("snapshots"):
+            await status.write(kube, fresh, {"snapshots": record}, ())
         return
     if result.outcome is Outcome.FAILED:
         # Counted once; the schedule is not advanced, so the next tick starts a new job.
@@ -161,7 +171,7 @@ async def _record_step(
         record["failures"] = int(record.get("failures", 0)) + 1
         reason = result.reason or ConditionReason.SNAPSHOT_JOB_FAILED
         update = ConditionUpdate(ConditionType.SNAPSHOTS_READY, False, reason, result.message)
-        write_status(patch, status, {"snapshots": record}, (update,), gen)
+        await status.write(kube, fresh, {"snapshots": record}, (update,))
         return
     created = result.created
     assert created is not None
@@ -177,22 +187,27 @@ async def _record_step(
     )
     message = f"{created['metadata']['name']} at block {spec['blockNumber']} on {spec['pod']}"
     try:
-        record["pruned"] = len(await snapshots.prune(runtime.kube, config, net))
+        record["pruned"] = len(await snapshots.prune(kube, config, net))
     except OperatorError as exc:
         log.warning("%s/%s: pruning failed (retried after the next snapshot): %s", net.namespace, net.name, exc)
         record["pruneError"] = f"{exc.reason}: {exc}"
         message += f"; pruning failed: {exc}"
     taken = ConditionUpdate(ConditionType.SNAPSHOTS_READY, True, ConditionReason.SNAPSHOT_TAKEN, message)
-    write_status(patch, status, {"snapshots": record}, (taken,), gen)
+    await status.write(kube, fresh, {"snapshots": record}, (taken,))
 
 
-async def handle_scale(runtime: Runtime, body: Mapping[str, Any], status: Mapping[str, Any]) -> None:
+async def handle_scale(runtime: Runtime, body: Mapping[str, Any]) -> None:
     try:
-        net = network_of(body)
-        if UpgradeProgress.from_status(status.get("upgrade")).phase is upgrade.Phase.PROGRESSING:
-            raise kopf.TemporaryError("scaling waits for the upgrade in progress", delay=runtime.config.upgrade_poll)
-        path = statefulset_path(net.namespace, net.spec.statefulset)
-        await runtime.kube.merge_patch(path, {"spec": {"replicas": net.spec.replicas}})
+        async with fresh_body(runtime, body) as fresh:
+            if fresh is None:
+                return
+            net = network_of(fresh)
+            progress = UpgradeProgress.from_status((fresh.get("status") or {}).get("upgrade"))
+            if progress.phase is upgrade.Phase.PROGRESSING:
+                delay = runtime.config.upgrade_poll
+                raise kopf.TemporaryError("scaling waits for the upgrade in progress", delay=delay)
+            path = statefulset_path(net.namespace, net.spec.statefulset)
+            await runtime.kube.merge_patch(path, {"spec": {"replicas": net.spec.replicas}})
     except OperatorError as exc:
         raise to_kopf(exc) from exc
 
@@ -229,15 +244,15 @@ def build_registry(config: OperatorConfig) -> kopf.OperatorRegistry:
     @kopf.on.update(*res, id="upgrade", field="spec.digest", registry=registry)
     @kopf.on.update(*res, id="upgrade", field="spec.image", registry=registry)
     @kopf.on.resume(*res, id="upgrade", registry=registry)
-    async def upgrade_handler(body: kopf.Body, status: kopf.Status, patch: kopf.Patch, memo: Any, **_: Any) -> None:
-        await handle_upgrade(runtime_of(memo), body, status, patch)
+    async def upgrade_handler(body: kopf.Body, memo: Any, **_: Any) -> None:
+        await handle_upgrade(runtime_of(memo), body)
 
     @kopf.on.update(*res, id="scale", field="spec.replicas", registry=registry)
-    async def scale_handler(body: kopf.Body, status: kopf.Status, memo: Any, **_: Any) -> None:
-        await handle_scale(runtime_of(memo), body, status)
+    async def scale_handler(body: kopf.Body, memo: Any, **_: Any) -> None:
+        await handle_scale(runtime_of(memo), body)
 
     @kopf.timer(*res, id="snapshots", interval=config.snapshot_tick, registry=registry)
-    async def snapshot_timer(body: kopf.Body, status: kopf.Status, patch: kopf.Patch, memo: Any, **_: Any) -> None:
-        await handle_snapshots(runtime_of(memo), body, status, patch)
+    async def snapshot_timer(body: kopf.Body, memo: Any, **_: Any) -> None:
+        await handle_snapshots(runtime_of(memo), body)
 
     return registry

@@ -61,7 +61,9 @@ def resource_of(arg: ast.expr, names: dict[str, ast.Call]) -> tuple[str, str]:
     if call.func.id == "custom_path":
         plural = call.args[0]
         assert isinstance(plural, ast.Name), ast.unparse(call)
-        return "chain.dev", PLURALS[plural.id]
+        sub = next((k.value for k in call.keywords if k.arg == "subresource"), None)
+        suffix = f"/{sub.value}" if isinstance(sub, ast.Constant) and isinstance(sub.value, str) else ""
+        return "chain.dev", PLURALS[plural.id] + suffix
     return PATHS[call.func.id]
 
 
