@@ -1,8 +1,8 @@
 """Writing a ChainNetwork's status so that no handler undoes another's write.
 
 The body kopf hands a handler can be stale: kopf patches the progress annotations and the status subresource
-in two calls, and the watch event of the first (old status) may be processed as consistent (a real API server
-after `consistency_timeout` under load; kmock at once, it keeps no resourceVersion). Two handlers of one
+in two calls, and the watch event of the first (old status) may be taken as consistent (a real API server
+after `consistency_timeout` under load; kmock keeps no resourceVersion, so any event matches). Two handlers of one
 object (the upgrade handler, the snapshot timer) also run as separate tasks. A status computed from a stale
 body and written back whole (`status.upgrade`, the `conditions` list) regressed the rollout: a hold written
 from a status read before `begin` landed said `phase: ''`, and a snapshot tick dropped the `Upgrading`
