@@ -148,13 +148,9 @@ class SoloOrderer:
         started = time.perf_counter()
         try:
             now_ms = int(self.clock() * 1000)
-            seal = self.pipeline.sealer(now_ms)  # the oldest open block, executed at admission
-            if seal is not None:
-                out = await asyncio.to_thread(seal)
-                self.blocks_from_pending += 1
-            else:  # the pending state cannot give it as it is: execute the oldest pending messages again
-                out = await asyncio.to_thread(self.chain.build, now_ms, self.mempool.take())
-                self.blocks_executed_again += 1
+            out, sealed = await self.pipeline.next_block(now_ms)  # sealed: the oldest open block, executed once
+            self.blocks_from_pending += int(sealed)
+            self.blocks_executed_again += int(not sealed)
             built = time.perf_counter()
             record.built()
             await asyncio.to_thread(self.chain.commit, out)

@@ -15,6 +15,7 @@ pending messages, kept as one flat overlay: pending.py).
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
@@ -147,6 +148,15 @@ class Pipeline:
                 return seal()
 
         return guarded
+
+    async def next_block(self, now_ms: int) -> tuple[BlockOutput, bool]:
+        """The next block, built in a worker thread, and whether it was sealed from the pending state (True:
+        its messages executed once, at admission) or built by executing the oldest pending ones again (False:
+        when `sealer` cannot give it)."""
+        seal = self.sealer(now_ms)
+        if seal is not None:
+            return await asyncio.to_thread(seal), True
+        return await asyncio.to_thread(self.chain.build, now_ms, self.mempool.take()), False
 
     def _remember(self, message_hash: bytes, block_number: int, error: MessageRejected) -> None:
         self.dropped[message_hash] = (block_number, error.reason.value, error.detail)

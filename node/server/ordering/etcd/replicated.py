@@ -230,13 +230,9 @@ class ReplicatedOrderer:
         record = self.applier.pipeline.telemetry.block("local")  # span and metrics (node/server/telemetry/spans.py)
         try:
             now_ms = int(self.clock() * 1000)
-            seal = self.applier.pipeline.sealer(now_ms)  # the oldest open block, executed at admission
-            if seal is not None:
-                out = await asyncio.to_thread(seal)
-                self.blocks_from_pending += 1
-            else:  # the pending state cannot give it as it is: execute the oldest pending messages again
-                out = await asyncio.to_thread(self.chain.build, now_ms, self.mempool.take())
-                self.blocks_executed_again += 1
+            out, sealed = await self.applier.pipeline.next_block(now_ms)  # sealed: the oldest open block, executed once
+            self.blocks_from_pending += int(sealed)
+            self.blocks_executed_again += int(not sealed)
             record.built()
             number = int(out.block.header.number)
             if not await self.log.append(out.block, lease):
