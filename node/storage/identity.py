@@ -82,7 +82,8 @@ def write_identity_file(data_dir: Path, identity: StoreIdentity) -> None:
 
 
 def fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
+    """Make a rename or a new entry in `path` durable (also used by snapshots, restores and backups)."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(fd)
     finally:

@@ -1,4 +1,5 @@
-"""Durable file steps shared by snapshots and restores: fsync a file and its directory, write atomically."""
+"""Durable file steps shared by snapshots and restores: fsync a file, write atomically (a directory's fsync is
+node.storage.identity.fsync_dir, which the store's identity file uses too)."""
 
 from __future__ import annotations
 
@@ -6,21 +7,13 @@ import os
 import time
 from pathlib import Path
 
-STORE_FILE = "data.mdb"  # LMDB's data file; `lock.mdb` beside it is recreated by LMDB and never copied
-LOCK_FILE = "lock.mdb"
+from node.storage.identity import DATA_FILE, fsync_dir
+
+STORE_FILE = DATA_FILE  # LMDB's data file; `lock.mdb` (LOCK_FILE) beside it is recreated by LMDB, never copied
 
 
 def fsync_file(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def fsync_dir(path: Path) -> None:
-    """Make a rename or a new entry in `path` durable."""
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(fd)
     finally:

@@ -18,9 +18,10 @@ from chain.v1 import node_info_pb2
 from chain.v1 import snapshot_sync_pb2 as sync_pb
 from node.chain import Chain
 from node.errors import InvariantBroken, NotFound
-from node.server.snapshots.files import LOCK_FILE, STORE_FILE, fsync_dir, fsync_file
+from node.server.snapshots.files import STORE_FILE, fsync_file
 from node.server.snapshots.manifest import DEFAULT_CHUNK_BYTES, build_manifest, load_manifest, save_manifest
 from node.server.snapshots.verify import Expected, verify_store
+from node.storage.identity import LOCK_FILE, fsync_dir
 from node.storage.lmdb_store import LmdbStore
 
 INFO = "snapshot.json"

@@ -20,7 +20,7 @@ from pathlib import Path
 from chain.v1 import block_pb2
 from chain.v1 import snapshot_sync_pb2 as pb
 from node.errors import RestoreFailed
-from node.server.snapshots.files import LOCK_FILE, STORE_FILE, fsync_dir
+from node.server.snapshots.files import STORE_FILE
 from node.server.snapshots.manifest import (
     MANIFEST_FILE,
     check_shape,
@@ -31,6 +31,7 @@ from node.server.snapshots.manifest import (
     save_manifest,
 )
 from node.server.snapshots.verify import Expected, verify_store
+from node.storage.identity import LOCK_FILE, fsync_dir
 
 STAGING_DIR = ".restore"
 log = logging.getLogger("chain.restore")
