@@ -43,7 +43,9 @@ def raise_fd_limit(wanted: int) -> int:
     return target
 
 
-def bare_server_main(conn: Connection, body: bytes) -> None:
+def bare_main(conn: Connection, body: bytes, port: int) -> None:
+    """One bare aiohttp process answering `body`; `port` 0 picks one, else it joins that port (SO_REUSEPORT)."""
+
     async def handler(request: web.Request) -> web.Response:
         return web.Response(body=body, content_type="application/json")
 
@@ -52,13 +54,39 @@ def bare_server_main(conn: Connection, body: bytes) -> None:
         app.router.add_get("/v1/accounts/{owner}", handler)
         runner = web.AppRunner(app)
         await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
+        await web.TCPSite(runner, "127.0.0.1", port, reuse_port=True).start()
         conn.send(int(runner.addresses[0][1]))
         await asyncio.to_thread(conn.recv)
         await runner.cleanup()
 
     asyncio.run(main())
+
+
+class Bare:
+    """`count` bare aiohttp processes on one port."""
+
+    def __init__(self, body: bytes, count: int) -> None:
+        ctx = multiprocessing.get_context("spawn")
+        self.pipes: list[Connection] = []
+        self.procs: list[multiprocessing.process.BaseProcess] = []
+        self.port = 0
+        for _ in range(count):
+            parent, child = ctx.Pipe()
+            proc = ctx.Process(target=bare_main, args=(child, body, self.port), daemon=True)
+            proc.start()
+            self.port = parent.recv()
+            self.pipes.append(parent)
+            self.procs.append(proc)
+
+    @property
+    def pids(self) -> list[int]:
+        return [p.pid or 0 for p in self.procs]
+
+    def stop(self) -> None:
+        for pipe in self.pipes:
+            pipe.send("stop")
+        for proc in self.procs:
+            proc.join(10)
 
 
 async def get_rps(url: str, seconds: float, concurrency: int) -> float:
@@ -126,14 +154,9 @@ async def main_async(ns: argparse.Namespace) -> None:
                 body = await r.read()
             gw_rps = await get_rps(account_url, ns.seconds, 16)
             node_rps = await grpc_rps(node.grpc_target, alice.address, ns.seconds, 16)
-            ctx = multiprocessing.get_context("spawn")
-            parent, child = ctx.Pipe()
-            bare = ctx.Process(target=bare_server_main, args=(child, body), daemon=True)
-            bare.start()
-            bare_port = parent.recv()
-            bare_rps = await get_rps(f"http://127.0.0.1:{bare_port}/v1/accounts/x", ns.seconds, 16)
-            parent.send("stop")
-            bare.join(10)
+            bare = Bare(body, 1)
+            bare_rps = await get_rps(f"http://127.0.0.1:{bare.port}/v1/accounts/x", ns.seconds, 16)
+            bare.stop()
             gateway.terminate()
             await gateway.wait()
         finally:

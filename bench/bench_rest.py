@@ -22,20 +22,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import multiprocessing
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass
-from multiprocessing.connection import Connection
 from pathlib import Path
 
 import aiohttp
-from aiohttp import web
 
-from bench.bench_gateway import start_gateway
+from bench.bench_gateway import Bare, start_gateway
 from bench.bench_sse import cpu_seconds, family
 from bench.table import Row, emit
 from tests.fixtures.actors import new_account
@@ -52,52 +49,6 @@ def wrk(url: str, seconds: float, connections: int, threads: int = 2) -> tuple[f
     bad = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", out)
     assert rps is not None, out
     return float(rps.group(1)), int(bad.group(1)) if bad else 0
-
-
-def bare_main(conn: Connection, body: bytes, port: int) -> None:
-    """One bare aiohttp process answering `body`; `port` 0 picks one, else it joins that port (SO_REUSEPORT)."""
-
-    async def handler(request: web.Request) -> web.Response:
-        return web.Response(body=body, content_type="application/json")
-
-    async def main() -> None:
-        app = web.Application()
-        app.router.add_get("/v1/accounts/{owner}", handler)
-        runner = web.AppRunner(app)
-        await runner.setup()
-        await web.TCPSite(runner, "127.0.0.1", port, reuse_port=True).start()
-        conn.send(int(runner.addresses[0][1]))
-        await asyncio.to_thread(conn.recv)
-        await runner.cleanup()
-
-    asyncio.run(main())
-
-
-class Bare:
-    """`count` bare aiohttp processes on one port."""
-
-    def __init__(self, body: bytes, count: int) -> None:
-        ctx = multiprocessing.get_context("spawn")
-        self.pipes: list[Connection] = []
-        self.procs: list[multiprocessing.process.BaseProcess] = []
-        self.port = 0
-        for _ in range(count):
-            parent, child = ctx.Pipe()
-            proc = ctx.Process(target=bare_main, args=(child, body, self.port), daemon=True)
-            proc.start()
-            self.port = parent.recv()
-            self.pipes.append(parent)
-            self.procs.append(proc)
-
-    @property
-    def pids(self) -> list[int]:
-        return [p.pid or 0 for p in self.procs]
-
-    def stop(self) -> None:
-        for pipe in self.pipes:
-            pipe.send("stop")
-        for proc in self.procs:
-            proc.join(10)
 
 
 async def measure(url: str, pids: list[int], ns: argparse.Namespace, profile: str = "") -> tuple[float, float]:
