@@ -78,6 +78,56 @@ def test_the_probe_sees_heavy_modules_when_a_command_runs() -> None:
     assert "grpc" in modules or "cryptography" in modules
 
 
+# What talks to a node: a command that works offline has no use for it.
+RPC_STACK = ("grpc", "chain.v1.rpc_pb2", "node.sdk.rpc", "node.cli.online", "aiohttp", "opentelemetry")
+
+
+def modules_after(prog: str, *args: str, cwd: Path = ROOT) -> tuple[str, set[str]]:
+    """(stdout, modules loaded) of a command run to its end in a fresh interpreter."""
+    module, function = ENTRIES[prog]
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, module, function, prog, *args],
+        cwd=cwd, env=dict(os.environ, PYTHONPATH=str(ROOT)), capture_output=True, text=True, timeout=60,
+        check=False,
+    )  # fmt: skip
+    return done.stdout, set(json.loads(done.stderr[done.stderr.index("[") :]))
+
+
+def rpc_stack_in(modules: set[str]) -> list[str]:
+    return sorted(m for m in modules if any(m == h or m.startswith(h + ".") for h in RPC_STACK))
+
+
+def test_offline_chainctl_commands_do_not_load_the_rpc_stack(tmp_path: Path) -> None:
+    # keys and git-hash work without a node: they must not pay grpc's and protobuf's RPC imports (issue 15:
+    # "chainctl imports only what the command needs"). The key store and the git hashing still load crypto.
+    home = str(tmp_path / "home")
+    out, modules = modules_after("chainctl", "--home", home, "keys", "create", "alice")
+    assert "alice" in out
+    assert rpc_stack_in(modules) == []
+    assert "cryptography" in modules  # the probe sees what the command did load
+    out, modules = modules_after("chainctl", "--home", home, "--json", "keys", "list")
+    assert "alice" in out
+    assert rpc_stack_in(modules) == []
+    _, modules = modules_after("chainctl", "--home", home, "keys", "show", "nobody")  # a failure, reported
+    assert rpc_stack_in(modules) == []
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    (repo / "f").write_text("x")
+    subprocess.run([*git, "add", "f"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "first"], check=True)
+    out, modules = modules_after("chainctl", "git-hash", str(repo), "HEAD")
+    assert "first" in out
+    assert rpc_stack_in(modules) == []
+
+
+def test_an_online_chainctl_command_loads_the_rpc_stack(tmp_path: Path) -> None:
+    # The same probe on a command that calls a node (here one that is not there): the check above is not vacuous.
+    _, modules = modules_after("chainctl", "--node", "127.0.0.1:1", "--timeout", "2", "status")
+    assert "grpc" in rpc_stack_in(modules)
+
+
 def mapped_libraries(pid: int) -> str:
     try:
         return (Path(f"/proc/{pid}") / "maps").read_text()

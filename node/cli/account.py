@@ -12,8 +12,9 @@ from chain.v1 import message_pb2 as pb
 from chain.v1 import rpc_pb2
 from node import constants as C
 from node.cli import config
-from node.cli.common import CliError, Context, committed_json, hex0x, is_hex_of, parse_hex, to_json
+from node.cli.common import CliError, Context, hex0x, is_hex_of, parse_hex
 from node.cli.keys import need_custody
+from node.cli.protojson import committed_json, to_json
 from node.errors import CliCode
 from node.sdk.authority import Authority
 from node.sdk.keys import Ed25519Key

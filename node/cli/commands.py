@@ -282,7 +282,7 @@ def register_push(sub: SubParsers) -> None:
     p = sub.add_parser("git-hash", help="the chain hashes of git revisions (the push mapping)")
     p.add_argument("repo_path", nargs="?", default=".", help="the git repository (default: the current directory)")
     p.add_argument("revs", nargs="*", default=["HEAD"])
-    p.set_defaults(func=lazy("node.cli.push", "git_hash"))
+    p.set_defaults(func=lazy("node.cli.githash", "git_hash"))
 
 
 def register_query(sub: SubParsers) -> None:

@@ -13,33 +13,30 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO, TypeAlias
 
-import grpc
-from google.protobuf.descriptor import FieldDescriptor
-from google.protobuf.message import Message as ProtoMessage
-
-from chain.v1 import block_pb2, rpc_pb2
-from chain.v1 import message_pb2 as pb
 from node import constants as C
 from node.cli.config import AccountEntry, KeyStore, Profile, StoredKey, StoreError
+from node.entry import lazy
 from node.errors import CliCode
-from node.sdk.keys import Ed25519Key
-from node.sdk.messages import MessageBuilder
-from node.sdk.rpc import ChainClient, Dropped, reason_of
 
 if TYPE_CHECKING:
     import argparse
+
+    from chain.v1 import block_pb2
+    from chain.v1 import message_pb2 as pb
+    from node.sdk.keys import Ed25519Key
+    from node.sdk.messages import MessageBuilder
+    from node.sdk.rpc import ChainClient
 
     SubParsers: TypeAlias = argparse._SubParsersAction[argparse.ArgumentParser]
 else:
     SubParsers = Any
 
-# Descriptors come from either the pure-Python or the upb implementation; their stubs disagree.
-FieldDesc: TypeAlias = Any
-
 NODE_ENV = "CHAINCTL_NODE"
 DEFAULT_NODE = "localhost:50051"
 HEX_RE = re.compile(r"^(?:0x)?[0-9a-fA-F]*$")
-DROPPED_RE = re.compile(r"dropped at block \d+: ([A-Z_]+)\s*(.*)$")
+# What talks to a node (grpc, protobuf: ~0.2 s to import) loads once a command first needs it, so the offline
+# commands (keys, git-hash, completion) never import it (node.cli.online; tests/test_startup_imports.py).
+ONLINE = "node.cli.online"
 
 
 class CliError(Exception):
@@ -89,39 +86,6 @@ def show_ref_name(name: bytes) -> str:
         return name.decode("utf-8")
     except UnicodeDecodeError:
         return hex0x(name)
-
-
-# ---- protobuf <-> JSON (bytes as 0x-hex, enums by name, proto field names) ----
-
-
-def _scalar_json(fd: FieldDesc, value: Any) -> Any:
-    if fd.type == FieldDescriptor.TYPE_BYTES:
-        return hex0x(bytes(value))
-    if fd.type == FieldDescriptor.TYPE_ENUM:
-        enum_value = fd.enum_type.values_by_number.get(int(value))
-        return enum_value.name if enum_value is not None else int(value)
-    if fd.type == FieldDescriptor.TYPE_MESSAGE:
-        return to_json(value)
-    return value
-
-
-def to_json(msg: ProtoMessage) -> dict[str, Any]:
-    """A protobuf message as JSON: every scalar (defaults included), set sub-messages, bytes as 0x-hex."""
-    out: dict[str, Any] = {}
-    fields: list[FieldDesc] = list(msg.DESCRIPTOR.fields)
-    for fd in fields:
-        value = getattr(msg, fd.name)
-        if fd.is_repeated:
-            if fd.type == FieldDescriptor.TYPE_MESSAGE and fd.message_type.GetOptions().map_entry:
-                value_fd = fd.message_type.fields_by_name["value"]
-                out[fd.name] = {str(k): _scalar_json(value_fd, v) for k, v in value.items()}
-            else:
-                out[fd.name] = [_scalar_json(fd, v) for v in value]
-        elif fd.has_presence and not msg.HasField(fd.name):
-            continue
-        else:
-            out[fd.name] = _scalar_json(fd, value)
-    return out
 
 
 def dump_json(data: Any) -> str:
@@ -212,7 +176,7 @@ class Context:
     @property
     def client(self) -> ChainClient:
         if self._client is None:
-            self._client = ChainClient(self.node, timeout=self.timeout)
+            self._client = lazy(ONLINE, "connect")(self)
         return self._client
 
     def close(self) -> None:
@@ -261,15 +225,12 @@ class Context:
     def network(self) -> pb.Network.ValueType:
         """The node's network (messages must carry it)."""
         if self._network is None:
-            status = self.client.stub.GetNodeStatus(rpc_pb2.GetNodeStatusRequest(), timeout=self.timeout).status
-            name = f"NETWORK_{status.network.upper()}"
-            if name not in pb.Network.keys():  # noqa: SIM118 - an EnumTypeWrapper, not a dict
-                raise CliError(CliCode.WRONG_NETWORK, f"node reports unknown network {status.network!r}")
-            self._network = pb.Network.Value(name)
+            self._network = lazy(ONLINE, "network")(self)
         return self._network
 
     def builder(self, owner: bytes, signer: Ed25519Key) -> MessageBuilder:
-        return MessageBuilder(owner, signer, network=self.network())
+        builder: MessageBuilder = lazy(ONLINE, "builder")(self, owner, signer)
+        return builder
 
     def account(self) -> AccountEntry:
         """The account commands act for: ``--account`` (address or key name) or the profile default."""
@@ -317,50 +278,18 @@ class Context:
             return parse_hex(text, C.HASH_LEN, "project id")
         owner_text, sep, name = text.rpartition("/")
         owner = self.address(owner_text) if sep else self.account().owner
-        req = rpc_pb2.GetProjectByNameRequest(owner_address=owner, name=name)
-        return bytes(self.client.stub.GetProjectByName(req, timeout=self.timeout).project.project_id)
+        project_id: bytes = lazy(ONLINE, "project_by_name")(self, owner, name)
+        return project_id
 
     # -- writes --
     def submit(self, msgs: Sequence[pb.Message], wait: bool = True) -> list[block_pb2.CommittedMessage]:
         """Submit in one batch, fail on the first rejection, then wait until every message is committed."""
-        results = self.client.batch(msgs)
-        for r in results:
-            if not r.accepted:
-                raise CliError(r.reason_code or CliCode.REJECTED, r.detail or "message rejected")
-        if not wait:
-            return []
-        return [self.wait(bytes(r.hash)) for r in results]
+        committed: list[block_pb2.CommittedMessage] = lazy(ONLINE, "submit")(self, msgs, wait)
+        return committed
 
     def wait(self, message_hash: bytes, timeout: float = 60.0) -> block_pb2.CommittedMessage:
-        try:
-            return self.client.wait_committed(message_hash, timeout=timeout)
-        except (Dropped, TimeoutError) as exc:
-            raise commit_failure(exc) from None
-
-
-def commit_failure(exc: Dropped | TimeoutError) -> CliError:
-    """A message that did not commit, as chainctl reports it (the drop reason when the node gave one)."""
-    if isinstance(exc, TimeoutError):
-        return CliError(CliCode.TIMEOUT, str(exc))
-    text = str(exc)
-    match = DROPPED_RE.search(text)
-    if match:
-        return CliError(match.group(1), f"dropped at commit: {match.group(2) or text}")
-    return CliError(CliCode.DROPPED, text)
-
-
-def committed_json(cm: block_pb2.CommittedMessage) -> dict[str, Any]:
-    return {"message_hash": hex0x(bytes(cm.message.hash)), "block_number": cm.block_number}
-
-
-def rpc_error_line(err: grpc.RpcError) -> tuple[str, str]:
-    """(reason code, one-line explanation) of a failed call."""
-    reason = reason_of(err)
-    details = err.details() if isinstance(err, grpc.Call) else ""
-    text = one_line(details or "").removeprefix(f"{reason}: ")
-    if isinstance(err, grpc.Call) and err.code() == grpc.StatusCode.UNAVAILABLE:
-        text = f"cannot reach the node ({text})" if text else "cannot reach the node"
-    return reason, text or "request failed"
+        committed: block_pb2.CommittedMessage = lazy(ONLINE, "wait")(self, message_hash, timeout)
+        return committed
 
 
 def env_default(name: str, fallback: str) -> str:

@@ -82,7 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     register_all(sub)
     p = sub.add_parser("status", help="the node's status (GetNodeStatus)")
-    p.set_defaults(func=lazy("node.cli.run", "status"))
+    p.set_defaults(func=lazy("node.cli.online", "status"))
     completion.register(sub, build_parser)
     completion.show_defaults(parser)
     return parser

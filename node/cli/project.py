@@ -11,14 +11,13 @@ from node import constants as C
 from node.cli.common import (
     CliError,
     Context,
-    committed_json,
     hex0x,
     is_hex_of,
     parse_hex,
     ref_name_bytes,
     show_ref_name,
-    to_json,
 )
+from node.cli.protojson import committed_json, to_json
 from node.errors import CliCode
 from node.sdk.git import GitError, GitRepo
 

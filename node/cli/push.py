@@ -10,7 +10,9 @@ from collections.abc import Callable
 from typing import Any
 
 from node import constants as C
-from node.cli.common import CliError, Context, Progress, commit_failure, hex0x, show_ref_name
+from node.cli.common import CliError, Context, Progress, hex0x, show_ref_name
+from node.cli.githash import open_repo
+from node.cli.online import commit_failure
 from node.errors import CliCode
 from node.sdk import git
 from node.sdk.push import (
@@ -22,13 +24,6 @@ from node.sdk.push import (
     submit_push,
 )
 from node.sdk.rpc import Dropped
-
-
-def open_repo(path: str) -> git.GitRepo:
-    try:
-        return git.GitRepo(path)
-    except git.GitError as exc:
-        raise CliError(CliCode.GIT_ERROR, str(exc)) from None
 
 
 def ref_text(name: str) -> str:
@@ -114,27 +109,3 @@ def _push(ctx: Context, args: Any, repo: git.GitRepo) -> None:
 
 def _skipping(ctx: Context) -> Callable[[str], None]:
     return lambda name: ctx.note(f"skipping {name}: not a commit")
-
-
-def git_hash(ctx: Context, args: Any) -> None:
-    repo = open_repo(args.repo_path)
-    try:
-        shas = [repo.resolve(r) for r in args.revs]
-        commits = repo.read_commits(list(dict.fromkeys(shas)))
-    except git.GitError as exc:
-        raise CliError(CliCode.GIT_ERROR, str(exc)) from None
-    docs = []
-    for rev, sha in zip(args.revs, shas, strict=True):
-        c = commits[sha]
-        meta = c.meta({p: h.chain_hash for p, h in repo.read_commits(list(c.parents)).items()})
-        docs.append(
-            {
-                "rev": rev,
-                "git": sha,
-                "hash": hex0x(bytes(meta.hash)),
-                "parents": [hex0x(bytes(x)) for x in meta.parents],
-                "tree_hash": hex0x(bytes(meta.tree_hash)),
-                "title": meta.title,
-            }
-        )
-    ctx.emit({"commits": docs}, [f"{d['git']}  {d['hash']}  {d['title']}" for d in docs])

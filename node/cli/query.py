@@ -26,7 +26,8 @@ from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message as ProtoMessage
 
 from chain.v1 import keychain_service_pb2, rpc_pb2, service_pb2
-from node.cli.common import HEX_RE, CliError, Context, FieldDesc, dump_json, to_json
+from node.cli.common import HEX_RE, CliError, Context, dump_json
+from node.cli.protojson import FieldDesc, to_json
 from node.errors import CliCode
 
 WRITE_RPCS = frozenset({"SubmitMessage", "BatchSubmitMessages"})

@@ -35,8 +35,9 @@ import grpc
 
 from chain.v1 import rpc_pb2
 from node.cli.address import AddressError, node_target
-from node.cli.common import CliError, Context, rpc_error_line
+from node.cli.common import CliError, Context
 from node.cli.config import StoreError, default_home
+from node.cli.online import rpc_error_line
 from node.errors import CliCode, Reason
 from node.sdk import git
 from node.sdk.push import BundleCommitted, PushError, plan_push, submit_push

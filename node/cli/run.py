@@ -1,25 +1,24 @@
 """Running one parsed chainctl command: the context, the handler, and every failure as one line.
 
-Imported by node.cli.main only once a command is to run (it loads grpc, protobuf and the crypto
-libraries); ``chainctl --help`` never loads it.
+Imported by node.cli.main only once a command is to run; ``chainctl --help`` never loads it. It imports
+neither grpc nor protobuf itself: a failure from the node or from git can only be raised once the command
+has loaded that module, so the failures are recognised through ``sys.modules`` and the offline commands
+(keys, git-hash) run without the RPC stack (tests/test_startup_imports.py).
 """
 
 from __future__ import annotations
 
 import argparse
 import re
+import sys
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import TextIO
 
-import grpc
-
-from chain.v1 import rpc_pb2
-from node.cli.address import looks_like_http1
-from node.cli.common import CliError, Context, dump_json, one_line, rpc_error_line, to_json
+from node.cli.common import CliError, Context, dump_json, one_line
 from node.cli.config import StoreError, default_home
+from node.entry import lazy
 from node.errors import CliCode, Reason
-from node.sdk.git import GitError
 
 EXIT_ERROR = 1
 # A bare 20- or 32-byte hex value (an address, project id or hash) in a node's message: printed 0x-prefixed,
@@ -28,11 +27,6 @@ BARE_HEX_RE = re.compile(r"(?<![0-9A-Za-z])([0-9a-fA-F]{64}|[0-9a-fA-F]{40})(?![
 HINTS: Mapping[str, str] = MappingProxyType(
     {Reason.NO_STORAGE: "grant the account storage first: chainctl account fund ADDRESS --units N --authority FILE"}
 )
-
-
-def status(ctx: Context, args: argparse.Namespace) -> None:
-    resp = ctx.client.stub.GetNodeStatus(rpc_pb2.GetNodeStatusRequest(), timeout=ctx.timeout)
-    ctx.emit(to_json(resp.status))
 
 
 def explain(reason: str, message: str) -> str:
@@ -55,15 +49,15 @@ def report(ctx: Context, reason: str, message: str) -> int:
     return EXIT_ERROR
 
 
-def rpc_failure(ctx: Context, err: grpc.RpcError) -> tuple[str, str]:
-    """A failed call's line; an address that answers HTTP/1.1 is named as the REST port it is."""
-    details = err.details() if isinstance(err, grpc.Call) else ""
-    if looks_like_http1(details or ""):
-        return Reason.UNAVAILABLE, (
-            f"{ctx.node} answers HTTP/1.1, not gRPC: that is a REST port (the gateway's or the node's web "
-            "port); point --node at the node's gRPC port (default 50051)"
-        )
-    return rpc_error_line(err)
+def known_failure(ctx: Context, exc: Exception) -> int | None:
+    """The exit status of a failure from git or from the node, reported; None for any other exception."""
+    git = sys.modules.get("node.sdk.git")
+    if git is not None and isinstance(exc, git.GitError):
+        return report(ctx, CliCode.GIT_ERROR, str(exc))
+    grpc = sys.modules.get("grpc")
+    if grpc is not None and isinstance(exc, grpc.RpcError):
+        return report(ctx, *lazy("node.cli.online", "rpc_failure")(ctx, exc))
+    return None
 
 
 def execute(args: argparse.Namespace, node: str, out: TextIO, err: TextIO) -> int:
@@ -82,10 +76,11 @@ def execute(args: argparse.Namespace, node: str, out: TextIO, err: TextIO) -> in
         return report(ctx, exc.reason, exc.message)
     except StoreError as exc:
         return report(ctx, exc.reason, str(exc))
-    except GitError as exc:
-        return report(ctx, CliCode.GIT_ERROR, str(exc))
-    except grpc.RpcError as exc:
-        return report(ctx, *rpc_failure(ctx, exc))
+    except Exception as exc:
+        code = known_failure(ctx, exc)
+        if code is None:
+            raise
+        return code
     except KeyboardInterrupt:
         return report(ctx, CliCode.INTERRUPTED, "interrupted")
     finally:
