@@ -33,7 +33,7 @@ try:
     getattr(importlib.import_module(module), function)()
 except SystemExit:
     pass
-sys.stderr.write(json.dumps(sorted(sys.modules)))
+sys.stderr.write('\\nMODULES ' + json.dumps(sorted(sys.modules)))
 """
 
 ENTRIES = {
@@ -43,15 +43,23 @@ ENTRIES = {
 }
 
 
-def loaded_modules(prog: str, *args: str) -> set[str]:
+def modules_after(prog: str, *args: str) -> tuple[str, set[str]]:
+    """(stdout, modules loaded) of a command run to its end in a fresh interpreter."""
     module, function = ENTRIES[prog]
     done = subprocess.run(
         [sys.executable, "-c", PROBE, module, function, prog, *args],
         cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)), capture_output=True, text=True, timeout=60,
         check=False,
     )  # fmt: skip
-    assert done.stdout, done.stderr  # the help screen was printed
-    return set(json.loads(done.stderr))
+    _, sep, listing = done.stderr.rpartition("\nMODULES ")
+    assert sep, done.stderr
+    return done.stdout, set(json.loads(listing))
+
+
+def loaded_modules(prog: str, *args: str) -> set[str]:
+    out, modules = modules_after(prog, *args)
+    assert out  # the help screen was printed
+    return modules
 
 
 def heavy_in(modules: set[str]) -> list[str]:
@@ -80,17 +88,6 @@ def test_the_probe_sees_heavy_modules_when_a_command_runs() -> None:
 
 # What talks to a node: a command that works offline has no use for it.
 RPC_STACK = ("grpc", "chain.v1.rpc_pb2", "node.sdk.rpc", "node.cli.online", "aiohttp", "opentelemetry")
-
-
-def modules_after(prog: str, *args: str, cwd: Path = ROOT) -> tuple[str, set[str]]:
-    """(stdout, modules loaded) of a command run to its end in a fresh interpreter."""
-    module, function = ENTRIES[prog]
-    done = subprocess.run(
-        [sys.executable, "-c", PROBE, module, function, prog, *args],
-        cwd=cwd, env=dict(os.environ, PYTHONPATH=str(ROOT)), capture_output=True, text=True, timeout=60,
-        check=False,
-    )  # fmt: skip
-    return done.stdout, set(json.loads(done.stderr[done.stderr.index("[") :]))
 
 
 def rpc_stack_in(modules: set[str]) -> list[str]:
