@@ -4,7 +4,6 @@ chunk object, an upload killed mid-way, wrong credentials, a missing bucket, a d
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
@@ -23,6 +22,7 @@ from chain.v1 import rpc_pb2, snapshot_sync_service_pb2_grpc
 from chain.v1 import snapshot_sync_pb2 as sync_pb
 from node.server.snapshots.staging import STAGING_DIR
 from tests.fixtures.actors import RemoteActor, new_account
+from tests.fixtures.backupcli import backup
 from tests.fixtures.motoproc import Credentials, MotoProcess
 from tests.fixtures.nodeproc import ROOT, NodeProcess
 
@@ -30,25 +30,6 @@ BUCKET = "chain-backups"
 # 4 KiB chunks: even a small devnet store is many chunks; no empty blocks: the state stays where it was put
 NODE_ARGS = ("--verify-workers", "0", "--snapshot-chunk-bytes", "4096", "--empty-block-interval", "3600")
 NODE_ENV = {"CHAIN_NODE_METRICS_ADDR": ""}
-
-
-@dataclass
-class Run:
-    code: int
-    doc: dict[str, Any]
-    stderr: str
-
-
-def backup(moto: MotoProcess, *args: str, credentials: Credentials | None = None, timeout: float = 120) -> Run:
-    """`chain-node backup ARGS` against the moto server; its exit code, JSON document and stderr."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT), CHAIN_BACKUP_S3_ENDPOINT=moto.endpoint)
-    env.update((credentials or moto.credentials).env())
-    proc = subprocess.run(
-        [sys.executable, "-m", "node.server.main", "backup", *args],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False,
-    )  # fmt: skip
-    doc = json.loads(proc.stdout) if proc.returncode == 0 else {}
-    return Run(proc.returncode, doc, proc.stderr)
 
 
 @pytest.fixture(scope="module")
