@@ -15,9 +15,12 @@ import kmock
 import kopf
 import pytest
 
+from chain_operator import status
+from chain_operator.conditions import ConditionReason, ConditionType
 from chain_operator.config import OperatorConfig
 from chain_operator.handlers import Runtime, handle_snapshots, handle_upgrade
 from chain_operator.kube import KubeApi
+from chain_operator.upgrade import ConditionUpdate
 from tests.fixtures.kubecluster import NETWORKS, STATEFULSETS
 from tests.operator.conftest import NAMESPACE, network, network_status
 
@@ -112,3 +115,31 @@ async def test_the_upgrade_handler_and_the_snapshot_timer_together_lose_neither_
         assert condition(cluster, "Upgrading")["reason"] == "MemberMissing"
         assert condition(cluster, "SnapshotsReady")["reason"] == "NoReadyNode"
         assert network_status(cluster, "main")["upgrade"]["phase"] == "Progressing"
+
+
+async def test_a_write_refused_with_409_is_merged_into_a_fresh_read_and_retried(cluster, runtime):
+    # Another writer lands between this handler's read and its patch: the API refuses the patch (409, the
+    # resourceVersion guard) and the write must re-read and merge into what the other writer left, not
+    # overwrite it. kmock keeps no resourceVersion, so the conflict is injected: the first status patch
+    # adds the other writer's condition and answers 409, as an API server would have.
+    current = network("main", "1.1", 2)
+    current["status"] = {"currentVersion": "1.0", "conditions": [UPGRADING]}
+    cluster.objects[NETWORKS, NAMESPACE, "main"] = current
+    body = copy.deepcopy(current)
+    other = {**UPGRADING, "type": "SnapshotsReady", "reason": "NoReadyNode", "message": "written meanwhile"}
+
+    def meanwhile() -> dict[str, Any]:
+        obj = cluster.objects[NETWORKS, NAMESPACE, "main"]
+        obj["status"] = {**obj["status"], "conditions": [*obj["status"]["conditions"], other]}
+        return {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Conflict", "code": 409}
+
+    cluster["patch", kmock.subresource("status")][:1] << 409 << meanwhile
+    update = ConditionUpdate(ConditionType.READY, True, ConditionReason.STARTED, "mine")
+    assert runtime.kube is not None
+    await status.write(runtime.kube, body, {"currentVersion": "1.1"}, [update])
+    patches = [r for r in cluster if r.method == "PATCH" and r.resource is not None]
+    assert len(patches) == 2  # refused once, then written
+    assert network_status(cluster, "main")["currentVersion"] == "1.1"
+    assert condition(cluster, "SnapshotsReady")["message"] == "written meanwhile"  # the other write is kept
+    assert condition(cluster, "Ready")["message"] == "mine"
+    assert condition(cluster, "Upgrading") == UPGRADING
