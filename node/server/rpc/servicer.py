@@ -35,7 +35,7 @@ from node.server.snapshots import SnapshotManager
 from node.server.storage_health import StorageHealth
 from node.server.write.membership import MemberProof
 from node.server.write.mempool import Mempool
-from node.server.write.pipeline import Outcome, Pipeline
+from node.server.write.pipeline import Pipeline
 from node.state.kinds import project_of
 from node.storage import schema
 
@@ -63,10 +63,6 @@ class NodeState:
         """Readiness: started and not draining, caught up (the orderer says so), the store takes commits and
         has not failed an integrity check."""
         return self.ready and self.orderer.serving and self.storage.ok and self.chain.store.fault.problem is None
-
-
-def _result(o: Outcome) -> rpc_pb2.SubmitResult:
-    return rpc_pb2.SubmitResult(index=o.index, hash=o.hash, accepted=o.accepted, reason_code=o.reason, detail=o.detail)
 
 
 class ChainServicer(service_pb2_grpc.ChainServiceServicer):
@@ -104,7 +100,11 @@ class ChainServicer(service_pb2_grpc.ChainServiceServicer):
             )
         vouched = self.node.members.vouched(context.invocation_metadata(), request.messages)  # membership.py
         outcomes = await self.node.orderer.submit(list(request.messages), vouched=vouched)
-        return rpc_pb2.BatchSubmitMessagesResponse(results=[_result(o) for o in outcomes])
+        response = rpc_pb2.BatchSubmitMessagesResponse()
+        add = response.results.add  # each result made in place (a list of SubmitResults would be copied in)
+        for o in outcomes:
+            add(index=o.index, hash=o.hash, accepted=o.accepted, reason_code=o.reason, detail=o.detail)
+        return response
 
     async def DryRunMessage(
         self,

@@ -88,17 +88,18 @@ class NodeTelemetry:
         """Count each message's outcome (accepted, or rejected with its reason code) by message type."""
         if self.metrics is None:
             return
-        counts: Counter[tuple[str, str, str]] = Counter()
-        for msg, o in zip(msgs, outcomes, strict=True):
+        counts = Counter((o.accepted, o.reason, msg.data.type) for msg, o in zip(msgs, outcomes, strict=True))
+        for (accepted, reason, number), n in counts.items():  # the type's name once per distinct count
             try:
-                kind = pb.MessageType.Name(msg.data.type)
+                kind = pb.MessageType.Name(number)
             except ValueError:  # a retired or unknown type number (rejected, but still counted)
                 kind = "UNKNOWN"
-            counts["accepted" if o.accepted else "rejected", o.reason, kind.removeprefix("MESSAGE_TYPE_")] += 1
-        for (outcome, reason, kind), n in counts.items():
-            self.metrics.messages_submitted.add(
-                n, {"chain.outcome": outcome, "chain.reason_code": reason, "chain.message.type": kind}
-            )
+            attributes = {
+                "chain.outcome": "accepted" if accepted else "rejected",
+                "chain.reason_code": reason,
+                "chain.message.type": kind.removeprefix("MESSAGE_TYPE_"),
+            }
+            self.metrics.messages_submitted.add(n, attributes)
 
     def block(self, source: str) -> BlockRecorder:
         """Start recording a block: `source` is "local" (built here) or "log" (ordered elsewhere, re-executed)."""

@@ -175,27 +175,29 @@ class Pipeline:
             wall_ms = int(self.clock() * 1000)
             out: list[Outcome] = []
             admitted: dict[bytes, pb.Message] = {}  # in order; added to the mempool after validation
+            mempool, pending = self.mempool, self._pending
             try:
                 with t.stage("chain.validate"):
                     for i, (msg, verdict) in enumerate(zip(msgs, verdicts, strict=True)):
+                        message_hash = verdict.hash
                         if verdict.reason:
-                            out.append(Outcome(i, verdict.hash, False, verdict.reason, verdict.detail))
+                            out.append(Outcome(i, message_hash, False, verdict.reason, verdict.detail))
                             continue
                         try:
-                            if verdict.hash in self.mempool or verdict.hash in admitted:
+                            if message_hash in admitted or mempool.has(message_hash):
                                 raise MessageRejected(Reason.DUPLICATE_MESSAGE, "message is already pending")
-                            self.mempool.check_room(len(admitted))
-                            self._pending.admit(msg, wall_ms)
+                            mempool.check_room(len(admitted))
+                            pending.admit(msg, wall_ms)
                         except MessageRejected as exc:
-                            out.append(Outcome(i, verdict.hash, False, exc.reason.value, exc.detail, exc.values))
+                            out.append(Outcome(i, message_hash, False, exc.reason.value, exc.detail, exc.values))
                             continue
-                        admitted[verdict.hash] = msg
-                        out.append(Outcome(i, verdict.hash, True))
+                        admitted[message_hash] = msg
+                        out.append(Outcome(i, message_hash, True))
             finally:  # even after an unexpected error: what the pending state holds is what the mempool holds
                 with t.stage("chain.mempool", **{"chain.messages": len(admitted)}):
-                    for message_hash, msg in admitted.items():  # no await since validation: nothing came between
-                        self.mempool.add(msg, admission)
-                        self._validated.append(message_hash)
+                    # no await since validation: nothing came between, so these are not pending and fit
+                    mempool.add_validated(admitted, admission)
+                    self._validated.extend(admitted)
             t.submitted(msgs, out)
             if span is not None:
                 span.set_attribute("chain.accepted", len(admitted))

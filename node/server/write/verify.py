@@ -3,6 +3,11 @@
 Signature checks are the most expensive step of a submission and need no
 state, so large batches are spread over a process pool: with two cores one
 worker verifies while the main process validates and builds blocks.
+
+The hand-off is one pickled call per worker per batch (the serialized messages there, and back only the
+refusals: position, hash, reason, detail), so the main process unpickles nothing per accepted message; it
+makes each accepted message's verdict from the hash the message carries, which the worker found equal
+to the hash of its canonical data.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from chain.v1 import message_pb2 as pb
 from node.codec import check_envelope, parse_message
@@ -36,11 +41,17 @@ VERIFY_REASONS = frozenset(
 log = logging.getLogger("chain.verify")
 
 
-@dataclass(frozen=True)
-class Verdict:
+class Verdict(NamedTuple):  # a tuple: made once per submitted message, cheaply
     hash: bytes
     reason: str = ""
     detail: str = ""
+
+
+class Refusal(NamedTuple):
+    """A worker's answer for one message it refused: its position in the batch sent, and its verdict."""
+
+    position: int
+    verdict: Verdict
 
 
 def verify_one(msg: pb.Message, verifier: Ed25519Verifier, max_bytes: int) -> Verdict:
@@ -50,17 +61,20 @@ def verify_one(msg: pb.Message, verifier: Ed25519Verifier, max_bytes: int) -> Ve
         return Verdict(bytes(msg.hash), exc.reason.value, exc.detail)
 
 
-def verify_raw_batch(raws: Sequence[bytes], max_bytes: int) -> list[Verdict]:
-    """Runs in a worker process: parse and verify serialized messages."""
+def refusals_in(raws: Sequence[bytes], max_bytes: int) -> list[Refusal]:
+    """Runs in a worker process: parse and verify serialized messages; only the refused ones are returned
+    (a message not listed passed, and its hash is the one it carries)."""
     verifier = Ed25519Verifier(cache_size=64)
     out = []
-    for raw in raws:
+    for i, raw in enumerate(raws):
         try:
             msg = parse_message(raw, max_bytes + 1024)
         except MessageRejected as exc:
-            out.append(Verdict(b"", exc.reason.value, exc.detail))
+            out.append(Refusal(i, Verdict(b"", exc.reason.value, exc.detail)))
             continue
-        out.append(verify_one(msg, verifier, max_bytes))
+        verdict = verify_one(msg, verifier, max_bytes)
+        if verdict.reason:
+            out.append(Refusal(i, verdict))
     return out
 
 
@@ -123,18 +137,19 @@ class Verifier:
 
     async def _pooled(self, msgs: Sequence[pb.Message]) -> list[Verdict]:
         assert self._pool is not None
+        loop = asyncio.get_running_loop()
         if not msgs:
-            await asyncio.get_running_loop().run_in_executor(self._pool, verify_raw_batch, [], self.max_bytes)
+            await loop.run_in_executor(self._pool, refusals_in, [], self.max_bytes)
             return []
         raws = [m.SerializeToString() for m in msgs]
-        loop = asyncio.get_running_loop()
-        parts = max(1, self._workers)
-        size = -(-len(raws) // parts)
-        futures = [
-            loop.run_in_executor(self._pool, verify_raw_batch, raws[i : i + size], self.max_bytes)
-            for i in range(0, len(raws), size)
-        ]
-        return [v for part in await asyncio.gather(*futures) for v in part]
+        size = -(-len(raws) // max(1, self._workers))
+        starts = range(0, len(raws), size)
+        futures = [loop.run_in_executor(self._pool, refusals_in, raws[i : i + size], self.max_bytes) for i in starts]
+        verdicts = [Verdict(m.hash) for m in msgs]  # accepted unless a worker refused it (below)
+        for start, refusals in zip(starts, await asyncio.gather(*futures), strict=True):
+            for r in refusals:
+                verdicts[start + r.position] = r.verdict
+        return verdicts
 
     def close(self) -> None:
         if self._warming is not None:
