@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from chain.v1 import message_pb2 as pb
+from node.errors import MessageRejected, Reason
 from node.server.events import EventHub
 from node.server.ordering.orderer import SoloOrderer
 from node.server.write.mempool import Mempool
@@ -69,3 +70,36 @@ async def test_a_dropped_message_forces_revalidation_of_the_rest(stack):
     assert [r.message.hash for r in out.applied] == [follow_up.hash]
     assert pipeline.dropped[bytes(stale.hash)][1] == "STALE_UPDATE"
     assert not len(mempool)
+
+
+async def test_a_batch_past_the_mempool_room_admits_what_fits_and_counts_it(tmp_path):
+    h = Harness(tmp_path / "chain")
+    mempool = Mempool(3)
+    verifier = Verifier(0, 256 * 1024)
+    pipeline = Pipeline(h.chain, mempool, verifier, clock=lambda: float(h.now))
+    try:
+        alice = h.actor()
+        pipeline.rebuild()  # onto the committed state that knows alice
+        follows = [alice.b.follow(bytes([i]) * 20) for i in range(4)]
+        out = await pipeline.submit([*follows[:2], follows[0], *follows[2:]])
+        assert [(o.accepted, o.reason) for o in out] == [
+            (True, ""),
+            (True, ""),
+            (False, "DUPLICATE_MESSAGE"),
+            (True, ""),
+            (False, "MEMPOOL_FULL"),
+        ]
+        assert [m.hash for m in mempool.messages()] == [m.hash for m in follows[:3]]
+        assert mempool.counts() == {int(pb.MESSAGE_TYPE_LINK_ADD): 3}
+        # the bulk add keeps add's refusals for a caller that did not check
+        with pytest.raises(MessageRejected) as full:
+            mempool.add_validated({follows[3].hash: follows[3]})
+        assert full.value.reason is Reason.MEMPOOL_FULL
+        mempool.remove([follows[2].hash])
+        with pytest.raises(MessageRejected) as dup:
+            mempool.add_validated({follows[0].hash: follows[0]})
+        assert dup.value.reason is Reason.DUPLICATE_MESSAGE
+        assert len(mempool) == 2 and mempool.counts() == {int(pb.MESSAGE_TYPE_LINK_ADD): 2}
+    finally:
+        pipeline.close()
+        verifier.close()
