@@ -35,12 +35,24 @@ def chunk_hash(messages: Sequence[pb.Message]) -> bytes:
     return blake3_256(b"".join(m.hash for m in messages))
 
 
+def chunk_hashes(messages: Sequence[pb.Message]) -> list[bytes]:
+    """The hash of each chunk of `messages` (MESSAGES_PER_CHUNK a chunk), without building the chunks."""
+    return [chunk_hash(messages[i : i + MESSAGES_PER_CHUNK]) for i in range(0, len(messages), MESSAGES_PER_CHUNK)]
+
+
 def make_chunks(messages: Sequence[pb.Message]) -> list[block_pb2.TransactionChunk]:
     chunks = []
     for index, start in enumerate(range(0, len(messages), MESSAGES_PER_CHUNK)):
         part = messages[start : start + MESSAGES_PER_CHUNK]
         chunks.append(block_pb2.TransactionChunk(index=index, messages=part, chunk_hash=chunk_hash(part)))
     return chunks
+
+
+def fill_chunks(block: block_pb2.Block, messages: Sequence[pb.Message], hashes: Sequence[bytes]) -> None:
+    """Add `messages` to `block` as its chunks (of `hashes`, from `chunk_hashes`), each message copied once:
+    the same block as `Block(chunks=make_chunks(messages))`, without copying every message twice."""
+    for index, start in enumerate(range(0, len(messages), MESSAGES_PER_CHUNK)):
+        block.chunks.add(index=index, messages=messages[start : start + MESSAGES_PER_CHUNK], chunk_hash=hashes[index])
 
 
 def block_messages(block: block_pb2.Block) -> list[pb.Message]:

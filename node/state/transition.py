@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from chain.v1 import block_pb2
 from chain.v1 import message_pb2 as pb
 from node import merkle
-from node.block import block_messages, genesis_block, header_hash, make_chunks, message_root
+from node.block import block_messages, chunk_hashes, fill_chunks, genesis_block, header_hash, message_root
 from node.codec import check_envelope
 from node.constants import MAX_BLOCK_MESSAGES, MAX_BLOCK_MESSAGES_PER_PROJECT, MAX_FUTURE_DRIFT, PROTOCOL_VERSION
 from node.crypto.ed25519 import Ed25519Verifier
@@ -97,20 +97,21 @@ def seal_block(
     (node/server/write/pending.py) and commits that block without executing them again."""
     if timestamp_ms < start.parent.header.timestamp_ms:
         raise InvariantBroken(f"block time {timestamp_ms} is before its parent's {start.parent.header.timestamp_ms}")
-    messages = [r.message for r in body.applied]
-    chunks = make_chunks(messages)
+    messages = body.messages
+    chunks = chunk_hashes(messages)
     header = block_pb2.BlockHeader(
         number=start.number,
         parent_hash=start.parent.hash,
         timestamp_ms=timestamp_ms,
         message_root=message_root([m.hash for m in messages]),
         message_count=len(messages),
-        chunk_hashes=[c.chunk_hash for c in chunks],
+        chunk_hashes=chunks,
         network=params.network,
         protocol_version=PROTOCOL_VERSION,
     )
-    header.state_root, tree_nodes = finish_block(start, nodes, body.applied, header)
-    block = block_pb2.Block(header=header, hash=header_hash(header), chunks=chunks)
+    header.state_root, tree_nodes = finish_block(start, nodes, messages, header)
+    block = block_pb2.Block(header=header, hash=header_hash(header))
+    fill_chunks(block, messages, chunks)  # each message copied once, into its chunk
     return record_block(start, block, tree_nodes, body.applied, body.dropped)
 
 
@@ -129,7 +130,7 @@ def apply_block(
     validate_messages(block.header, messages)
     now = block.header.timestamp_ms // 1000
     body = apply_body(start, params, messages, now=now, verifier=verifier)
-    root, tree_nodes = finish_block(start, nodes, body.applied, block.header)
+    root, tree_nodes = finish_block(start, nodes, body.messages, block.header)
     check_result(block.header, body.applied, root)
     return record_block(start, block, tree_nodes, body.applied, body.dropped)
 
@@ -185,16 +186,18 @@ def validate_messages(h: block_pb2.BlockHeader, messages: Sequence[pb.Message]) 
         raise InvalidBlock(
             h.number, "messages per project", f"<= {MAX_BLOCK_MESSAGES_PER_PROJECT}", str(max(busiest.values()))
         )
-    _expect(h, "chunk_hashes", [c.chunk_hash for c in make_chunks(messages)], list(h.chunk_hashes))
+    _expect(h, "chunk_hashes", chunk_hashes(messages), list(h.chunk_hashes))
     _expect(h, "message_root", message_root([m.hash for m in messages]).hex(), h.message_root.hex())
 
 
 # ---------------------------------------------------------------- body
 @dataclass
 class BlockBody:
-    """What a block has applied so far: its records in order, what it dropped, and what its limits count."""
+    """What a block has applied so far: its records in order (and their messages, as admitted: reading them
+    back out of the records would wrap each again), what it dropped, and what its limits count."""
 
     applied: list[block_pb2.CommittedMessage] = field(default_factory=list)
+    messages: list[pb.Message] = field(default_factory=list)
     dropped: list[Dropped] = field(default_factory=list)
     seen: set[bytes] = field(default_factory=set)
     per_project: Counter[bytes] = field(default_factory=Counter)
@@ -249,6 +252,7 @@ def append_message(
         body.per_project[project] += 1
     record = block_pb2.CommittedMessage(message=msg, block_number=number, index=len(body.applied), event_id=event_id)
     body.applied.append(record)
+    body.messages.append(msg)
     _record_message(overlay, record)
     return record
 
@@ -338,7 +342,7 @@ def check_time(max_age: int | None, timestamp: int, now: int) -> None:
 def finish_block(
     start: BlockStart,
     nodes: merkle.NodeStore,
-    applied: Sequence[block_pb2.CommittedMessage],
+    messages: Sequence[pb.Message],
     header: block_pb2.BlockHeader,
 ) -> tuple[bytes, dict[bytes, bytes]]:
     """Cumulative stats, then the new state root and the tree nodes it adds."""
@@ -346,13 +350,14 @@ def finish_block(
     st = StateAccess(overlay)
     stats = st.stats()
     stats.total_blocks = header.number + 1
-    stats.total_messages += len(applied)
-    stats.total_projects += sum(
-        1 for r in applied if r.message.data.type in (pb.MESSAGE_TYPE_PROJECT_CREATE, pb.MESSAGE_TYPE_FORK)
-    )
-    changes = {k: v for k, v in overlay.writes.items() if schema.in_tree(k)}
+    stats.total_messages += len(messages)
+    creates = (pb.MESSAGE_TYPE_PROJECT_CREATE, pb.MESSAGE_TYPE_FORK)
+    stats.total_projects += sum(1 for m in messages if m.data.type in creates)
+    changes = schema.tree_writes(overlay.writes)
+    account = int(schema.Prefix.ACCOUNT)
+    base = start.base
     stats.total_accounts += sum(
-        1 for k, v in changes.items() if k[0] == schema.Prefix.ACCOUNT and v is not None and start.base.get(k) is None
+        1 for k, v in changes.items() if k[0] == account and v is not None and base.get(k) is None
     )
     st.store(schema.meta_key(schema.META_STATS), stats)
     result = merkle.update(nodes, start.parent.header.state_root, changes)

@@ -10,6 +10,7 @@ GetOperationProof takes. See docs/state.md.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import IntEnum
 from typing import Final
 
@@ -58,6 +59,13 @@ TREE_PREFIX_LIMIT: Final = 0x40
 def in_tree(key: bytes) -> bool:
     """Whether a key is public state, committed to the Merkle tree."""
     return key[0] < TREE_PREFIX_LIMIT
+
+
+def tree_writes(writes: Mapping[bytes, bytes | None]) -> dict[bytes, bytes | None]:
+    """The writes (None: a delete) to keys that are public state: what a block changes in the tree
+    (`in_tree` inlined: this runs over every write of every block)."""
+    limit = TREE_PREFIX_LIMIT
+    return {k: v for k, v in writes.items() if k[0] < limit}
 
 
 class LwwEntity(IntEnum):
