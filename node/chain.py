@@ -22,7 +22,8 @@ from chain.v1 import block_pb2
 from chain.v1 import message_pb2 as pb
 from node.crypto.ed25519 import Ed25519Verifier
 from node.errors import DataCorrupted, InvariantBroken
-from node.merkle import InvalidChange, MerkleError
+from node.merkle import InvalidChange, MerkleError, NodeStore
+from node.merkle.store import RecentNodes
 from node.state.access import StateAccess
 from node.state.params import ChainParams
 from node.state.transition import BlockOutput, apply_block, build_block, genesis_writes
@@ -46,6 +47,8 @@ class Chain:
         self.store = store
         self.params = params
         self.verifier = Ed25519Verifier()
+        # the tree nodes the latest blocks committed: building the next block reads them from memory
+        self.recent_nodes = RecentNodes()
 
     @classmethod
     def open(cls, path: Path | str, params: ChainParams | None = None, *, sync: bool = True) -> Chain:
@@ -126,21 +129,33 @@ class Chain:
     def height(self) -> int:
         return int(self.head().header.number)
 
+    def tree_nodes(self, nodes: NodeStore) -> NodeStore:
+        """A snapshot's tree nodes with the latest blocks' nodes answered from memory (what the next
+        block's state-tree update mostly reads)."""
+        return self.recent_nodes.over(nodes)
+
     def build(self, timestamp_ms: int, candidates: Sequence[pb.Message], *, verify: bool = False) -> BlockOutput:
         with self.read() as (view, nodes):
             return build_block(
-                view, nodes, self.params, timestamp_ms, candidates, verifier=self.verifier if verify else None
+                view,
+                self.tree_nodes(nodes),
+                self.params,
+                timestamp_ms,
+                candidates,
+                verifier=self.verifier if verify else None,
             )
 
     def apply(self, block: block_pb2.Block, *, verify: bool = True) -> BlockOutput:
         with self.read() as (view, nodes):
-            return apply_block(view, nodes, self.params, block, verifier=self.verifier if verify else None)
+            verifier = self.verifier if verify else None
+            return apply_block(view, self.tree_nodes(nodes), self.params, block, verifier=verifier)
 
     def commit(self, output: BlockOutput) -> None:
         """Write one block atomically. The caller serialises commits (one writer)."""
         if output.block.header.number != self.height + 1:
             raise InvariantBroken(f"block {output.block.header.number} does not follow {self.height}")
         self.store.commit(output.writes, output.tree_nodes)
+        self.recent_nodes.add(output.tree_nodes)  # after the transaction: never a node of a block not committed
 
     def close(self) -> None:
         self.store.close()

@@ -10,6 +10,7 @@ trees never load LMDB.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from itertools import islice
 from typing import Protocol
 
 from node.errors import MerkleReason
@@ -37,6 +38,47 @@ class DictNodeStore:
 
     def __len__(self) -> int:
         return len(self._nodes)
+
+
+class RecentNodes:
+    """The nodes the latest updates created (hash -> encoding), up to `capacity`, the oldest leaving first.
+
+    An update reads the nodes on the path of every changed key, and the previous blocks created the top of
+    every such path: keeping what they created saves a store read (and its hash check) for each. Only
+    nodes an update computed go in, so each sits under the hash of its own bytes: nodes are content
+    addressed, so a hit is the stored node whatever store or snapshot it is read through. One writer adds
+    (the committer, after the block's transaction); any thread may read.
+    """
+
+    def __init__(self, capacity: int = 200_000) -> None:
+        self.capacity = capacity
+        self._nodes: dict[bytes, bytes] = {}
+
+    def add(self, nodes: Mapping[bytes, bytes]) -> None:
+        self._nodes.update(nodes)
+        excess = len(self._nodes) - self.capacity
+        if excess > 0:
+            for old in list(islice(self._nodes, excess)):
+                del self._nodes[old]
+
+    def over(self, store: NodeStore) -> CachedNodeStore:
+        """`store`, with these nodes answered from memory."""
+        return CachedNodeStore(self._nodes, store)
+
+    def __len__(self) -> int:
+        return len(self._nodes)
+
+
+class CachedNodeStore:
+    """A node store read through `RecentNodes` first."""
+
+    def __init__(self, recent: Mapping[bytes, bytes], store: NodeStore) -> None:
+        self._recent = recent
+        self._store = store
+
+    def get(self, node_hash: bytes) -> bytes | None:
+        hit = self._recent.get(node_hash)
+        return hit if hit is not None else self._store.get(node_hash)
 
 
 def load_node(store: NodeStore, node_hash: bytes) -> Node:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import lmdb
 from blake3 import blake3
@@ -197,14 +197,20 @@ class LmdbStore:
             raise StorageFailed(f"{type(exc).__name__}: {exc}") from exc
 
     def _write(self, writes: Mapping[bytes, bytes | None], tree_nodes: Mapping[bytes, bytes]) -> None:
+        deletes = None in writes.values()  # rare: most blocks only put, and skip the second pass
+        # in key order, so LMDB walks its B-tree forward (keys are unique: the values are never compared)
+        if deletes:
+            puts = sorted((k, v) for k, v in writes.items() if v is not None)
+        else:  # no None among the values
+            puts = sorted(cast(Mapping[bytes, bytes], writes).items())
         with self._env.begin(write=True) as txn:
             state_cursor = txn.cursor(db=self._state)
-            puts = sorted((k, v) for k, v in writes.items() if v is not None)
             if puts:
                 state_cursor.putmulti(puts)
-            for key, value in writes.items():
-                if value is None:
-                    txn.delete(key, db=self._state)
+            if deletes:
+                for key, value in writes.items():
+                    if value is None:
+                        txn.delete(key, db=self._state)
             if tree_nodes:
                 tree_cursor = txn.cursor(db=self._tree)
                 tree_cursor.putmulti(sorted(tree_nodes.items()), overwrite=False)

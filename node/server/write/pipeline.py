@@ -139,7 +139,7 @@ class Pipeline:
         if self._pending.flat or len(self._validated) != len(self.mempool):  # e.g. a member that just took the lead
             self.rebuild(block_number=self._pending.height + 1)
         assert self._pending is not None and self._snapshot is not None
-        seal = self._pending.sealer(self._snapshot.nodes, now_ms)
+        seal = self._pending.sealer(self.chain.tree_nodes(self._snapshot.nodes), now_ms)
         if seal is None:
             return None
 
