@@ -181,7 +181,7 @@ def validate_messages(h: block_pb2.BlockHeader, messages: Sequence[pb.Message]) 
     """The block's messages against the header, before any runs: limits, chunks, message root."""
     if len(messages) > MAX_BLOCK_MESSAGES:
         raise InvalidBlock(h.number, "message_count", f"<= {MAX_BLOCK_MESSAGES}", str(len(messages)))
-    busiest = Counter(project_of(m.data, m.hash) for m in messages if project_of(m.data, m.hash))
+    busiest = Counter(p for p in (project_of(m.data, m.hash) for m in messages) if p)
     if busiest and max(busiest.values()) > MAX_BLOCK_MESSAGES_PER_PROJECT:
         raise InvalidBlock(
             h.number, "messages per project", f"<= {MAX_BLOCK_MESSAGES_PER_PROJECT}", str(max(busiest.values()))
@@ -253,7 +253,7 @@ def append_message(
     record = block_pb2.CommittedMessage(message=msg, block_number=number, index=len(body.applied), event_id=event_id)
     body.applied.append(record)
     body.messages.append(msg)
-    _record_message(overlay, record)
+    _record_message(overlay, record, project)
     return record
 
 
@@ -269,14 +269,16 @@ def check_room(msg: pb.Message, project: bytes, seen: set[bytes], count: int, pe
         )
 
 
-def _record_message(overlay: Overlay, record: block_pb2.CommittedMessage) -> None:
+def _record_message(overlay: Overlay, record: block_pb2.CommittedMessage, project: bytes) -> None:
+    """The message's record and its indexes; `project` is `project_of` the message ("" when none)."""
     msg = record.message
-    overlay.put(schema.message_key(msg.hash), encode(record))
-    overlay.put(schema.event_key(record.event_id), msg.hash)
-    overlay.put(schema.account_activity_key(msg.data.owner_address, record.event_id), msg.hash)
-    project = project_of(msg.data, msg.hash)
+    message_hash = msg.hash
+    event_id = record.event_id
+    overlay.put(schema.message_key(message_hash), encode(record))
+    overlay.put(schema.event_key(event_id), message_hash)
+    overlay.put(schema.account_activity_key(msg.data.owner_address, event_id), message_hash)
     if project:
-        overlay.put(schema.project_activity_key(project, record.event_id), msg.hash)
+        overlay.put(schema.project_activity_key(project, event_id), message_hash)
 
 
 # ---------------------------------------------------------------- one message

@@ -91,8 +91,11 @@ def ref_component(name: bytes) -> bytes:
     return bytes([len(name)]) + name
 
 
+_PREFIX_BYTES: Final = tuple(bytes([i]) for i in range(256))  # a key's first byte, built once (immutable)
+
+
 def _p(prefix: Prefix, *parts: bytes) -> bytes:
-    return bytes([prefix]) + b"".join(parts)
+    return _PREFIX_BYTES[prefix] + b"".join(parts)
 
 
 # ---- public state ----

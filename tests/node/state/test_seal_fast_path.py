@@ -180,3 +180,13 @@ def test_block_commit_puts_and_deletes_as_a_dict(tmp_path: Path, seed: int) -> N
         with store.read() as (view, _):
             assert {k: view.get(k) for k in keys} == {k: model.get(k) for k in keys}
     store.close()
+
+
+def test_key_prefixes_are_the_stored_format() -> None:
+    """Key builders take the prefix byte from a table built once: the same bytes as before."""
+    rng = random.Random(5)
+    for prefix in schema.Prefix:
+        owner, other = rng.randbytes(20), rng.randbytes(32)
+        assert schema._p(prefix, owner, other) == bytes([int(prefix)]) + owner + other
+    assert schema.message_key(b"\x07" * 32) == b"\x61" + b"\x07" * 32
+    assert schema.event_key(3) == b"\x62" + (3).to_bytes(8, "big")
