@@ -98,7 +98,7 @@ def replay_plain(follower: Chain, block: block_pb2.Block) -> BlockOutput:
     return out
 
 
-@pytest.mark.parametrize(("seed", "capacity"), [(1, 200_000), (2, 200_000), (3, 5)])
+@pytest.mark.parametrize(("seed", "capacity"), [(1, 100_000), (2, 100_000), (3, 5)])
 def test_sealed_blocks_equal_the_references(tmp_path: Path, seed: int, capacity: int) -> None:
     rng = random.Random(seed)
     h = Harness(tmp_path / "leader")
