@@ -23,7 +23,9 @@ from gateway.telemetry import GatewayMetrics
 
 async def _nodes(app: web.Application) -> AsyncIterator[None]:
     cfg = app[CONFIG]
-    app[NODES] = NodePool(cfg.node_addrs, read_retries=cfg.read_retries, timeout=cfg.request_timeout)
+    app[NODES] = NodePool(
+        cfg.node_addrs, read_retries=cfg.read_retries, timeout=cfg.request_timeout, read_batch=cfg.read_batch
+    )
     yield
     await app[NODES].close()
 

@@ -37,6 +37,7 @@ class GatewayConfig:
     idle_timeout: float = 15.0  # an idle keep-alive connection is closed after this long
     max_connections: int = 1024  # open HTTP connections (per serving process); more are closed at once
     workers: int = 1  # serving processes (gateway/workers.py)
+    read_batch: int = 64  # reads coalesced into one ReadBatch node call at most (gateway/batching.py); 0: off
 
     @property
     def host_port(self) -> tuple[str, int]:
@@ -88,6 +89,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--workers", type=int, default=d.workers, help="serving processes behind the one listening socket (SSE fan-out)"
     )
+    p.add_argument(
+        "--read-batch",
+        type=int,
+        default=d.read_batch,
+        help="reads of one event-loop turn sent to the node as one call, at most; 0 sends each read alone",
+    )
     describe_env(p, ENV_PREFIX, lists=LIST_FLAGS, shown={"node_addrs": ",".join(d.node_addrs)})
     add_version(p)
     return p
@@ -105,6 +112,8 @@ def parse_config(argv: Sequence[str] | None = None, env: Mapping[str, str] | Non
     values["cors_origins"] = tuple(values["cors_origins"] or ())
     if values["workers"] < 1:
         config_exit(parser.prog, ConfigError(f"--workers: at least 1, got {values['workers']}"))
+    if values["read_batch"] < 0:
+        config_exit(parser.prog, ConfigError(f"--read-batch: at least 0, got {values['read_batch']}"))
     if values["metrics_addr"]:
         try:
             split_addr(values["metrics_addr"])

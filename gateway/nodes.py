@@ -25,6 +25,7 @@ from typing import TypeVar
 import grpc
 
 from chain.v1 import keychain_service_pb2_grpc, service_pb2_grpc
+from gateway.batching import ReadBatcher
 
 T = TypeVar("T")
 
@@ -45,15 +46,18 @@ DNS_CHANNEL_OPTIONS = (*CHANNEL_OPTIONS, ("grpc.lb_policy_name", "round_robin"))
 DNS_SCHEME = "dns:///"
 # How long the first contact may take before the gateway says it is waiting (a node that is up answers at once).
 QUIET_WAIT = 1.0
+# Reads carried by one ReadBatch call at most (gateway/batching.py); 0 sends each read as its own call.
+READ_BATCH = 64
 
 
 class Upstream:
-    def __init__(self, address: str) -> None:
+    def __init__(self, address: str, read_batch: int = READ_BATCH) -> None:
         self.address = address
         options = DNS_CHANNEL_OPTIONS if address.startswith(DNS_SCHEME) else CHANNEL_OPTIONS
         self.channel = grpc.aio.insecure_channel(address, options=list(options))
         self.chain = service_pb2_grpc.ChainServiceStub(self.channel)
         self.keychain = keychain_service_pb2_grpc.KeychainServiceStub(self.channel)
+        self.batcher = ReadBatcher(self.channel, read_batch)  # reads coalesced per loop turn (gateway/batching.py)
 
 
 def split_host_port(hostport: str) -> tuple[str, str]:
@@ -101,10 +105,12 @@ class Probes:
 
 
 class NodePool:
-    def __init__(self, addresses: Sequence[str], *, read_retries: int = 2, timeout: float = 10.0) -> None:
+    def __init__(
+        self, addresses: Sequence[str], *, read_retries: int = 2, timeout: float = 10.0, read_batch: int = READ_BATCH
+    ) -> None:
         if not addresses:
             raise ValueError("at least one node address is needed")
-        self.upstreams = [Upstream(a) for a in addresses]
+        self.upstreams = [Upstream(a, read_batch) for a in addresses]
         self._next = itertools.cycle(range(len(self.upstreams)))
         self.read_retries = read_retries
         # Tries per read: the first, then up to `read_retries` more (bounded by the pool's size plus retries).

@@ -7,7 +7,7 @@ from types import MappingProxyType
 
 from chain.v1 import message_pb2 as pb
 from chain.v1 import rpc_pb2
-from gateway.rest import shapes
+from gateway.rest import reads, shapes
 from gateway.rest.params import (
     DELEGATED_KEY,
     KEY_ID,
@@ -21,49 +21,49 @@ from gateway.rest.table import Call, Param, Route, page_schema
 
 async def get_account(c: Call) -> JsonObject:
     req = rpc_pb2.GetAccountRequest(owner_address=c.inputs.hex("ownerAddress"))
-    resp = await c.read(lambda u, t: u.chain.GetAccount(req, timeout=t))
+    resp = await c.fetch(reads.GET_ACCOUNT, req)
     return shapes.account_summary(resp)
 
 
 async def list_custody_keys(c: Call) -> JsonObject:
     req = rpc_pb2.ListCustodyKeysRequest(owner_address=c.inputs.hex("ownerAddress"), **c.inputs.page())
-    resp = await c.read(lambda u, t: u.keychain.ListCustodyKeys(req, timeout=t))
+    resp = await c.fetch(reads.LIST_CUSTODY_KEYS, req)
     return {"custody_keys": shapes.to_json_list(resp.custody_keys), "next_cursor": resp.next_page_token}
 
 
 async def get_custody_key(c: Call) -> JsonObject:
     req = rpc_pb2.GetCustodyKeyRequest(owner_address=c.inputs.hex("ownerAddress"), key_id=c.inputs.hex("key_id"))
-    resp = await c.read(lambda u, t: u.keychain.GetCustodyKey(req, timeout=t))
+    resp = await c.fetch(reads.GET_CUSTODY_KEY, req)
     return shapes.to_json(resp.custody_key)
 
 
 async def list_merge_requests_by_requester(c: Call) -> JsonObject:
     req = rpc_pb2.ListMergeRequestsByRequesterRequest(owner_address=c.inputs.hex("ownerAddress"), **c.inputs.page())
-    resp = await c.read(lambda u, t: u.chain.ListMergeRequestsByRequester(req, timeout=t))
+    resp = await c.fetch(reads.LIST_MERGE_REQUESTS_BY_REQUESTER, req)
     return {"merge_requests": shapes.to_json_list(resp.merge_requests), "next_cursor": resp.next_page_token}
 
 
 async def get_account_activity(c: Call) -> JsonObject:
     req = rpc_pb2.GetAccountActivityRequest(owner_address=c.inputs.hex("ownerAddress"), **c.inputs.page())
-    resp = await c.read(lambda u, t: u.chain.GetAccountActivity(req, timeout=t))
+    resp = await c.fetch(reads.GET_ACCOUNT_ACTIVITY, req)
     return {"messages": shapes.to_json_list(resp.messages), "next_cursor": resp.next_page_token}
 
 
 async def list_keys(c: Call) -> JsonObject:
     req = rpc_pb2.ListKeysRequest(owner_address=c.inputs.hex("ownerAddress"), **c.inputs.page())
-    resp = await c.read(lambda u, t: u.chain.ListKeys(req, timeout=t))
+    resp = await c.fetch(reads.LIST_KEYS, req)
     return {"keys": shapes.to_json_list(resp.keys), "next_cursor": resp.next_page_token}
 
 
 async def get_key(c: Call) -> JsonObject:
     req = rpc_pb2.GetKeyRequest(owner_address=c.inputs.hex("ownerAddress"), key=c.inputs.hex("key"))
-    resp = await c.read(lambda u, t: u.chain.GetKey(req, timeout=t))
+    resp = await c.fetch(reads.GET_KEY, req)
     return shapes.to_json(resp.key)
 
 
 async def list_verifications(c: Call) -> JsonObject:
     req = rpc_pb2.ListVerificationsRequest(owner_address=c.inputs.hex("ownerAddress"), **c.inputs.page())
-    resp = await c.read(lambda u, t: u.chain.ListVerifications(req, timeout=t))
+    resp = await c.fetch(reads.LIST_VERIFICATIONS, req)
     return {"verifications": shapes.to_json_list(resp.verifications), "next_cursor": resp.next_page_token}
 
 
@@ -73,25 +73,25 @@ LINK_TYPES = MappingProxyType({"follow": pb.LINK_TYPE_FOLLOW, "star": pb.LINK_TY
 async def list_links(c: Call) -> JsonObject:
     link_type = LINK_TYPES.get(c.inputs.text("type"), pb.LINK_TYPE_UNSPECIFIED)
     req = rpc_pb2.ListLinksRequest(owner_address=c.inputs.hex("ownerAddress"), type=link_type, **c.inputs.page())
-    resp = await c.read(lambda u, t: u.chain.ListLinks(req, timeout=t))
+    resp = await c.fetch(reads.LIST_LINKS, req)
     return {"links": shapes.to_json_list(resp.links), "next_cursor": resp.next_page_token}
 
 
 async def list_reactions(c: Call) -> JsonObject:
     req = rpc_pb2.ListReactionsRequest(owner_address=c.inputs.hex("ownerAddress"), **c.inputs.page())
-    resp = await c.read(lambda u, t: u.chain.ListReactions(req, timeout=t))
+    resp = await c.fetch(reads.LIST_REACTIONS, req)
     return {"reactions": shapes.to_json_list(resp.reactions), "next_cursor": resp.next_page_token}
 
 
 async def get_project_by_name(c: Call) -> JsonObject:
     req = rpc_pb2.GetProjectByNameRequest(owner_address=c.inputs.hex("ownerAddress"), name=c.inputs.text("name"))
-    resp = await c.read(lambda u, t: u.chain.GetProjectByName(req, timeout=t))
+    resp = await c.fetch(reads.GET_PROJECT_BY_NAME, req)
     return shapes.to_json(resp.project)
 
 
 async def get_storage_quota_proof(c: Call) -> JsonObject:
     req = rpc_pb2.GetStorageQuotaProofRequest(owner_address=c.inputs.hex("ownerAddress"))
-    resp = await c.read(lambda u, t: u.chain.GetStorageQuotaProof(req, timeout=t))
+    resp = await c.fetch(reads.GET_STORAGE_QUOTA_PROOF, req)
     return shapes.to_json(resp.proof)
 
 

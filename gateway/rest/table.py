@@ -13,12 +13,15 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from aiohttp import web
+from google.protobuf.message import Message
 
+from gateway.batching import Read
 from gateway.nodes import NodePool, Upstream
 from gateway.rest.shapes import Json, Schema, SchemaFragment, ref
 from node.constants import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
 
 T = TypeVar("T")
+M = TypeVar("M", bound=Message)
 
 
 @dataclass(frozen=True)
@@ -101,6 +104,11 @@ class Call:
         """A read RPC on the next node (retried on another node when one is UNAVAILABLE)."""
         timeout = self.nodes.timeout
         return await self.nodes.read(lambda u: rpc(u, timeout))
+
+    async def fetch(self, rpc: Read[M], request: Message) -> M:
+        """A read by method path, coalesced with the reads of the same loop turn (gateway/batching.py)."""
+        timeout = self.nodes.timeout
+        return await self.nodes.read(lambda u: u.batcher.read(rpc, request, timeout))
 
     async def write(self, rpc: Callable[[Upstream, float], Awaitable[T]]) -> T:
         """A write RPC (never retried)."""

@@ -39,7 +39,7 @@ from chain.v1 import (
 )
 from node.chain import Chain
 from node.errors import ConfigError, InvariantBroken, RestoreFailed, StoreRefused
-from node.grpcweb.server import grpc_web_app, serve_grpc_web
+from node.grpcweb.server import MethodHandlers, grpc_web_app, serve_grpc_web
 from node.listen import GRPC_EXCLUSIVE, ListenError, check_free, grpc_add_port
 from node.observability.metrics import MetricsEndpoint
 from node.server.config import NodeConfig
@@ -53,12 +53,14 @@ from node.server.ordering.etcd.log import Keys
 from node.server.ordering.etcd.replicated import ReplicatedOrderer, ReplicationSettings
 from node.server.ordering.follower import FollowOrderer
 from node.server.ordering.orderer import Orderer, SoloOrderer
+from node.server.readers.local import local_paths
 from node.server.readers.sharing import PortAnchor, PortLock, private_target
 from node.server.readers.supervisor import ReadWorkers, read_worker_count
 from node.server.readers.worker import WorkerSettings
 from node.server.reflection import add_reflection_to_server, reflection_servicer
 from node.server.rpc.admin import AdminServicer
 from node.server.rpc.interceptors import ErrorInterceptor, Interceptor, TokenInterceptor
+from node.server.rpc.read_batch import add_read_batch, intercepted
 from node.server.rpc.servicer import ChainServicer, KeychainServicer, NodeState
 from node.server.rpc.status import to_status
 from node.server.snapshots import SnapshotManager, restore
@@ -369,8 +371,15 @@ class NodeApp:
         if self.metrics is not None:  # outside the error mapping: it reads the final status and reason code
             interceptors.insert(0, RpcMetricsInterceptor(self.metrics))
         self._server = grpc.aio.server(interceptors=interceptors, options=options)
+        keychain_servicer = KeychainServicer(self.state)
         service_pb2_grpc.add_ChainServiceServicer_to_server(chain_servicer, self._server)
-        keychain_service_pb2_grpc.add_KeychainServiceServicer_to_server(KeychainServicer(self.state), self._server)
+        keychain_service_pb2_grpc.add_KeychainServiceServicer_to_server(keychain_servicer, self._server)
+        reads = MethodHandlers.collect(  # the internal ReadBatch (node/server/rpc/read_batch.py), for the gateway
+            ((service_pb2_grpc.add_ChainServiceServicer_to_server, chain_servicer),
+             (keychain_service_pb2_grpc.add_KeychainServiceServicer_to_server, keychain_servicer))
+        )  # fmt: skip
+        wrap = interceptors[::-1]  # innermost first: the error mapping, then the metrics
+        add_read_batch(self._server, await intercepted({p: reads.registered[p] for p in local_paths()}, wrap))
         health_pb2_grpc.add_HealthServicer_to_server(self._health, self._server)
         sync = SnapshotSyncServicer(snapshots, rate=cfg.state_sync_rate)  # members state-sync from each other
         snapshot_sync_service_pb2_grpc.add_SnapshotSyncServiceServicer_to_server(sync, self._server)

@@ -36,6 +36,7 @@ from node.server.readers.local import local_handlers, local_paths
 from node.server.readers.relay import Relay
 from node.server.readers.shipping import RpcShipper
 from node.server.rpc.interceptors import ErrorInterceptor, Interceptor
+from node.server.rpc.read_batch import add_read_batch
 from node.server.telemetry.rpc import RpcMetricsInterceptor
 
 if TYPE_CHECKING:
@@ -160,6 +161,7 @@ async def serve(settings: WorkerSettings) -> None:
     ]
     server = grpc.aio.server(options=options)
     server.add_generic_rpc_handlers((_Routes(table),))
+    add_read_batch(server, {path: table[path] for path in local_paths() if path in table})  # for the gateway
     grpc_add_port(server, "--grpc-addr", settings.grpc_addr)
     await server.start()
     loop.add_signal_handler(signal.SIGTERM, stop.set)

@@ -1,0 +1,170 @@
+"""Reads coalesced into one node call: the gateway's side of the internal ReadBatch RPC.
+
+One grpc.aio unary call costs the gateway's event loop ~145 µs whatever it carries (docs/performance.md),
+several times aiohttp's own work per GET. So the reads that reach a channel in the same event-loop turn
+go to the node as ONE `chain.v1.ReadBatchService/ReadBatch` call (node/server/rpc/read_batch.py), each
+item the method path and its serialised request; the node answers each item with that method's own
+handler: the response bytes, or the status, details and trailers a direct call would have had, which this
+module raises as the same `grpc.aio.AioRpcError` so gateway/errors.py maps it exactly as before.
+
+- A lone read waits one loop turn at most: the first read of a turn schedules the send with `call_soon`;
+  reads queued before it runs join it, up to `max_items` (a full batch is sent at once).
+- Each item carries its own deadline (what is left of the request timeout); the batch call's deadline is
+  the latest of them.
+- A failure of the whole call (UNAVAILABLE, DEADLINE_EXCEEDED, ...) is every item's failure, so
+  `NodePool.read` retries UNAVAILABLE on the next node as it does for a direct call.
+- A node without the RPC (an older node during a rollout) answers UNIMPLEMENTED: the batch's items are
+  sent as direct calls, and so is every read for the next `REPROBE` seconds; then batching is tried again.
+- `max_items` 0 (`--read-batch 0`) sends every read as a direct call.
+
+No answer is kept: every read goes to the node (no cache).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+import grpc
+from google.protobuf.message import Message
+
+from chain.v1 import read_batch_service_pb2 as pb
+
+M = TypeVar("M", bound=Message)
+
+PATH = "/chain.v1.ReadBatchService/ReadBatch"
+REPROBE = 30.0  # seconds of direct calls after a node said UNIMPLEMENTED
+STATUS = {code.value[0]: code for code in grpc.StatusCode}
+
+
+@dataclass(frozen=True)
+class Read(Generic[M]):
+    """A read method: its full path and response type, e.g. Read("/chain.v1.ChainService/GetAccount", ...)."""
+
+    path: str
+    response: type[M]
+
+
+@dataclass
+class _Item:
+    method: str
+    request: bytes
+    deadline: float
+    future: asyncio.Future[bytes]
+
+
+def _error(
+    code: grpc.StatusCode, details: str, trailers: Sequence[tuple[str, str]] = (), debug: str | None = None
+) -> grpc.aio.AioRpcError:
+    return grpc.aio.AioRpcError(code, grpc.aio.Metadata(), grpc.aio.Metadata(*trailers), details, debug)
+
+
+def _copy(err: grpc.aio.AioRpcError) -> grpc.aio.AioRpcError:
+    metadata: Any = err.trailing_metadata() or ()  # grpc-stubs types the pairs as one opaque object
+    trailers = tuple((str(k), str(v)) for k, v in metadata)
+    return _error(err.code(), err.details() or "", trailers, err.debug_error_string())
+
+
+class ReadBatcher:
+    """Coalesces the reads sent over one channel (one per upstream, gateway/nodes.py)."""
+
+    def __init__(self, channel: grpc.aio.Channel, max_items: int) -> None:
+        self._channel = channel
+        self.max_items = max_items
+        self._batch: Any = channel.unary_unary(
+            PATH,
+            request_serializer=pb.ReadBatchRequest.SerializeToString,
+            response_deserializer=pb.ReadBatchResponse.FromString,
+        )
+        self._direct: dict[str, Any] = {}  # path -> a bytes-in, bytes-out multicallable
+        self._pending: list[_Item] = []
+        self._scheduled = False
+        self._direct_until = 0.0  # loop time until which reads go direct (a node without ReadBatch)
+        self._sending: set[asyncio.Task[None]] = set()
+
+    async def read(self, rpc: Read[M], request: Message, timeout: float) -> M:
+        raw = await self.call(rpc.path, request.SerializeToString(), timeout)
+        return rpc.response.FromString(raw)
+
+    async def call(self, method: str, request: bytes, timeout: float) -> bytes:
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        if self.max_items <= 0 or now < self._direct_until:
+            return await self.direct(method, request, timeout)
+        item = _Item(method, request, now + timeout, loop.create_future())
+        self._pending.append(item)
+        if len(self._pending) >= self.max_items:
+            self._send_pending()
+        elif not self._scheduled:
+            self._scheduled = True
+            loop.call_soon(self._turn_ended)
+        return await item.future
+
+    async def direct(self, method: str, request: bytes, timeout: float) -> bytes:
+        call = self._direct.get(method)
+        if call is None:
+            call = self._direct[method] = self._channel.unary_unary(method, None, None)  # bytes as they are
+        raw: bytes = await call(request, timeout=timeout)
+        return raw
+
+    def _turn_ended(self) -> None:
+        self._scheduled = False
+        self._send_pending()
+
+    def _send_pending(self) -> None:
+        items, self._pending = self._pending, []
+        if items:
+            task = asyncio.get_running_loop().create_task(self._send(items))
+            self._sending.add(task)
+            task.add_done_callback(self._sending.discard)
+
+    async def _send(self, items: list[_Item]) -> None:
+        now = asyncio.get_running_loop().time()
+        request = pb.ReadBatchRequest(
+            items=[
+                pb.ReadBatchItem(method=i.method, request=i.request, timeout_ms=max(1, int((i.deadline - now) * 1000)))
+                for i in items
+            ]
+        )
+        try:
+            response = await self._batch(request, timeout=max(0.001, max(i.deadline for i in items) - now))
+        except grpc.aio.AioRpcError as err:
+            if err.code() == grpc.StatusCode.UNIMPLEMENTED:
+                self._direct_until = now + REPROBE
+                await asyncio.gather(*(self._fall_back(i, now) for i in items))
+                return
+            for item in items:
+                if not item.future.done():
+                    item.future.set_exception(_copy(err))
+            return
+        except BaseException:  # cancelled (the gateway is stopping): nobody will answer these reads
+            for item in items:
+                if not item.future.done():
+                    item.future.set_exception(_error(grpc.StatusCode.CANCELLED, "gateway stopping"))
+            raise
+        for n, item in enumerate(items):
+            if item.future.done():  # the request that waited went away
+                continue
+            if n >= len(response.results):
+                item.future.set_exception(_error(grpc.StatusCode.INTERNAL, "the node's batch answer is short"))
+                continue
+            result = response.results[n]
+            if result.code == 0:
+                item.future.set_result(result.response)
+            else:
+                code = STATUS.get(result.code, grpc.StatusCode.UNKNOWN)
+                trailers = tuple((t.key, t.value) for t in result.trailers)
+                item.future.set_exception(_error(code, result.details, trailers))
+
+    async def _fall_back(self, item: _Item, now: float) -> None:
+        """One item of a batch the node did not take, as a direct call."""
+        try:
+            raw = await self.direct(item.method, item.request, max(0.001, item.deadline - now))
+        except grpc.aio.AioRpcError as err:
+            if not item.future.done():
+                item.future.set_exception(err)
+            return
+        if not item.future.done():
+            item.future.set_result(raw)

@@ -1,0 +1,135 @@
+"""The internal ReadBatch RPC (chain.v1.ReadBatchService): many reads in one call, for the gateway.
+
+Not part of the public interface. The gateway coalesces the REST reads that arrive together into one call
+(gateway/batching.py) instead of paying one gRPC round trip each. Every item names a pure read method of
+ChainService or KeychainService and is answered by that method's own handler, in this process, wrapped
+by the same interceptors the server runs per call (the error mapping, the RPC metrics): the same response
+bytes, or the same status, details and trailing metadata (`reason-code`, `field`, ...). Items are
+answered one after the other; one item's failure is its own result, never the batch's.
+
+A method that is not a batchable read answers UNIMPLEMENTED for that item. An item's `timeout_ms` is its
+own deadline from the batch's receipt: an item whose deadline has passed before it runs, or whose answer
+comes after it, answers DEADLINE_EXCEEDED (what a direct call would have seen).
+
+    await add_read_batch(server, {path: handler, ...}, metrics)   # node/server/app.py, readers/worker.py
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import grpc
+
+from chain.v1 import read_batch_service_pb2 as pb
+from chain.v1 import read_batch_service_pb2_grpc as pb_grpc
+from node.grpcweb.context import GrpcWebServicerContext
+from node.grpcweb.wire import Metadata
+
+if TYPE_CHECKING:
+    Handler = grpc.RpcMethodHandler[Any, Any]
+    HandlerCallDetails = grpc.HandlerCallDetails
+    Interceptor = grpc.aio.ServerInterceptor[Any, Any]
+    ServicerContext = grpc.aio.ServicerContext[pb.ReadBatchRequest, pb.ReadBatchResponse]
+else:
+    Handler = grpc.RpcMethodHandler
+    HandlerCallDetails = grpc.HandlerCallDetails
+    Interceptor = grpc.aio.ServerInterceptor
+    ServicerContext = grpc.aio.ServicerContext
+
+log = logging.getLogger("chain.rpc")
+PATH = "/chain.v1.ReadBatchService/ReadBatch"
+DEADLINE = "Deadline Exceeded"  # the details grpc gives a call whose deadline passed
+
+
+class _NoSink:
+    """Unary reads send nothing before they return."""
+
+    async def send_initial_metadata(self, metadata: Metadata) -> None:
+        return None
+
+    async def send_message(self, message: Any) -> None:
+        return None
+
+
+class _Details(HandlerCallDetails):
+    def __init__(self, method: str) -> None:
+        self.method = method
+        self.invocation_metadata = ()
+
+
+def _constant(handler: Handler) -> Callable[[HandlerCallDetails], Awaitable[Handler]]:
+    async def continuation(_details: HandlerCallDetails) -> Handler:
+        return handler
+
+    return continuation
+
+
+async def intercepted(handlers: Mapping[str, Handler], interceptors: Iterable[Interceptor]) -> dict[str, Handler]:
+    """Each handler wrapped once by `interceptors` (innermost first), as the server would per call."""
+    chain = tuple(interceptors)
+    out: dict[str, Handler] = {}
+    for path, handler in handlers.items():
+        current = handler
+        for interceptor in chain:
+            wrapped = await interceptor.intercept_service(_constant(current), _Details(path))
+            current = wrapped if wrapped is not None else current
+        out[path] = current
+    return out
+
+
+def _failed(code: grpc.StatusCode, details: str, trailers: Metadata = ()) -> pb.ReadBatchResult:
+    return pb.ReadBatchResult(
+        code=code.value[0],
+        details=details,
+        trailers=[pb.ReadBatchTrailer(key=k, value=v if isinstance(v, str) else v.decode()) for k, v in trailers],
+    )
+
+
+class ReadBatchServicer(pb_grpc.ReadBatchServiceServicer):
+    def __init__(self, handlers: Mapping[str, Handler]) -> None:
+        # only unary handlers: a stream cannot be one item's answer
+        self._handlers = {p: h for p, h in handlers.items() if h.unary_unary is not None}
+
+    async def ReadBatch(self, request: pb.ReadBatchRequest, context: ServicerContext) -> pb.ReadBatchResponse:
+        loop = asyncio.get_running_loop()
+        received = loop.time()
+        return pb.ReadBatchResponse(results=[await self._one(item, received, loop) for item in request.items])
+
+    async def _one(
+        self, item: pb.ReadBatchItem, received: float, loop: asyncio.AbstractEventLoop
+    ) -> pb.ReadBatchResult:
+        handler = self._handlers.get(item.method)
+        if handler is None or handler.unary_unary is None:
+            return _failed(grpc.StatusCode.UNIMPLEMENTED, f"{item.method} is not a batchable read")
+        deadline = received + item.timeout_ms / 1000 if item.timeout_ms else None
+        if deadline is not None and loop.time() >= deadline:
+            return _failed(grpc.StatusCode.DEADLINE_EXCEEDED, DEADLINE)
+        context = GrpcWebServicerContext(
+            method=item.method,
+            invocation_metadata=(),
+            peer="read-batch",
+            deadline=deadline,
+            sink=_NoSink(),
+            response_streaming=False,
+        )
+        deserialize = handler.request_deserializer
+        try:
+            message = deserialize(item.request) if deserialize is not None else item.request
+            response = await handler.unary_unary(message, context)  # type: ignore[arg-type]  # an aio context
+        except grpc.aio.AbortError:
+            return _failed(context.code(), context.details(), context.trailing_metadata())
+        except Exception:  # the error interceptor maps typed errors; this is a handler without it
+            log.exception("%s failed in a read batch", item.method)
+            return _failed(grpc.StatusCode.INTERNAL, "internal error")
+        if deadline is not None and loop.time() > deadline:
+            return _failed(grpc.StatusCode.DEADLINE_EXCEEDED, DEADLINE)
+        serialize = handler.response_serializer
+        return pb.ReadBatchResult(response=serialize(response) if serialize is not None else response)
+
+
+def add_read_batch(server: grpc.aio.Server, handlers: Mapping[str, Handler]) -> None:
+    """Serve ReadBatch on `server`, answering items with `handlers` (already wrapped by the interceptors)."""
+    pb_grpc.add_ReadBatchServiceServicer_to_server(ReadBatchServicer(handlers), server)
