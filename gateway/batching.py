@@ -83,6 +83,8 @@ class ReadBatcher:
         self._scheduled = False
         self._direct_until = 0.0  # loop time until which reads go direct (a node without ReadBatch)
         self._sending: set[asyncio.Task[None]] = set()
+        self.batched_items = 0  # reads answered from a ReadBatch answer (the tests read these two)
+        self.fallbacks = 0  # batches a node refused with UNIMPLEMENTED
 
     async def read(self, rpc: Read[M], request: Message, timeout: float) -> M:
         raw = await self.call(rpc.path, request.SerializeToString(), timeout)
@@ -133,6 +135,7 @@ class ReadBatcher:
         except grpc.aio.AioRpcError as err:
             if err.code() == grpc.StatusCode.UNIMPLEMENTED:
                 self._direct_until = now + REPROBE
+                self.fallbacks += 1
                 await asyncio.gather(*(self._fall_back(i, now) for i in items))
                 return
             for item in items:
@@ -144,6 +147,7 @@ class ReadBatcher:
                 if not item.future.done():
                     item.future.set_exception(_error(grpc.StatusCode.CANCELLED, "gateway stopping"))
             raise
+        self.batched_items += len(items)
         for n, item in enumerate(items):
             if item.future.done():  # the request that waited went away
                 continue

@@ -1,0 +1,187 @@
+"""The internal ReadBatch RPC (node/server/rpc/read_batch.py) and the gateway's coalescing (gateway/batching.py),
+over real sockets against a real chain-node.
+
+- The node answers each item exactly as a direct call of that method: the same response bytes, or the same
+  status, details and trailers; one item's failure is its own; a method that is not a read is refused per
+  item; an item whose deadline has passed answers DEADLINE_EXCEEDED.
+- The gateway's answers with batching equal its answers without (`--read-batch 0`), for reads that succeed,
+  reads the node refuses (404 with a reason, 400 naming the field) and requests the gateway refuses itself.
+- A node without the RPC (a relay of the public surface only: an older node) makes the gateway fall back
+  to direct calls, with the same answers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import grpc
+import pytest
+
+from chain.v1 import read_batch_service_pb2 as pb
+from chain.v1 import rpc_pb2
+from gateway.keys import NODES
+from node.server.readers.relay import Relay
+from tests.fixtures.actors import new_account
+from tests.fixtures.nodeproc import NodeProcess
+from tests.gateway.conftest import MakeClient
+
+CHAIN = "/chain.v1.ChainService/"
+KEYCHAIN = "/chain.v1.KeychainService/"
+
+
+@pytest.fixture(scope="module")
+def alice(node: NodeProcess) -> bytes:
+    return new_account(node.client(), node.authority()).address
+
+
+def _items(alice: bytes) -> list[pb.ReadBatchItem]:
+    unknown = bytes(range(20))
+    return [
+        pb.ReadBatchItem(method=CHAIN + "GetAccount", request=rpc_pb2.GetAccountRequest(owner_address=alice).SerializeToString()),
+        pb.ReadBatchItem(method=CHAIN + "GetAccount", request=rpc_pb2.GetAccountRequest(owner_address=unknown).SerializeToString()),
+        pb.ReadBatchItem(
+            method=KEYCHAIN + "GetCustodyKey",
+            request=rpc_pb2.GetCustodyKeyRequest(owner_address=alice, key_id=b"\x01" * 32).SerializeToString(),
+        ),
+        pb.ReadBatchItem(
+            method=CHAIN + "GetAccountActivity",
+            request=rpc_pb2.GetAccountActivityRequest(owner_address=alice, page_token="not-a-cursor").SerializeToString(),
+        ),
+        pb.ReadBatchItem(method=CHAIN + "GetProjectByName", request=b"\xff\xff\xff"),  # does not decode
+        pb.ReadBatchItem(method=CHAIN + "GetChainStats", request=b""),
+        pb.ReadBatchItem(
+            method=CHAIN + "GetProjectByName",
+            request=rpc_pb2.GetProjectByNameRequest(owner_address=alice, name="nothing-here").SerializeToString(),
+        ),
+    ]  # fmt: skip
+
+
+async def _direct(channel: grpc.aio.Channel, item: pb.ReadBatchItem) -> tuple[int, str, tuple[Any, ...], bytes]:
+    call = channel.unary_unary(item.method, None, None)
+    try:
+        raw: bytes = await call(item.request, timeout=10)
+    except grpc.aio.AioRpcError as err:
+        trailers = tuple((k, v) for k, v in (err.trailing_metadata() or ()))  # type: ignore[misc]
+        return err.code().value[0], err.details() or "", trailers, b""
+    return 0, "", (), raw
+
+
+def _outcome(result: pb.ReadBatchResult) -> tuple[int, str, tuple[Any, ...], bytes]:
+    return result.code, result.details, tuple((t.key, t.value) for t in result.trailers), result.response
+
+
+async def _batch(channel: grpc.aio.Channel, items: list[pb.ReadBatchItem]) -> pb.ReadBatchResponse:
+    call = channel.unary_unary(
+        "/chain.v1.ReadBatchService/ReadBatch",
+        request_serializer=pb.ReadBatchRequest.SerializeToString,
+        response_deserializer=pb.ReadBatchResponse.FromString,
+    )
+    response: pb.ReadBatchResponse = await call(pb.ReadBatchRequest(items=items), timeout=30)
+    return response
+
+
+async def test_each_item_is_answered_as_a_direct_call(node: NodeProcess, alice: bytes) -> None:
+    items = _items(alice)
+    async with grpc.aio.insecure_channel(node.grpc_target) as channel:
+        batch = await _batch(channel, items)
+        direct = [await _direct(channel, i) for i in items]
+    got = [_outcome(r) for r in batch.results]
+    assert got == direct
+    codes = [g[0] for g in got]
+    # the failures are the items' own: the reads around them succeed
+    assert codes[0] == codes[1] == codes[5] == 0
+    assert grpc.StatusCode.NOT_FOUND.value[0] in codes
+    assert grpc.StatusCode.INVALID_ARGUMENT.value[0] in codes
+    assert all(any(k == "reason-code" for k, _ in g[2]) for g in got if g[0] != 0)
+
+
+async def test_only_reads_are_batched(node: NodeProcess, alice: bytes) -> None:
+    submit = pb.ReadBatchItem(
+        method=CHAIN + "SubmitMessage", request=rpc_pb2.SubmitMessageRequest().SerializeToString()
+    )
+    stream = pb.ReadBatchItem(method=CHAIN + "SubscribeBlocks", request=b"")
+    async with grpc.aio.insecure_channel(node.grpc_target) as channel:
+        batch = await _batch(channel, [submit, stream, _items(alice)[0]])
+    assert [r.code for r in batch.results] == [grpc.StatusCode.UNIMPLEMENTED.value[0]] * 2 + [0]
+    assert "not a batchable read" in batch.results[0].details
+
+
+async def test_an_item_past_its_deadline_alone_fails(node: NodeProcess, alice: bytes) -> None:
+    first = _items(alice)[0]
+    # many reads first, so the last item's 1 ms from the batch's receipt has passed when its turn comes
+    late = pb.ReadBatchItem(method=first.method, request=first.request, timeout_ms=1)
+    async with grpc.aio.insecure_channel(node.grpc_target) as channel:
+        batch = await _batch(channel, [first] * 2000 + [late])
+    assert all(r.code == 0 for r in batch.results[:-1])
+    assert batch.results[-1].code == grpc.StatusCode.DEADLINE_EXCEEDED.value[0]
+    assert batch.results[-1].response == b""
+
+
+def _paths(alice: bytes) -> list[str]:
+    a = "0x" + alice.hex()
+    return [
+        f"/v1/accounts/{a}",
+        f"/v1/accounts/0x{bytes(range(20)).hex()}",
+        f"/v1/accounts/{a}/custody-keys",
+        f"/v1/accounts/{a}/custody-keys/0x{'01' * 32}",
+        f"/v1/accounts/{a}/activity?cursor=not-a-cursor",
+        f"/v1/accounts/{a}/keys",
+        f"/v1/accounts/{a}/projects/nothing-here",
+        "/v1/accounts/0xzz",
+    ]
+
+
+async def _answers(client: Any, paths: list[str]) -> list[tuple[int, bytes]]:
+    async def one(path: str) -> tuple[int, bytes]:
+        async with client.get(path) as resp:
+            return resp.status, await resp.read()
+
+    return list(await asyncio.gather(*(one(p) for p in paths * 4)))
+
+
+async def test_gateway_answers_equal_with_and_without_batching(make_gateway_client: MakeClient, alice: bytes) -> None:
+    paths = _paths(alice)
+    batched = await make_gateway_client(read_batch=64)
+    plain = await make_gateway_client(read_batch=0)
+    with_batch = await _answers(batched, paths)
+    without = await _answers(plain, paths)
+    assert with_batch == without
+    statuses = {s for s, _ in with_batch}
+    assert {200, 400, 404} <= statuses
+    assert batched.app[NODES].upstreams[0].batcher.batched_items > 0
+    assert plain.app[NODES].upstreams[0].batcher.batched_items == 0
+
+
+@pytest.fixture
+async def older_node(node: NodeProcess) -> AsyncIterator[str]:
+    """A node's public surface without ReadBatch: every public method relayed to the real node."""
+    relay = Relay(node.grpc_target, 64 * 1024 * 1024)
+    table = {p: h for p in relay.paths() if (h := relay.handler(p)) is not None}
+
+    class Routes(grpc.GenericRpcHandler):  # type: ignore[type-arg]
+        def service(self, details: grpc.HandlerCallDetails) -> Any:
+            return table.get(details.method)
+
+    server = grpc.aio.server()
+    server.add_generic_rpc_handlers((Routes(),))
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    try:
+        yield f"127.0.0.1:{port}"
+    finally:
+        await server.stop(None)
+        await relay.close()
+
+
+async def test_a_node_without_the_rpc_gets_direct_calls(
+    make_gateway_client: MakeClient, alice: bytes, older_node: str
+) -> None:
+    paths = _paths(alice)
+    old = await make_gateway_client(node_addrs=(older_node,), read_batch=64)
+    plain = await make_gateway_client(read_batch=0)
+    assert await _answers(old, paths) == await _answers(plain, paths)
+    batcher = old.app[NODES].upstreams[0].batcher
+    assert batcher.fallbacks > 0  # the node said UNIMPLEMENTED once; its items went direct
+    assert batcher.batched_items == 0
