@@ -22,6 +22,7 @@ import resource
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from multiprocessing.connection import Connection
 from pathlib import Path
 
@@ -43,11 +44,17 @@ def raise_fd_limit(wanted: int) -> int:
     return target
 
 
-def bare_main(conn: Connection, body: bytes, port: int) -> None:
-    """One bare aiohttp process answering `body`; `port` 0 picks one, else it joins that port (SO_REUSEPORT)."""
+def bare_main(conn: Connection, body: bytes | Mapping[str, bytes], port: int) -> None:
+    """One bare aiohttp process answering `body` (or, given a mapping, the body of the path's account: a dict
+    lookup, 404 for another); `port` 0 picks one, else it joins that port (SO_REUSEPORT)."""
 
     async def handler(request: web.Request) -> web.Response:
-        return web.Response(body=body, content_type="application/json")
+        if isinstance(body, bytes):
+            return web.Response(body=body, content_type="application/json")
+        found = body.get(request.match_info["owner"])
+        if found is None:
+            raise web.HTTPNotFound()
+        return web.Response(body=found, content_type="application/json")
 
     async def main() -> None:
         app = web.Application()
@@ -65,7 +72,7 @@ def bare_main(conn: Connection, body: bytes, port: int) -> None:
 class Bare:
     """`count` bare aiohttp processes on one port."""
 
-    def __init__(self, body: bytes, count: int) -> None:
+    def __init__(self, body: bytes | Mapping[str, bytes], count: int) -> None:
         ctx = multiprocessing.get_context("spawn")
         self.pipes: list[Connection] = []
         self.procs: list[multiprocessing.process.BaseProcess] = []

@@ -35,14 +35,25 @@ import aiohttp
 from bench.bench_gateway import Bare, start_gateway
 from bench.bench_sse import cpu_seconds, family
 from bench.table import Row, emit
-from tests.fixtures.actors import new_account
 from tests.fixtures.nodeproc import NodeProcess
+from tests.fixtures.replicaset import funded_actors
 
 
-def wrk(url: str, seconds: float, connections: int, threads: int = 2) -> tuple[float, int]:
-    """(requests/s, non-2xx responses) of one wrk run."""
+def rotation_script(paths: list[str], where: Path) -> Path:
+    """A wrk Lua script that sends the GETs of `paths` in turn (each wrk thread from its own start)."""
+    listed = ",\n".join(f'  "{p}"' for p in paths)
+    where.write_text(
+        f"local paths = {{\n{listed}\n}}\nlocal i = 0\n"
+        'request = function()\n  i = i % #paths + 1\n  return wrk.format("GET", paths[i])\nend\n'
+    )
+    return where
+
+
+def wrk(url: str, seconds: float, connections: int, threads: int = 2, script: str = "") -> tuple[float, int]:
+    """(requests/s, non-2xx responses) of one wrk run (`script`: a Lua file choosing each request's path)."""
+    extra = ["-s", script] if script else []
     out = subprocess.run(
-        ["wrk", f"-t{threads}", f"-c{connections}", f"-d{seconds:g}s", url],
+        ["wrk", f"-t{threads}", f"-c{connections}", f"-d{seconds:g}s", *extra, url],
         check=True, capture_output=True, text=True,
     ).stdout  # fmt: skip
     rps = re.search(r"Requests/sec:\s+([\d.]+)", out)
@@ -53,7 +64,7 @@ def wrk(url: str, seconds: float, connections: int, threads: int = 2) -> tuple[f
 
 async def measure(url: str, pids: list[int], ns: argparse.Namespace, profile: str = "") -> tuple[float, float]:
     """(req/s, CPU µs per request of `pids`) under wrk; optionally `pids[0]` sampled by py-spy meanwhile."""
-    await asyncio.to_thread(wrk, url, 2, ns.connections)  # warm-up
+    await asyncio.to_thread(wrk, url, 2, ns.connections, 2, ns.script)  # warm-up
     spy = None
     if profile:
         spy = subprocess.Popen(
@@ -62,7 +73,7 @@ async def measure(url: str, pids: list[int], ns: argparse.Namespace, profile: st
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
     before = cpu_seconds(pids)
-    rps, bad = await asyncio.to_thread(wrk, url, ns.seconds, ns.connections)
+    rps, bad = await asyncio.to_thread(wrk, url, ns.seconds, ns.connections, 2, ns.script)
     cpu = cpu_seconds(pids) - before
     if spy is not None:
         spy.wait(30)
@@ -89,26 +100,31 @@ class Pair:
         return "chain-gateway" + (f" --workers {self.workers}" if self.workers > 1 else "")
 
 
-async def measure_pair(node: NodeProcess, path: str, workers: int, ns: argparse.Namespace) -> tuple[Pair, int]:
-    """The gateway with `workers` processes, then the bare app with as many, back to back."""
+async def measure_pair(node: NodeProcess, paths: list[str], workers: int, ns: argparse.Namespace) -> tuple[Pair, int]:
+    """The gateway with `workers` processes, then the bare app with as many, back to back; wrk rotates over
+    `paths` (one per account) on both, and the bare app answers each with the gateway's own bytes."""
     extra = ["--workers", str(workers)] if workers > 1 else []
     gateway, port = await start_gateway(node, *extra, *ns.gateway_args)
+    bodies: dict[str, bytes] = {}
     try:
-        url = f"http://127.0.0.1:{port}{path}"
-        async with aiohttp.ClientSession() as s, s.get(url) as r:
-            body = await r.read()
-            assert r.status == 200, body
+        url = f"http://127.0.0.1:{port}{paths[0]}"
+        async with aiohttp.ClientSession() as s:
+            for path in paths:
+                async with s.get(f"http://127.0.0.1:{port}{path}") as r:
+                    body = await r.read()
+                    assert r.status == 200, body
+                bodies[path.rpartition("/")[2]] = body
         profile = ns.profile if workers == 1 else ""
         gw_rps, gw_us = await measure(url, family(gateway.pid), ns, profile)
     finally:
         gateway.terminate()
         await gateway.wait()
-    bare = Bare(body, workers)
+    bare = Bare(bodies, workers)
     try:
-        bare_rps, bare_us = await measure(f"http://127.0.0.1:{bare.port}{path}", bare.pids, ns)
+        bare_rps, bare_us = await measure(f"http://127.0.0.1:{bare.port}{paths[0]}", bare.pids, ns)
     finally:
         bare.stop()
-    return Pair(workers, gw_rps, gw_us, bare_rps, bare_us), len(body)
+    return Pair(workers, gw_rps, gw_us, bare_rps, bare_us), sum(map(len, bodies.values())) // len(bodies)
 
 
 async def main_async(ns: argparse.Namespace) -> None:
@@ -117,16 +133,18 @@ async def main_async(ns: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory() as d:
         node = NodeProcess(Path(d) / "node", "--block-interval", "0.1").start()
         try:
-            c = node.client()
-            alice = new_account(c, node.authority())
-            path = f"/v1/accounts/0x{alice.address.hex()}"
+            actors = funded_actors(node.client(), node.authority(), ns.accounts)
+            paths = [f"/v1/accounts/0x{a.address.hex()}" for a in actors]
+            ns.script = str(rotation_script(paths, Path(d) / "rotate.lua"))
             for workers in ns.workers:
-                pair, size = await measure_pair(node, path, workers, ns)
+                pair, size = await measure_pair(node, paths, workers, ns)
                 pairs.append(pair)
         finally:
             node.stop()
     load = f"wrk -t2 -c{ns.connections} -d{ns.seconds:g}s"
-    print(f"\n### REST GET /v1/accounts/{{ownerAddress}}, {size}-byte JSON, load from {load}\n")
+    print(
+        f"\n### REST GET /v1/accounts/{{ownerAddress}} over {ns.accounts} accounts in turn, ~{size}-byte JSON, {load}\n"
+    )
     print("| gateway | req/s | bare aiohttp (same processes) req/s | ratio | gateway CPU per GET | bare CPU per GET |")
     print("|---|---:|---:|---:|---:|---:|")
     for p in pairs:
@@ -147,6 +165,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--connections", type=int, default=32)
     parser.add_argument("--workers", type=lambda t: [int(w) for w in t.split(",") if w], default=[1, 2])
+    parser.add_argument("--accounts", type=int, default=1000, help="accounts wrk's GETs rotate over")
     parser.add_argument("--profile", default="", help="py-spy raw output file for the one-process gateway's run")
     parser.add_argument("--gateway-arg", dest="gateway_args", action="append", default=[])
     asyncio.run(main_async(parser.parse_args()))
