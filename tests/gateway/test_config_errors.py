@@ -20,6 +20,7 @@ GATEWAY = Path(sys.executable).with_name("chain-gateway")
         (["--metrics-addr", "nowhere"], {}, "--metrics-addr"),
         ([], {"OTEL_TRACES_SAMPLER_ARG": "often"}, "OTEL_TRACES_SAMPLER_ARG"),
         (["--workers", "0"], {}, "--workers"),  # no serving process: refused, not a gateway that never answers
+        (["--read-batch", "-1"], {}, "--read-batch"),  # a negative batch size: refused, not taken as off
     ],
 )
 def test_bad_configuration_is_one_line_and_exit_2(args: list[str], env: dict[str, str], says: str) -> None:
