@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, cast
 
 from aiohttp import web
 
@@ -66,14 +66,14 @@ class _Guarded(asyncio.Protocol):
 
     # ---- asyncio.Protocol, forwarded ----
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # asyncio's own or uvloop's TCP transport (not an `asyncio.Transport` subclass, the same methods)
+        self.transport = cast(asyncio.Transport, transport)
         if len(self.guard.open) >= self.guard.max_connections:
             self.guard.refused += 1
-            transport.abort()  # over the cap: aiohttp never sees it
+            self.transport.abort()  # over the cap: aiohttp never sees it
             return
         self.admitted = True
-        self.guard.open[transport] = self
+        self.guard.open[self.transport] = self
         self._arm()
         self.inner.connection_made(transport)
 
