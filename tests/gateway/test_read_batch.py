@@ -36,26 +36,24 @@ def alice(node: NodeProcess) -> bytes:
     return new_account(node.client(), node.authority()).address
 
 
+def _item(method: str, request: Any) -> pb.ReadBatchItem:
+    return pb.ReadBatchItem(method=method, request=request.SerializeToString())
+
+
 def _items(alice: bytes) -> list[pb.ReadBatchItem]:
     unknown = bytes(range(20))
     return [
-        pb.ReadBatchItem(method=CHAIN + "GetAccount", request=rpc_pb2.GetAccountRequest(owner_address=alice).SerializeToString()),
-        pb.ReadBatchItem(method=CHAIN + "GetAccount", request=rpc_pb2.GetAccountRequest(owner_address=unknown).SerializeToString()),
-        pb.ReadBatchItem(
-            method=KEYCHAIN + "GetCustodyKey",
-            request=rpc_pb2.GetCustodyKeyRequest(owner_address=alice, key_id=b"\x01" * 32).SerializeToString(),
-        ),
-        pb.ReadBatchItem(
-            method=CHAIN + "GetAccountActivity",
-            request=rpc_pb2.GetAccountActivityRequest(owner_address=alice, page_token="not-a-cursor").SerializeToString(),
+        _item(CHAIN + "GetAccount", rpc_pb2.GetAccountRequest(owner_address=alice)),
+        _item(CHAIN + "GetAccount", rpc_pb2.GetAccountRequest(owner_address=unknown)),
+        _item(KEYCHAIN + "GetCustodyKey", rpc_pb2.GetCustodyKeyRequest(owner_address=alice, key_id=b"\x01" * 32)),
+        _item(
+            CHAIN + "GetAccountActivity",
+            rpc_pb2.GetAccountActivityRequest(owner_address=alice, page_token="not-a-cursor"),
         ),
         pb.ReadBatchItem(method=CHAIN + "GetProjectByName", request=b"\xff\xff\xff"),  # does not decode
         pb.ReadBatchItem(method=CHAIN + "GetChainStats", request=b""),
-        pb.ReadBatchItem(
-            method=CHAIN + "GetProjectByName",
-            request=rpc_pb2.GetProjectByNameRequest(owner_address=alice, name="nothing-here").SerializeToString(),
-        ),
-    ]  # fmt: skip
+        _item(CHAIN + "GetProjectByName", rpc_pb2.GetProjectByNameRequest(owner_address=alice, name="nothing-here")),
+    ]
 
 
 async def _direct(channel: grpc.aio.Channel, item: pb.ReadBatchItem) -> tuple[int, str, tuple[Any, ...], bytes]:
@@ -185,3 +183,22 @@ async def test_a_node_without_the_rpc_gets_direct_calls(
     batcher = old.app[NODES].upstreams[0].batcher
     assert batcher.fallbacks > 0  # the node said UNIMPLEMENTED once; its items went direct
     assert batcher.batched_items == 0
+
+
+def test_read_workers_answer_the_batch_themselves(tmp_path: Any) -> None:
+    """With --read-workers, the worker holding the connection answers ReadBatch from its own store."""
+    node = NodeProcess(tmp_path / "node", "--read-workers", "1").start()
+    try:
+        alice = new_account(node.client(), node.authority()).address
+
+        async def both() -> tuple[list[Any], list[Any]]:
+            items = _items(alice)
+            async with grpc.aio.insecure_channel(node.grpc_target) as channel:
+                batch = await _batch(channel, items)
+                return [_outcome(r) for r in batch.results], [await _direct(channel, i) for i in items]
+
+        got, direct = asyncio.run(both())
+        assert got == direct
+        assert got[0][0] == 0 and got[0][3]  # the account read answered
+    finally:
+        node.stop()
