@@ -6,7 +6,8 @@ aiohttp's `AccessLogger` parses its format into a list of field functions and bu
 values for every request (about a sixth of the gateway's CPU per REST GET, docs/performance.md). For the
 default format — `%a %t "%r" %s %b "%{Referer}i" "%{User-Agent}i"` — this writes the same line with one
 f-string and the timestamp formatted once per second; for any other format it defers to aiohttp's logger.
-The line's fields are not repeated as `extra` attributes of the record (no formatter here reads them).
+The line's fields are not repeated as `extra` attributes of the record (no formatter here reads them), and
+the record names no caller (`Logger.info` would walk the stack for one; no formatter here shows it).
 """
 
 from __future__ import annotations
@@ -50,11 +51,15 @@ class LeanAccessLogger(AbstractAccessLogger):
         try:
             version = request.version
             headers = request.headers
-            self.logger.info(
+            line = (
                 f"{request.remote or '-'} {self._start_stamp(time)} "
                 f'"{request.method} {request.path_qs} HTTP/{version.major}.{version.minor}" '
                 f"{response.status} {response.body_length} "
                 f'"{headers.get("Referer", "-")}" "{headers.get("User-Agent", "-")}"'
             )
+            # the record made here, not by `Logger.info`: no caller lookup (a frame walk per request)
+            logger = self.logger
+            if logger.isEnabledFor(logging.INFO):
+                logger.handle(logger.makeRecord(logger.name, logging.INFO, __file__, 0, line, None, None))
         except Exception:
             self.logger.exception("Error in logging")
