@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, Generic, TypeVar
 
 import grpc
@@ -36,7 +37,7 @@ M = TypeVar("M", bound=Message)
 
 PATH = "/chain.v1.ReadBatchService/ReadBatch"
 REPROBE = 30.0  # seconds of direct calls after a node said UNIMPLEMENTED
-STATUS = {code.value[0]: code for code in grpc.StatusCode}
+STATUS = MappingProxyType({code.value[0]: code for code in grpc.StatusCode})
 
 
 @dataclass(frozen=True)
