@@ -60,6 +60,6 @@ class LeanAccessLogger(AbstractAccessLogger):
             # the record made here, not by `Logger.info`: no caller lookup (a frame walk per request)
             logger = self.logger
             if logger.isEnabledFor(logging.INFO):
-                logger.handle(logger.makeRecord(logger.name, logging.INFO, __file__, 0, line, None, None))
+                logger.handle(logger.makeRecord(logger.name, logging.INFO, __file__, 0, line, (), None))
         except Exception:
             self.logger.exception("Error in logging")

@@ -61,7 +61,8 @@ async def _direct(channel: grpc.aio.Channel, item: pb.ReadBatchItem) -> tuple[in
     try:
         raw: bytes = await call(item.request, timeout=10)
     except grpc.aio.AioRpcError as err:
-        trailers = tuple((k, v) for k, v in (err.trailing_metadata() or ()))  # type: ignore[misc]
+        metadata: Any = err.trailing_metadata() or ()
+        trailers = tuple((k, v) for k, v in metadata)
         return err.code().value[0], err.details() or "", trailers, b""
     return 0, "", (), raw
 
