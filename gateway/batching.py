@@ -15,7 +15,9 @@ module raises as the same `grpc.aio.AioRpcError` so gateway/errors.py maps it ex
   `NodePool.read` retries UNAVAILABLE on the next node as it does for a direct call.
 - A node without the RPC (an older node during a rollout) answers UNIMPLEMENTED: the batch's items are
   sent as direct calls, and so is every read for the next `REPROBE` seconds; then batching is tried again.
-- `max_items` 0 (`--read-batch 0`) sends every read as a direct call.
+- `max_items` 0 (`--read-batch 0`) sends every read as a direct call; so does a channel made while
+  tracing is on (`traced()`), so every GET's trace keeps its own span of the node call (one batch call
+  carries one trace context).
 
 No answer is kept: every read goes to the node (no cache).
 """
@@ -23,6 +25,7 @@ No answer is kept: every read goes to the node (no cache).
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -68,12 +71,20 @@ def _copy(err: grpc.aio.AioRpcError) -> grpc.aio.AioRpcError:
     return _error(err.code(), err.details() or "", trailers, err.debug_error_string())
 
 
+def traced() -> bool:
+    """Is the gRPC client instrumented for tracing (node/observability/tracing.py)? Never imports it."""
+    module = sys.modules.get("opentelemetry.instrumentation.grpc")
+    if module is None:  # tracing off: the instrumentation was never imported
+        return False
+    return bool(module.GrpcAioInstrumentorClient().is_instrumented_by_opentelemetry)
+
+
 class ReadBatcher:
     """Coalesces the reads sent over one channel (one per upstream, gateway/nodes.py)."""
 
     def __init__(self, channel: grpc.aio.Channel, max_items: int) -> None:
         self._channel = channel
-        self.max_items = max_items
+        self.max_items = 0 if traced() else max_items
         self._batch: Any = channel.unary_unary(
             PATH,
             request_serializer=pb.ReadBatchRequest.SerializeToString,
@@ -143,10 +154,13 @@ class ReadBatcher:
                 if not item.future.done():
                     item.future.set_exception(_copy(err))
             return
-        except BaseException:  # cancelled (the gateway is stopping): nobody will answer these reads
+        except BaseException as exc:  # cancelled (the gateway is stopping), or a fault of this process
+            cancelled = isinstance(exc, asyncio.CancelledError)
+            code = grpc.StatusCode.CANCELLED if cancelled else grpc.StatusCode.INTERNAL
+            details = "gateway stopping" if cancelled else "read batch failed"
             for item in items:
                 if not item.future.done():
-                    item.future.set_exception(_error(grpc.StatusCode.CANCELLED, "gateway stopping"))
+                    item.future.set_exception(_error(code, details))
             raise
         self.batched_items += len(items)
         for n, item in enumerate(items):

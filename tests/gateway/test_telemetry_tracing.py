@@ -235,3 +235,27 @@ async def test_sampling_ratio_keeps_a_share_of_request_traces(exporter: InMemory
     names = [s.name for s in exporter.get_finished_spans()]
     assert "background call" not in names  # client roots: never
     assert 100 < names.count("request") < 300 and names.count("child") == names.count("request")
+
+
+async def test_traced_reads_are_not_batched(tmp_path: Path, exporter: InMemorySpanExporter):
+    """With tracing on, every GET's trace has its own node call (a ReadBatch call would carry one trace)."""
+    tracing = Tracing("chain-test", exporter=exporter, batch=False)
+    tracing.start()
+    try:
+        async with start_stack(tmp_path / "node", tracing) as stack:
+
+            async def get(n: int) -> int:
+                async with stack.http.get(f"{stack.url}/v1/accounts/0x{bytes([n] * 20).hex()}") as resp:
+                    return resp.status
+
+            statuses = await asyncio.gather(*(get(n) for n in range(8)))
+    finally:
+        tracing.stop()
+    assert statuses == [200] * 8
+    spans = list(exporter.get_finished_spans())
+    gets = [s for s in spans if s.name.startswith("GET ")]
+    assert len(gets) == 8
+    for rest in gets:
+        calls = [s for s in spans if s.context.trace_id == rest.context.trace_id and s.kind is SpanKind.CLIENT]
+        assert [c.name for c in calls] == ["/chain.v1.ChainService/GetAccount"], calls
+    assert not [s for s in spans if "ReadBatch" in s.name]
