@@ -7,7 +7,7 @@ from aiohttp import web
 from chain.v1 import keychain_service_pb2, rpc_pb2
 from gateway.errors import invalid_argument
 from gateway.readiness import any_ready
-from gateway.rest import shapes
+from gateway.rest import reads, shapes
 from gateway.rest.params import BLOCK_NUMBER, MESSAGE_HASH, PAGE, STATE_KEY_PARAM, UINT64
 from gateway.rest.shapes import HEX_PATTERN, Json, JsonObject, ShapeError, ref
 from gateway.rest.table import Body, Call, Param, Route, page_schema
@@ -15,13 +15,13 @@ from gateway.rest.table import Body, Call, Param, Route, page_schema
 
 async def list_blocks(c: Call) -> JsonObject:
     req = rpc_pb2.ListBlocksRequest(include_chunks=c.inputs.flag("include_chunks"), **c.inputs.page())
-    resp = await c.read(lambda u, t: u.chain.ListBlocks(req, timeout=t))
+    resp = await c.fetch(reads.LIST_BLOCKS, req)
     return {"blocks": shapes.to_json_list(resp.blocks), "next_cursor": resp.next_page_token}
 
 
 async def get_block(c: Call) -> JsonObject:
     req = rpc_pb2.GetBlockRequest(block_number=c.inputs.integer("number"))
-    resp = await c.read(lambda u, t: u.chain.GetBlock(req, timeout=t))
+    resp = await c.fetch(reads.GET_BLOCK, req)
     return shapes.to_json(resp.block)
 
 
@@ -29,25 +29,25 @@ async def list_messages(c: Call) -> JsonObject:
     req = rpc_pb2.ListMessagesRequest(
         start_block=c.inputs.integer("start_block"), end_block=c.inputs.integer("end_block"), **c.inputs.page()
     )
-    resp = await c.read(lambda u, t: u.chain.ListMessages(req, timeout=t))
+    resp = await c.fetch(reads.LIST_MESSAGES, req)
     return {"messages": shapes.to_json_list(resp.messages), "next_cursor": resp.next_page_token}
 
 
 async def get_message(c: Call) -> JsonObject:
     req = rpc_pb2.GetMessageRequest(hash=c.inputs.hex("hash"))
-    resp = await c.read(lambda u, t: u.chain.GetMessage(req, timeout=t))
+    resp = await c.fetch(reads.GET_MESSAGE, req)
     return shapes.to_json(resp.message)
 
 
 async def get_operation_proof(c: Call) -> JsonObject:
     req = rpc_pb2.GetOperationProofRequest(key=c.inputs.hex("keyHex"))
-    resp = await c.read(lambda u, t: u.chain.GetOperationProof(req, timeout=t))
+    resp = await c.fetch(reads.GET_OPERATION_PROOF, req)
     return shapes.to_json(resp)
 
 
 async def get_exclusion_proof(c: Call) -> JsonObject:
     req = rpc_pb2.GetExclusionProofRequest(key=c.inputs.hex("keyHex"))
-    resp = await c.read(lambda u, t: u.chain.GetExclusionProof(req, timeout=t))
+    resp = await c.fetch(reads.GET_EXCLUSION_PROOF, req)
     return shapes.to_json(resp)
 
 
@@ -56,7 +56,7 @@ async def verify_operation_proof(c: Call) -> JsonObject:
         req = shapes.from_json(rpc_pb2.VerifyOperationProofRequest.DESCRIPTOR, c.inputs.body)
     except ShapeError as err:
         raise invalid_argument(err.field, str(err), **{"in": "body"}) from None
-    resp = await c.read(lambda u, t: u.chain.VerifyOperationProof(req, timeout=t))
+    resp = await c.fetch(reads.VERIFY_OPERATION_PROOF, req)
     return shapes.to_json(resp)
 
 

@@ -4,7 +4,7 @@ commits, ancestors, reactions on a commit, collaborators) and `/v1/links/by-targ
 from __future__ import annotations
 
 from chain.v1 import rpc_pb2
-from gateway.rest import shapes
+from gateway.rest import reads, shapes
 from gateway.rest.params import ADDRESS, COMMIT, HASH32, PAGE, PROJECT, PROJECT_NAME, REF, REQUEST_ID
 from gateway.rest.shapes import JsonObject, ref
 from gateway.rest.table import Call, Param, Route, page_schema
@@ -15,57 +15,57 @@ async def project_must_exist(c: Call, empty: bool) -> None:
     `/activity` does). The node's list RPCs answer a missing project with an empty list (gRPC unchanged)."""
     if empty:
         req = rpc_pb2.GetProjectRequest(project_id=c.inputs.hex("projectId"))
-        await c.read(lambda u, t: u.chain.GetProject(req, timeout=t))
+        await c.fetch(reads.GET_PROJECT, req)
 
 
 async def list_projects(c: Call) -> JsonObject:
     owner = c.inputs.hex("owner_address") if c.inputs.get("owner_address") else b""
     req = rpc_pb2.ListProjectsRequest(owner_address=owner, **c.inputs.page())
-    resp = await c.read(lambda u, t: u.chain.ListProjects(req, timeout=t))
+    resp = await c.fetch(reads.LIST_PROJECTS, req)
     return {"projects": shapes.to_json_list(resp.projects), "next_cursor": resp.next_page_token}
 
 
 async def search_projects(c: Call) -> JsonObject:
     req = rpc_pb2.SearchProjectsRequest(name_prefix=c.inputs.text("prefix"), **c.inputs.page())
-    resp = await c.read(lambda u, t: u.chain.SearchProjects(req, timeout=t))
+    resp = await c.fetch(reads.SEARCH_PROJECTS, req)
     return {"projects": shapes.to_json_list(resp.projects), "next_cursor": resp.next_page_token}
 
 
 async def get_project(c: Call) -> JsonObject:
     req = rpc_pb2.GetProjectRequest(project_id=c.inputs.hex("projectId"))
-    resp = await c.read(lambda u, t: u.chain.GetProject(req, timeout=t))
+    resp = await c.fetch(reads.GET_PROJECT, req)
     return shapes.to_json(resp.project)
 
 
 async def get_project_activity(c: Call) -> JsonObject:
     req = rpc_pb2.GetProjectActivityRequest(project_id=c.inputs.hex("projectId"), **c.inputs.page())
-    resp = await c.read(lambda u, t: u.chain.GetProjectActivity(req, timeout=t))
+    resp = await c.fetch(reads.GET_PROJECT_ACTIVITY, req)
     return {"messages": shapes.to_json_list(resp.messages), "next_cursor": resp.next_page_token}
 
 
 async def list_merge_requests(c: Call) -> JsonObject:
     req = rpc_pb2.ListMergeRequestsRequest(project_id=c.inputs.hex("projectId"), **c.inputs.page())
-    resp = await c.read(lambda u, t: u.chain.ListMergeRequests(req, timeout=t))
+    resp = await c.fetch(reads.LIST_MERGE_REQUESTS, req)
     await project_must_exist(c, not resp.merge_requests)
     return {"merge_requests": shapes.to_json_list(resp.merge_requests), "next_cursor": resp.next_page_token}
 
 
 async def get_merge_request(c: Call) -> JsonObject:
     req = rpc_pb2.GetMergeRequestRequest(project_id=c.inputs.hex("projectId"), request_id=c.inputs.hex("requestId"))
-    resp = await c.read(lambda u, t: u.chain.GetMergeRequest(req, timeout=t))
+    resp = await c.fetch(reads.GET_MERGE_REQUEST, req)
     return shapes.to_json(resp.merge_request)
 
 
 async def list_refs(c: Call) -> JsonObject:
     req = rpc_pb2.ListRefsRequest(project_id=c.inputs.hex("projectId"), **c.inputs.page())
-    resp = await c.read(lambda u, t: u.chain.ListRefs(req, timeout=t))
+    resp = await c.fetch(reads.LIST_REFS, req)
     await project_must_exist(c, not resp.refs)
     return {"refs": shapes.to_json_list(resp.refs), "next_cursor": resp.next_page_token}
 
 
 async def get_ref(c: Call) -> JsonObject:
     req = rpc_pb2.GetRefRequest(project_id=c.inputs.hex("projectId"), ref_name=c.inputs.hex("refHex"))
-    resp = await c.read(lambda u, t: u.chain.GetRef(req, timeout=t))
+    resp = await c.fetch(reads.GET_REF, req)
     return shapes.to_json(resp.ref)
 
 
@@ -73,21 +73,21 @@ async def get_ref_log(c: Call) -> JsonObject:
     req = rpc_pb2.GetRefLogRequest(
         project_id=c.inputs.hex("projectId"), ref_name=c.inputs.hex("refHex"), **c.inputs.page()
     )
-    resp = await c.read(lambda u, t: u.chain.GetRefLog(req, timeout=t))
+    resp = await c.fetch(reads.GET_REF_LOG, req)
     await project_must_exist(c, not resp.entries)
     return {"entries": shapes.to_json_list(resp.entries), "next_cursor": resp.next_page_token}
 
 
 async def list_commits(c: Call) -> JsonObject:
     req = rpc_pb2.ListCommitsRequest(project_id=c.inputs.hex("projectId"), **c.inputs.page())
-    resp = await c.read(lambda u, t: u.chain.ListCommits(req, timeout=t))
+    resp = await c.fetch(reads.LIST_COMMITS, req)
     await project_must_exist(c, not resp.commits)
     return {"commits": shapes.to_json_list(resp.commits), "next_cursor": resp.next_page_token}
 
 
 async def get_commit(c: Call) -> JsonObject:
     req = rpc_pb2.GetCommitRequest(project_id=c.inputs.hex("projectId"), commit_hash=c.inputs.hex("hash"))
-    resp = await c.read(lambda u, t: u.chain.GetCommit(req, timeout=t))
+    resp = await c.fetch(reads.GET_COMMIT, req)
     return shapes.to_json(resp.commit)
 
 
@@ -98,7 +98,7 @@ async def get_commit_ancestors(c: Call) -> JsonObject:
         first_parent=c.inputs.flag("first_parent"),
         **c.inputs.page(),
     )
-    resp = await c.read(lambda u, t: u.chain.GetCommitAncestors(req, timeout=t))
+    resp = await c.fetch(reads.GET_COMMIT_ANCESTORS, req)
     return {"commits": shapes.to_json_list(resp.commits), "next_cursor": resp.next_page_token}
 
 
@@ -106,14 +106,14 @@ async def list_reactions_by_target(c: Call) -> JsonObject:
     req = rpc_pb2.ListReactionsByTargetRequest(
         project_id=c.inputs.hex("projectId"), commit_hash=c.inputs.hex("hash"), **c.inputs.page()
     )
-    resp = await c.read(lambda u, t: u.chain.ListReactionsByTarget(req, timeout=t))
+    resp = await c.fetch(reads.LIST_REACTIONS_BY_TARGET, req)
     await project_must_exist(c, not resp.reactions)
     return {"reactions": shapes.to_json_list(resp.reactions), "next_cursor": resp.next_page_token}
 
 
 async def list_collaborators(c: Call) -> JsonObject:
     req = rpc_pb2.ListCollaboratorsRequest(project_id=c.inputs.hex("projectId"), **c.inputs.page())
-    resp = await c.read(lambda u, t: u.chain.ListCollaborators(req, timeout=t))
+    resp = await c.fetch(reads.LIST_COLLABORATORS, req)
     await project_must_exist(c, not resp.collaborators)
     return {"collaborators": shapes.to_json_list(resp.collaborators), "next_cursor": resp.next_page_token}
 
@@ -122,7 +122,7 @@ async def list_links_by_target(c: Call) -> JsonObject:
     owner = c.inputs.hex("target_owner_address") if c.inputs.get("target_owner_address") else b""
     project = c.inputs.hex("target_project_id") if c.inputs.get("target_project_id") else b""
     req = rpc_pb2.ListLinksByTargetRequest(target_owner_address=owner, target_project_id=project, **c.inputs.page())
-    resp = await c.read(lambda u, t: u.chain.ListLinksByTarget(req, timeout=t))
+    resp = await c.fetch(reads.LIST_LINKS_BY_TARGET, req)
     return {"links": shapes.to_json_list(resp.links), "next_cursor": resp.next_page_token}
 
 
