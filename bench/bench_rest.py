@@ -62,8 +62,10 @@ def wrk(url: str, seconds: float, connections: int, threads: int = 2, script: st
     return float(rps.group(1)), int(bad.group(1)) if bad else 0
 
 
-async def measure(url: str, pids: list[int], ns: argparse.Namespace, profile: str = "") -> tuple[float, float]:
-    """(req/s, CPU µs per request of `pids`) under wrk; optionally `pids[0]` sampled by py-spy meanwhile."""
+async def measure(
+    url: str, pids: list[int], ns: argparse.Namespace, profile: str = "", node: list[int] | None = None
+) -> tuple[float, float, float]:
+    """(req/s, CPU µs per request of `pids`, of `node`) under wrk; optionally `pids[0]` sampled by py-spy."""
     await asyncio.to_thread(wrk, url, 2, ns.connections, 2, ns.script)  # warm-up
     spy = None
     if profile:
@@ -72,13 +74,13 @@ async def measure(url: str, pids: list[int], ns: argparse.Namespace, profile: st
              "-d", str(int(ns.seconds)), "--gil"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
-    before = cpu_seconds(pids)
+    before, node_before = cpu_seconds(pids), cpu_seconds(node or [])
     rps, bad = await asyncio.to_thread(wrk, url, ns.seconds, ns.connections, 2, ns.script)
-    cpu = cpu_seconds(pids) - before
+    cpu, node_cpu = cpu_seconds(pids) - before, cpu_seconds(node or []) - node_before
     if spy is not None:
         spy.wait(30)
     assert bad == 0, f"{bad} non-2xx answers"
-    return rps, cpu / (rps * ns.seconds) * 1e6
+    return rps, cpu / (rps * ns.seconds) * 1e6, node_cpu / (rps * ns.seconds) * 1e6
 
 
 @dataclass(frozen=True)
@@ -90,6 +92,7 @@ class Pair:
     gw_us: float
     bare_rps: float
     bare_us: float
+    node_us: float  # the node's CPU per GET during the gateway's run (its processes, read workers included)
 
     @property
     def ratio(self) -> float:
@@ -115,16 +118,17 @@ async def measure_pair(node: NodeProcess, paths: list[str], workers: int, ns: ar
                     assert r.status == 200, body
                 bodies[path.rpartition("/")[2]] = body
         profile = ns.profile if workers == 1 else ""
-        gw_rps, gw_us = await measure(url, family(gateway.pid), ns, profile)
+        node_pids = family(node.proc.pid) if node.proc is not None else []
+        gw_rps, gw_us, node_us = await measure(url, family(gateway.pid), ns, profile, node_pids)
     finally:
         gateway.terminate()
         await gateway.wait()
     bare = Bare(bodies, workers)
     try:
-        bare_rps, bare_us = await measure(f"http://127.0.0.1:{bare.port}{paths[0]}", bare.pids, ns)
+        bare_rps, bare_us, _ = await measure(f"http://127.0.0.1:{bare.port}{paths[0]}", bare.pids, ns)
     finally:
         bare.stop()
-    return Pair(workers, gw_rps, gw_us, bare_rps, bare_us), sum(map(len, bodies.values())) // len(bodies)
+    return Pair(workers, gw_rps, gw_us, bare_rps, bare_us, node_us), sum(map(len, bodies.values())) // len(bodies)
 
 
 async def main_async(ns: argparse.Namespace) -> None:
@@ -145,12 +149,15 @@ async def main_async(ns: argparse.Namespace) -> None:
     print(
         f"\n### REST GET /v1/accounts/{{ownerAddress}} over {ns.accounts} accounts in turn, ~{size}-byte JSON, {load}\n"
     )
-    print("| gateway | req/s | bare aiohttp (same processes) req/s | ratio | gateway CPU per GET | bare CPU per GET |")
-    print("|---|---:|---:|---:|---:|---:|")
+    print(
+        "| gateway | req/s | bare aiohttp (same processes) req/s | ratio | gateway CPU per GET | bare CPU per GET "
+        "| node CPU per GET |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|")
     for p in pairs:
         print(
             f"| {p.label} | {p.gw_rps:,.0f} | {p.bare_rps:,.0f} | {p.ratio:.3f} "
-            f"| {p.gw_us:,.0f} µs | {p.bare_us:,.0f} µs |"
+            f"| {p.gw_us:,.0f} µs | {p.bare_us:,.0f} µs | {p.node_us:,.0f} µs |"
         )
     best = max(pairs, key=lambda p: p.ratio)
     how = (
