@@ -45,7 +45,11 @@ RUNS: tuple[Run, ...] = (
     Run("bench.bench_merkle", (), ("--max-keys", "100000")),
     Run("bench.bench_node", ("--messages", "20000"), ("--messages", "10000")),
     Run("bench.bench_reads", ("--seconds", "10", "--connections", "32"), ("--seconds", "5", "--connections", "32")),
-    Run("bench.bench_replicated", ("--messages", "4000", "--trials", "10"), ("--messages", "2000", "--trials", "3")),
+    Run(
+        "bench.bench_replicated",
+        ("--messages", "9000", "--trials", "10"),
+        ("--messages", "6000", "--rounds", "3", "--trials", "3"),
+    ),
     Run("bench.bench_gateway", ("--sse-clients", "10000"), ("--sse-clients", "2000", "--seconds", "3")),
     Run("bench.bench_store", ("--keys", "1000000"), ("--keys", "100000")),
     Run("bench.bench_rest", ("--seconds", "10", "--connections", "32"), ("--seconds", "5", "--connections", "32")),

@@ -25,6 +25,7 @@ import argparse
 import asyncio
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -33,10 +34,11 @@ from pathlib import Path
 
 import grpc
 
-from bench.bench_node import BATCH, percentile, submit_all, watch
+from bench.bench_node import BATCH, percentile, watch
 from bench.table import Row, emit
 from chain.v1 import message_pb2 as pb
 from chain.v1 import rpc_pb2, service_pb2_grpc
+from node.server.write.forwarding import RETRY_AFTER_MS
 from node.server.write.membership import MemberProof
 from tests.fixtures.etcdproc import EtcdCluster
 from tests.fixtures.nodeproc import NodeProcess
@@ -54,6 +56,31 @@ def signed_load(node: NodeProcess, clients: int, total: int) -> list[list[list[p
     ]
 
 
+async def submit_retrying(target: str, batches: list[list[pb.Message]], sent: dict[bytes, float], rate: float) -> None:
+    """Batches one after another on one channel (paced to `rate` msgs/s when given), like a real client: a
+    batch refused with UNAVAILABLE (NOT_LEADER: the member lost its leader for a moment) is sent again after
+    the retry hint; the messages it had accepted then answer DUPLICATE_MESSAGE."""
+    start = time.perf_counter()
+    done = 0
+    async with grpc.aio.insecure_channel(target) as channel:
+        stub = service_pb2_grpc.ChainServiceStub(channel)
+        for batch in batches:
+            if rate:
+                await asyncio.sleep(max(0.0, start + done / rate - time.perf_counter()))
+            done += len(batch)
+            now = time.perf_counter()
+            for m in batch:
+                sent[m.hash] = now
+            while True:
+                try:
+                    await stub.BatchSubmitMessages(rpc_pb2.BatchSubmitMessagesRequest(messages=batch))
+                    break
+                except grpc.aio.AioRpcError as err:
+                    if err.code() != grpc.StatusCode.UNAVAILABLE:
+                        raise
+                    await asyncio.sleep(RETRY_AFTER_MS / 1000)
+
+
 async def phase(
     targets: list[str], watch_target: str, load: list[list[list[pb.Message]]], rate: float = 0.0
 ) -> dict[str, float]:
@@ -67,7 +94,7 @@ async def phase(
     await asyncio.sleep(0.3)
     start = time.perf_counter()
     per_client = rate / len(load)
-    await asyncio.gather(*(submit_all(targets[i % len(targets)], b, sent, per_client) for i, b in enumerate(load)))
+    await asyncio.gather(*(submit_retrying(targets[i % len(targets)], b, sent, per_client) for i, b in enumerate(load)))
     watcher.join(180)
     done = max(arrived.values()) if arrived else time.perf_counter()
     latencies = [arrived[h] - sent[h] for h in arrived if h in sent] or [float("nan")]
@@ -98,16 +125,26 @@ def measure(
     before = cpu_seconds(pids)
     saturated = asyncio.run(phase(targets, targets[0], load))
     cpu_ms = (cpu_seconds(pids) - before) * 1000 / max(saturated["committed"], 1)
+    if not paced:
+        return {"rate": saturated["rate"], "cpu_ms": cpu_ms}
     calm = asyncio.run(phase(targets, targets[0], signed_load(nodes[0], clients, int(paced * 5)), rate=paced))
     return {"rate": saturated["rate"], "cpu_ms": cpu_ms, "p50_ms": calm["p50_ms"], "p99_ms": calm["p99_ms"]}
 
 
-def replicated(work: Path, etcd: EtcdCluster, extra: tuple[str, ...], ns: argparse.Namespace) -> dict[str, float]:
+def replicated(
+    work: Path, etcd: EtcdCluster, extra: tuple[str, ...], ns: argparse.Namespace, paced: float, spy: Path | None
+) -> dict[str, float]:
     nodes = ReplicaSet(work, etcd, *COMMON, *extra, block_interval=0.2).start(3)
+    spies: list[subprocess.Popen[bytes]] = []
     try:
         targets = [n.grpc_target for n in nodes.nodes]
-        return measure(targets, nodes.nodes, ns.messages, ns.clients, ns.paced_rate)
+        if spy is not None:
+            spy.mkdir(parents=True, exist_ok=True)
+            spies = profile([n.proc.pid for n in nodes.nodes if n.proc is not None], spy, 12)
+        return measure(targets, nodes.nodes, ns.messages, ns.clients, paced)
     finally:
+        for p in spies:
+            p.wait()
         nodes.stop()
 
 
@@ -181,58 +218,120 @@ def failover_trials(nodes: ReplicaSet, trials: int) -> list[float]:
     return times
 
 
+def profile(pids: list[int], out: Path, seconds: float) -> list[subprocess.Popen[bytes]]:
+    """py-spy over each node for `seconds` (raw folded stacks in `out`), when `--profile DIR` asks for it."""
+    spy = Path(sys.executable).with_name("py-spy")
+    return [
+        subprocess.Popen(
+            [
+                str(spy),
+                "record",
+                "--nonblocking",
+                "-r",
+                "100",
+                "-d",
+                str(int(seconds)),
+                "--format",
+                "raw",
+                "-o",
+                str(out / f"{tag}.txt"),
+                "-p",
+                str(pid),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for tag, pid in zip(("n0", "n1", "n2"), pids, strict=False)
+    ]
+
+
+def round_of(
+    work: Path, etcd: EtcdCluster, ns: argparse.Namespace, r: int, latency: bool
+) -> dict[str, dict[str, float]]:
+    """One round: solo, three members with a cluster secret, three without, one after another."""
+    paced = ns.paced_rate if latency else 0.0
+    out: dict[str, dict[str, float]] = {}
+    solo = NodeProcess(work / f"solo{r}", *COMMON, env=ENV).start()
+    try:
+        out["solo"] = measure([solo.grpc_target], [solo], ns.messages, ns.clients, paced)
+    finally:
+        solo.stop()
+    ttl = ("--lease-ttl", str(ns.lease_ttl))
+    secret = work / "cluster-secret"
+    secret.write_text(os.urandom(16).hex())
+    configs = (("secret", ("--cluster-secret-file", str(secret))), ("plain", ()))
+    for name, extra in configs if r % 2 == 0 else configs[::-1]:  # alternate which one goes first
+        print(f"  round {r + 1}: {name}...", file=sys.stderr, flush=True)
+        spy = Path(ns.profile) / f"{name}{r}" if ns.profile and r == 0 else None
+        out[name] = replicated(
+            work / f"{name}{r}", etcd, (*ttl, "--etcd-prefix", f"/{name}{r}/", *extra), ns, paced, spy
+        )
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--messages", type=int, default=4000)
-    parser.add_argument("--clients", type=int, default=3)
+    parser.add_argument("--messages", type=int, default=9000)
+    parser.add_argument("--clients", type=int, default=3, help="one per member at least (spread over them)")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds of solo / secret / no secret")
     parser.add_argument("--paced-rate", type=float, default=300.0, help="msgs/s of the latency phase")
     parser.add_argument("--trials", type=int, default=10)
     parser.add_argument("--lease-ttl", type=int, default=2)
+    parser.add_argument("--profile", default="", help="a directory: py-spy each member in round 1")
     ns = parser.parse_args()
     with tempfile.TemporaryDirectory() as d:
         work = Path(d)
-        print("solo...", file=sys.stderr, flush=True)
-        solo = NodeProcess(work / "solo", *COMMON, env=ENV).start()
-        try:
-            s = measure([solo.grpc_target], [solo], ns.messages, ns.clients, ns.paced_rate)
-        finally:
-            solo.stop()
-        print("leader admission, with and without the member proof...", file=sys.stderr, flush=True)
-        proved, plain = leader_admission(work, ns)
-        print("three replicated nodes...", file=sys.stderr, flush=True)
         etcd = EtcdCluster(work / "etcd", 3, fsync=True).start()
-        ttl = ("--lease-ttl", str(ns.lease_ttl))
-        secret = work / "cluster-secret"
-        secret.write_text(os.urandom(16).hex())
-        r = replicated(work / "replicated", etcd, (*ttl, "--cluster-secret-file", str(secret)), ns)
-        print("three replicated nodes without a cluster secret...", file=sys.stderr, flush=True)
-        u = replicated(work / "untrusted", etcd, (*ttl, "--etcd-prefix", "/untrusted/"), ns)
-        print("failover trials...", file=sys.stderr, flush=True)
-        quick = ReplicaSet(work / "failover", etcd, *COMMON, *ttl, "--empty-block-interval", "0.1").start(3)
         try:
-            times = failover_trials(quick, ns.trials)
+            print("leader admission, with and without the member proof...", file=sys.stderr, flush=True)
+            proved, plain = leader_admission(work, ns)
+            rounds = []
+            for r in range(ns.rounds):
+                print(f"round {r + 1} of {ns.rounds}: solo, 3 nodes with and without a secret", file=sys.stderr)
+                rounds.append(round_of(work, etcd, ns, r, latency=r == 0))
+            print("failover trials...", file=sys.stderr, flush=True)
+            ttl = ("--lease-ttl", str(ns.lease_ttl))
+            quick = ReplicaSet(work / "failover", etcd, *COMMON, *ttl, "--empty-block-interval", "0.1").start(3)
+            try:
+                times = failover_trials(quick, ns.trials)
+            finally:
+                quick.stop()
         finally:
-            quick.stop()
             etcd.stop()
+    report(rounds, ns, proved, plain, times)
 
-    print(f"\n### Replicated (3 nodes, 3 etcd members) next to solo, {ns.messages:,} messages, {ns.clients} clients\n")
-    print("| measure | solo (baseline) | etcd, 3 nodes | ratio |")
-    print("|---|---:|---:|---:|")
-    print(f"| committed msgs/s | {s['rate']:,.0f} | {r['rate']:,.0f} | {r['rate'] / s['rate']:.2f} |")
+
+def spread(values: list[float]) -> str:
+    return f"{statistics.median(values):.2f} ({min(values):.2f}-{max(values):.2f})"
+
+
+def report(
+    rounds: list[dict[str, dict[str, float]]], ns: argparse.Namespace, proved: float, plain: float, times: list[float]
+) -> None:
+    first = rounds[0]
+    s, r = first["solo"], first["secret"]
+    ratio = [x["secret"]["rate"] / x["solo"]["rate"] for x in rounds]
+    plain_ratio = [x["plain"]["rate"] / x["solo"]["rate"] for x in rounds]
     print(
-        f"| committed msgs/s, no cluster secret (leader re-verifies) | {s['rate']:,.0f} | {u['rate']:,.0f} | "
-        f"{u['rate'] / s['rate']:.2f} |"
+        f"\n### Replicated (3 nodes, 3 etcd members) next to solo, {ns.messages:,} messages, {ns.clients} clients "
+        f"spread over the members, {len(rounds)} interleaved rounds (median, min-max)\n"
     )
-    print(f"| node CPU per committed message, all nodes (ms) | {s['cpu_ms']:.2f} | {r['cpu_ms']:.2f} | "
-          f"{r['cpu_ms'] / s['cpu_ms']:.2f} |")  # fmt: skip
     print(
-        f"| node CPU per committed message, no cluster secret (ms) | {s['cpu_ms']:.2f} | {u['cpu_ms']:.2f} | "
-        f"{u['cpu_ms'] / s['cpu_ms']:.2f} |"
+        "| round | solo msgs/s | 3 nodes, secret | ratio | 3 nodes, no secret | ratio "
+        "| CPU ms/msg solo / secret / none |"
     )
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for i, x in enumerate(rounds):
+        a, b, c = x["solo"], x["secret"], x["plain"]
+        print(
+            f"| {i + 1} | {a['rate']:,.0f} | {b['rate']:,.0f} | {b['rate'] / a['rate']:.2f} | {c['rate']:,.0f} | "
+            f"{c['rate'] / a['rate']:.2f} | {a['cpu_ms']:.2f} / {b['cpu_ms']:.2f} / {c['cpu_ms']:.2f} |"
+        )
+    print(f"\ncommitted msgs/s ratio with the cluster secret: {spread(ratio)}; without: {spread(plain_ratio)}")
     for key, label in (("p50_ms", "p50"), ("p99_ms", "p99")):
         print(
-            f"| commit latency {label}, paced {ns.paced_rate:.0f} msgs/s (ms) | {s[key]:.0f} | {r[key]:.0f} | "
-            f"{r[key] / s[key]:.2f} |"
+            f"commit latency {label}, paced {ns.paced_rate:.0f} msgs/s (round 1): solo {s[key]:.0f} ms, "
+            f"3 nodes {r[key]:.0f} ms, ratio {r[key] / s[key]:.2f}"
         )
     print(
         f"\nleader admission, node CPU per committed message (median of 3 interleaved rounds): verified "
@@ -243,8 +342,11 @@ def main() -> None:
         f"{len(times)} trials): median {statistics.median(times):.2f} s, max {max(times):.2f} s, "
         f"all: {', '.join(f'{t:.2f}' for t in times)}"
     )
-    how = f"{r['rate']:,.0f} ÷ {s['rate']:,.0f} msgs/s (with the cluster secret), {ns.messages:,} msgs"
-    emit(Row("replicated_ratio", r["rate"] / s["rate"], how))
+    how = (
+        f"median of {len(rounds)} interleaved rounds {spread(ratio)} (with the cluster secret; without "
+        f"{spread(plain_ratio)}), {ns.messages:,} msgs"
+    )
+    emit(Row("replicated_ratio", statistics.median(ratio), how))
 
 
 if __name__ == "__main__":
