@@ -5,11 +5,20 @@ header (number, parent, counts, state root) and raises `InvalidBlock` on any
 difference, commits it in one LMDB transaction, then moves the mempool and
 the pending state on and publishes the events, exactly as a locally built
 block (`publish`).
+
+`apply_run` does the same for several consecutive blocks (a member catching
+up on the log) but moves the pending state on once, after the last one:
+moving it after a block ordered elsewhere validates again every message
+still pending here, and a member that fell behind holds, among those, the
+ones the blocks it has yet to apply commit, so doing it per block made a
+lagging member slower the further it lagged. Each block is still committed
+and published on its own, in order.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Sequence
 
 from chain.v1 import block_pb2
 from node.chain import Chain
@@ -19,7 +28,7 @@ from node.server.storage_health import StorageHealth
 from node.server.telemetry.spans import BlockRecorder
 from node.server.write.mempool import Mempool
 from node.server.write.pipeline import Pipeline
-from node.state.transition import BlockOutput
+from node.state.transition import BlockOutput, Dropped
 
 
 class BlockApplier:
@@ -40,14 +49,41 @@ class BlockApplier:
         await self.commit(out, record)
         return out
 
-    async def commit(self, out: BlockOutput, record: BlockRecorder | None = None) -> None:
-        record = record or self.pipeline.telemetry.block("local")
+    async def apply_run(self, blocks: Sequence[block_pb2.Block], on_applied: Callable[[int], None]) -> None:
+        """Apply consecutive `blocks` in order, calling `on_applied(number)` after each commit; the pending
+        state is moved on once at the end (also when one fails: the ones before it are committed)."""
+        committed: list[bytes] = []
+        dropped: list[Dropped] = []
+        last: BlockOutput | None = None
+        try:
+            for block in blocks:
+                record = self.pipeline.telemetry.block("log")
+                out = await asyncio.to_thread(self.chain.apply, block, verify=False)
+                record.built()
+                await self._commit_only(out)
+                record.committed(out, self.mempool.admissions)
+                hashes = [bytes(r.message.hash) for r in out.applied]
+                self.mempool.remove(hashes + [d.hash for d in out.dropped])
+                committed += hashes
+                dropped += out.dropped
+                self.hub.publish(out.block, out.applied)
+                last = out
+                on_applied(int(block.header.number))
+        finally:
+            if last is not None:
+                self.pipeline.after_block(committed, dropped, last.block.header.number, last.block)
+
+    async def _commit_only(self, out: BlockOutput) -> None:
         try:
             await asyncio.to_thread(self.chain.commit, out)
         except StorageFailed as exc:
             self.storage.failed(exc)  # the caller's loop retries the block; admissions are refused meanwhile
             raise
         self.storage.succeeded()
+
+    async def commit(self, out: BlockOutput, record: BlockRecorder | None = None) -> None:
+        record = record or self.pipeline.telemetry.block("local")
+        await self._commit_only(out)
         self.publish(out, record)
 
     def publish(self, out: BlockOutput, record: BlockRecorder | None = None) -> None:

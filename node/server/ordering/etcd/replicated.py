@@ -214,14 +214,17 @@ class ReplicatedOrderer:
         if tail.next_number <= self._height:
             self._halt(f"this node is at block {self._height} but the log ends at {tail.next_number - 1}")
             return False
-        for number, value in tail.entries:
-            if number != self._height + 1:
-                raise InvariantBroken(f"the log skips from {self._height} to {number}")
-            block = await self.log.decode(number, value)
-            await self.applier.apply(block)
-            self._height = number
-            self._last_block = self.clock()
+        blocks = []
+        for i, (number, value) in enumerate(tail.entries):
+            if number != self._height + 1 + i:
+                raise InvariantBroken(f"the log skips from {self._height + i} to {number}")
+            blocks.append(await self.log.decode(number, value))
+        await self.applier.apply_run(blocks, self._applied)  # the pending state moves on once, after the last
         return self._height + 1 == self._next
+
+    def _applied(self, number: int) -> None:
+        self._height = number
+        self._last_block = self.clock()
 
     async def _produce(self) -> None:
         assert self.election is not None
