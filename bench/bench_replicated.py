@@ -98,13 +98,9 @@ async def phase(
     watcher.join(180)
     done = max(arrived.values()) if arrived else time.perf_counter()
     latencies = [arrived[h] - sent[h] for h in arrived if h in sent] or [float("nan")]
-    times = sorted(arrived.values()) or [start]
-    lo, hi = times[len(times) // 10], times[len(times) * 9 // 10 - 1]
     return {
         "committed": len(arrived),
         "rate": len(arrived) / (done - start),
-        # the middle 80% of arrivals: without the first block's fill and the last one's commit latency
-        "steady": (len(times) * 8 // 10) / (hi - lo) if hi > lo else float("nan"),
         "p50_ms": percentile(latencies, 50) * 1000,
         "p99_ms": percentile(latencies, 99) * 1000,
     }
@@ -130,11 +126,10 @@ def measure(
     saturated = asyncio.run(phase(targets, targets[0], load))
     cpu_ms = (cpu_seconds(pids) - before) * 1000 / max(saturated["committed"], 1)
     if not paced:
-        return {"rate": saturated["rate"], "steady": saturated["steady"], "cpu_ms": cpu_ms}
+        return {"rate": saturated["rate"], "cpu_ms": cpu_ms}
     calm = asyncio.run(phase(targets, targets[0], signed_load(nodes[0], clients, int(paced * 5)), rate=paced))
     return {
         "rate": saturated["rate"],
-        "steady": saturated["steady"],
         "cpu_ms": cpu_ms,
         "p50_ms": calm["p50_ms"],
         "p99_ms": calm["p99_ms"],
@@ -345,12 +340,9 @@ def report(
             f"{c['rate'] / a['rate']:.2f} | {a['cpu_ms']:.2f} / {b['cpu_ms']:.2f} / {c['cpu_ms']:.2f} |"
         )
     print(f"\ncommitted msgs/s ratio with the cluster secret: {spread(ratio)}; without: {spread(plain_ratio)}")
-    steady = [x["secret"]["steady"] / x["solo"]["steady"] for x in rounds]
-    steady_plain = [x["plain"]["steady"] / x["solo"]["steady"] for x in rounds]
-    print(
-        f"the same over the middle 80% of arrivals (no fill, no drain): {spread(steady)}; "
-        f"without: {spread(steady_plain)}"
-    )
+    cpu = [x["secret"]["cpu_ms"] / x["solo"]["cpu_ms"] for x in rounds]
+    cpu_plain = [x["plain"]["cpu_ms"] / x["solo"]["cpu_ms"] for x in rounds]
+    print(f"node CPU per committed message ÷ solo's, with the secret: {spread(cpu)}; without: {spread(cpu_plain)}")
     for key, label in (("p50_ms", "p50"), ("p99_ms", "p99")):
         print(
             f"commit latency {label}, paced {ns.paced_rate:.0f} msgs/s (round 1): solo {s[key]:.0f} ms, "
