@@ -1,6 +1,12 @@
 """Replicated nodes on etcd next to `solo`, in the same run on the same machine.
 
-    python -m bench.bench_replicated [--messages N] [--trials T]
+    python -m bench.bench_replicated [--messages N] [--rounds R] [--trials T] [--profile DIR]
+
+Solo, three members with a cluster secret and three without are measured in R interleaved rounds (the two
+clusters' order alternates, fresh data each round) and the ratios are given per round, as a median and as
+a min-max spread: one short run in a fixed order measured the machine, not the configurations
+(docs/performance.md, third pass). Clients are spread over the members, client i on member i mod 3, as
+behind Envoy's round robin.
 
 - committed msgs/s: C clients submit batches of 100 follows as fast as they can (to the one solo node;
   spread over the three replicated nodes), counted until the last message reaches a SubscribeMessages
