@@ -120,7 +120,7 @@ def _handler(chain: Chain, method: MethodDescriptor, fallback: Handler | None) -
     return grpc.unary_unary_rpc_method_handler(
         call,
         request_deserializer=request_class.FromString,
-        response_serializer=lambda m: m.SerializeToString(),
+        response_serializer=message_factory.GetMessageClass(method.output_type).SerializeToString,
     )
 
 

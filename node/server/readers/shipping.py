@@ -18,12 +18,13 @@ from typing import Any
 from node.server.telemetry.rpc import Attributes, RpcRecorder
 
 Series = list[list[Any]]
+SeriesKey = tuple[tuple[str, str | int], ...]
 
 
 class RpcShipper:
     def __init__(self, local: frozenset[str]) -> None:
         self._local = local
-        self._pending: dict[tuple[tuple[str, str | int], ...], list[float]] = {}
+        self._pending: dict[SeriesKey, list[float]] = {}
 
     @property
     def rpc_duration(self) -> RpcShipper:
@@ -33,12 +34,24 @@ class RpcShipper:
         attrs = dict(attributes or {})
         if f"/{attrs.get('rpc.service')}/{attrs.get('rpc.method')}" not in self._local:
             return  # relayed: the main process records it
-        self._pending.setdefault(tuple(sorted(attrs.items())), []).append(round(amount, 4))
+        self.add(series_key(attrs), amount)
+
+    def add(self, key: SeriesKey, amount: float) -> None:
+        """One duration under attributes already made a key (`series_key`): what a worker's own calls use,
+        the key of a successful call computed once per method (node/server/readers/served.py)."""
+        durations = self._pending.get(key)
+        if durations is None:
+            durations = self._pending[key] = []
+        durations.append(round(amount, 4))
 
     def take(self) -> Series:
         """What was recorded since the last call, and forget it."""
         pending, self._pending = self._pending, {}
         return [[dict(attrs), durations] for attrs, durations in pending.items()]
+
+
+def series_key(attributes: Attributes) -> SeriesKey:
+    return tuple(sorted(attributes.items()))
 
 
 def replay(series: Series, metrics: RpcRecorder) -> int:

@@ -28,16 +28,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import grpc
+import uvloop
 
 from node.chain import Chain
 from node.listen import grpc_add_port
 from node.observability.logs import configure_logging
 from node.server.readers.local import local_handlers, local_paths
 from node.server.readers.relay import Relay
+from node.server.readers.served import served
 from node.server.readers.shipping import RpcShipper
-from node.server.rpc.interceptors import ErrorInterceptor, Interceptor
+from node.server.rpc.interceptors import ErrorInterceptor
 from node.server.rpc.read_batch import add_read_batch
-from node.server.telemetry.rpc import RpcMetricsInterceptor
 
 if TYPE_CHECKING:
     Handler = grpc.RpcMethodHandler[Any, Any]
@@ -128,20 +129,20 @@ def _constant(handler: Handler) -> Callable[[HandlerCallDetails], Awaitable[Hand
 
 
 async def _routes(relay: Relay, local: dict[str, Handler], shipper: RpcShipper | None) -> dict[str, Handler]:
-    """Every method's handler, wrapped once here by the interceptors the main process runs per call (the
-    error mapping; the RPC metrics on the calls answered here): no interceptor work per call."""
+    """Every method's handler, wrapped once here, not per call: the calls answered here by served.py (the
+    error mapping and the RPC metrics in one wrapper), the relayed ones by the error interceptor (the main
+    process records their metrics)."""
     table: dict[str, Handler] = {}
+    errors = ErrorInterceptor()
     for path in relay.paths():
-        handler = local.get(path) or relay.handler(path)
+        if path in local:
+            table[path] = served(path, local[path], shipper)
+            continue
+        handler = relay.handler(path)
         if handler is None:
             continue
-        interceptors: list[Interceptor] = [ErrorInterceptor()]
-        if shipper is not None and path in local:
-            interceptors.append(RpcMetricsInterceptor(shipper))  # outermost: it reads the final status
-        for interceptor in interceptors:
-            wrapped = await interceptor.intercept_service(_constant(handler), _Details(path))
-            handler = wrapped if wrapped is not None else handler
-        table[path] = handler
+        wrapped = await errors.intercept_service(_constant(handler), _Details(path))
+        table[path] = wrapped if wrapped is not None else handler
     return table
 
 
@@ -184,7 +185,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     settings = WorkerSettings.decode(args[0])
     configure_logging(settings.log_level, settings.log_format)
     try:
-        asyncio.run(serve(settings))
+        uvloop.run(serve(settings))  # the echo baseline runs the default loop; uvloop is the worker's choice
     except BrokenPipeError:  # the main process is gone: nobody to tell
         os._exit(0)
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import grpc
 
 from node.errors import MessageRejected, Reason
-from node.server.rpc.status import to_status
+from node.server.rpc.status import Trailers, to_status
 
 log = logging.getLogger("chain.rpc")
 
@@ -25,22 +25,28 @@ else:
 Continuation = Callable[[grpc.HandlerCallDetails], Awaitable[Handler | None]]
 
 
-async def _abort(context: Any, exc: BaseException, method: str) -> None:
+def mapped(exc: BaseException, method: str) -> tuple[grpc.StatusCode, str, Trailers]:
+    """The status of a call that raised `exc` (status.py's mapping); an unexpected error is logged."""
     code, message, trailers = to_status(exc)
     if code == grpc.StatusCode.INTERNAL:
         log.error("%s failed", method, exc_info=exc)
+    return code, message, trailers
+
+
+async def _abort(context: Any, exc: BaseException, method: str) -> None:
+    code, message, trailers = mapped(exc, method)
     context.set_trailing_metadata(trailers)
     await context.abort(code, message)
 
 
-class _Malformed:
+class Malformed:
     """Stands in for a request body that did not decode."""
 
     def __init__(self, error: str) -> None:
         self.error = error
 
 
-def _tolerant(deserialize: Callable[[bytes], Any] | None) -> Callable[[bytes], Any] | None:
+def tolerant(deserialize: Callable[[bytes], Any] | None) -> Callable[[bytes], Any] | None:
     if deserialize is None:
         return None
 
@@ -48,24 +54,25 @@ def _tolerant(deserialize: Callable[[bytes], Any] | None) -> Callable[[bytes], A
         try:
             return deserialize(raw)
         except Exception as exc:  # any decode failure is the client's malformed input
-            return _Malformed(str(exc) or type(exc).__name__)
+            return Malformed(str(exc) or type(exc).__name__)
 
     return decode
 
 
-def _check(request: Any) -> None:
-    if isinstance(request, _Malformed):
+def check_decoded(request: Any) -> None:
+    """MALFORMED_MESSAGE for a request body that did not decode (see `tolerant`)."""
+    if isinstance(request, Malformed):
         raise MessageRejected(Reason.MALFORMED_MESSAGE, f"request does not decode: {request.error}")
 
 
 def _wrap(handler: Handler, method: str) -> Handler:
-    deserializer = _tolerant(handler.request_deserializer)
+    deserializer = tolerant(handler.request_deserializer)
     if handler.unary_unary is not None:
         inner = handler.unary_unary
 
         async def unary(request: Any, context: Any) -> Any:
             try:
-                _check(request)
+                check_decoded(request)
                 return await inner(request, context)
             except grpc.aio.AbortError:
                 raise  # the handler chose its status itself
@@ -80,7 +87,7 @@ def _wrap(handler: Handler, method: str) -> Handler:
 
         async def stream(request: Any, context: Any) -> AsyncIterator[Any]:
             try:
-                _check(request)
+                check_decoded(request)
                 async for item in inner_stream(request, context):
                     yield item
             except grpc.aio.AbortError:
@@ -91,7 +98,7 @@ def _wrap(handler: Handler, method: str) -> Handler:
         async def written(request: Any, context: Any) -> None:
             """A stream the handler writes with `context.write` (grpc.health's Watch) instead of yielding."""
             try:
-                _check(request)
+                check_decoded(request)
                 await inner_stream(request, context)
             except grpc.aio.AbortError:
                 raise

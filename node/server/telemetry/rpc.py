@@ -42,7 +42,19 @@ class RpcRecorder(Protocol):
     def rpc_duration(self) -> DurationSink: ...
 
 
-def _outcome(context: Any, exc: BaseException | None) -> tuple[grpc.StatusCode, str]:
+def attributes(service: str, method: str, code: grpc.StatusCode, reason: str) -> dict[str, str | int]:
+    """The attributes of one native gRPC call's `rpc.server.duration` entry."""
+    return {
+        "rpc.system": "grpc",
+        "rpc.service": service,
+        "rpc.method": method,
+        "rpc.grpc.status_code": code.value[0],
+        "chain.reason_code": reason,
+        "chain.transport": "grpc",
+    }
+
+
+def outcome(context: Any, exc: BaseException | None) -> tuple[grpc.StatusCode, str]:
     if exc is None:
         return grpc.StatusCode.OK, ""
     if isinstance(exc, asyncio.CancelledError | GeneratorExit):  # the client went away
@@ -64,18 +76,9 @@ class RpcMetricsInterceptor(Interceptor):
         self.metrics = metrics
 
     def _record(self, service: str, method: str, started: float, context: Any, exc: BaseException | None) -> None:
-        code, reason = _outcome(context, exc)
-        self.metrics.rpc_duration.record(
-            (time.perf_counter() - started) * 1000,
-            {
-                "rpc.system": "grpc",
-                "rpc.service": service,
-                "rpc.method": method,
-                "rpc.grpc.status_code": code.value[0],
-                "chain.reason_code": reason,
-                "chain.transport": "grpc",
-            },
-        )
+        code, reason = outcome(context, exc)
+        duration = (time.perf_counter() - started) * 1000
+        self.metrics.rpc_duration.record(duration, attributes(service, method, code, reason))
 
     async def intercept_service(  # type: ignore[override]
         self, continuation: Continuation, handler_call_details: grpc.HandlerCallDetails
