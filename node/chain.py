@@ -39,7 +39,7 @@ from node.storage.integrity import (
     refuse,
 )
 from node.storage.kv import Overlay
-from node.storage.lmdb_store import LmdbNodeView, LmdbReadView, LmdbStore
+from node.storage.lmdb_store import LmdbNodeView, LmdbReadView, LmdbStore, RecordCheck
 
 
 class Chain:
@@ -74,10 +74,11 @@ class Chain:
         return cls(store, contents.params)
 
     @classmethod
-    def open_reader(cls, path: Path | str) -> Chain:
+    def open_reader(cls, path: Path | str, check: RecordCheck = check_record) -> Chain:
         """The store of a running node opened read-only (a read worker, node/server/readers): it cannot
-        write; each read sees the newest block the node committed. StoreRefused as `open` when damaged."""
-        store = LmdbStore(path, check=check_record, readonly=True)
+        write; each read sees the newest block the node committed. StoreRefused as `open` when damaged.
+        `check` is the record check of every read (a worker's remembers the head it passed, node/query/heads.py)."""
+        store = LmdbStore(path, check=check, readonly=True)
         try:
             contents = check_contents(store, None)
         except BaseException:

@@ -18,6 +18,7 @@ from node import merkle
 from node.constants import ADDRESS_LEN, HASH_LEN, MAX_ANCESTOR_WALK, MAX_PAGE_SIZE, MAX_REF_NAME_LEN
 from node.errors import InvalidArgument, NotFound
 from node.merkle.wire import proof_from_proto, proof_to_proto
+from node.query.heads import HEAD_KEY, HeadMemo
 from node.query.pagination import decode_token, encode_token, page_size, scan_page
 from node.state.access import R, decode
 from node.storage import schema
@@ -39,9 +40,10 @@ def need_ref(field: str, value: bytes) -> bytes:
 
 
 class Reader:
-    def __init__(self, view: ReadView, nodes: merkle.NodeStore) -> None:
+    def __init__(self, view: ReadView, nodes: merkle.NodeStore, heads: HeadMemo | None = None) -> None:
         self.view = view
         self.nodes = nodes
+        self.heads = heads  # a read worker's: the head decoded once per head record (node/query/heads.py)
 
     # ---- helpers ----
     def _load(self, cls: type[R], key: bytes) -> R | None:
@@ -62,7 +64,12 @@ class Reader:
         return scan_page(self.view, prefix, req.page_token, req.page_size, self._records(cls))
 
     def head(self) -> block_pb2.Block:
-        head = self._load(block_pb2.Block, schema.meta_key(schema.META_HEAD))
+        """The head block (with a HeadMemo, shared between calls: read it, never change it)."""
+        if self.heads is None:
+            head = self._load(block_pb2.Block, HEAD_KEY)
+        else:
+            raw = self.view.get(HEAD_KEY)
+            head = None if raw is None else self.heads.block(raw)
         if head is None:
             raise NotFound("head block")
         return head

@@ -4,8 +4,9 @@ relayed to the node's main process (relay.py), so it behaves exactly as it does 
 
     handlers = local_handlers(chain, relay)    # {"/chain.v1.ChainService/GetAccount": handler, ...}
 
-A worker keeps no cache: each call opens one LMDB read transaction, which sees the newest block the main
-process committed, so there is nothing to invalidate when the height moves.
+A worker keeps no cache of answers: each call opens one LMDB read transaction, which sees the newest block
+the main process committed, so there is nothing to invalidate when the height moves. (The head block, read
+in that transaction, is checked and decoded once per distinct head record: node/query/heads.py.)
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from google.protobuf.message import Message
 from chain.v1 import keychain_service_pb2, rpc_pb2, service_pb2
 from node.chain import Chain
 from node.errors import NotFound
+from node.query.heads import HeadMemo
 from node.query.reader import Reader
 
 if TYPE_CHECKING:
@@ -88,7 +90,7 @@ def local_paths() -> frozenset[str]:
     return frozenset(f"/{service.full_name}/{name}" for service, name in names)
 
 
-def local_handlers(chain: Chain, relay: Relay) -> dict[str, Handler]:
+def local_handlers(chain: Chain, relay: Relay, heads: HeadMemo | None = None) -> dict[str, Handler]:
     """A handler per local method path; GetMessage falls back to the main process for a hash the store
     does not hold (the main process remembers messages it dropped, and says so)."""
     out: dict[str, Handler] = {}
@@ -96,17 +98,17 @@ def local_handlers(chain: Chain, relay: Relay) -> dict[str, Handler]:
         for name in names:
             path = f"/{service.full_name}/{name}"
             fallback = relay(path) if name == "GetMessage" else None
-            out[path] = _handler(chain, service.methods_by_name[name], fallback)
+            out[path] = _handler(chain, service.methods_by_name[name], fallback, heads)
     return out
 
 
-def _handler(chain: Chain, method: MethodDescriptor, fallback: Handler | None) -> Handler:
+def _handler(chain: Chain, method: MethodDescriptor, fallback: Handler | None, heads: HeadMemo | None) -> Handler:
     query = SPECIAL.get(method.name) or getattr(Reader, _snake(method.name))
     request_class = message_factory.GetMessageClass(method.input_type)
 
     def read(request: Any) -> Message:
         with chain.read() as (view, nodes):
-            return query(Reader(view, nodes), request)
+            return query(Reader(view, nodes, heads), request)
 
     async def call(request: Any, context: Any) -> Message:
         if fallback is None or fallback.unary_unary is None:

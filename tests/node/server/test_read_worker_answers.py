@@ -96,5 +96,10 @@ def test_a_read_through_a_worker_sees_the_commit_before_it(tmp_path: Path) -> No
                 project_id = client.commit(alice.b.project_create(f"seen-{n}", "read after commit"))[0].message.hash
                 got = stub.GetProject(rpc_pb2.GetProjectRequest(project_id=project_id), timeout=20)
                 assert got.project.name == f"seen-{n}"
+                height = stub.GetNodeStatus(rpc_pb2.GetNodeStatusRequest(), timeout=20).status.block_height
+                proof = stub.GetOperationProof(
+                    rpc_pb2.GetOperationProofRequest(key=schema.account_key(alice.address)), timeout=20
+                )
+                assert proof.block_number >= height  # the worker's head is the newest committed one
     finally:
         node.stop()
