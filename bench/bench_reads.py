@@ -3,8 +3,9 @@
     python -m bench.bench_reads [--seconds S] [--connections C] [--streams M] [--read-workers N]
 
 Baseline: a single-process grpc.aio server (no interceptors) whose one unary method answers a precomputed
-response of the size of the node's GetAccount response, measured right before each row (the machine is
-shared: a baseline taken minutes earlier says little). Then GetAccount, GetProject and GetOperationProof
+response of the size of the node's GetAccount response, measured alternately with each row: the row's time is
+cut in slices, each the echo then the node (the machine is shared and its load moves within seconds: a
+baseline taken once says little). Then GetAccount, GetProject and GetOperationProof
 (of the account's state key) against one node store, served first by the main process alone
 (`--read-workers 0`), then by N read workers (`--read-workers N`, the main process restarted on the same
 store). Every row is QPS ÷ the echo's QPS, all in one run. `h2load` (Debian `nghttp2-client`, installed by
@@ -18,6 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import multiprocessing
 import re
 import shutil
@@ -86,7 +88,7 @@ def echo_main(response: bytes, conn: Connection) -> None:
 
 
 class Echo:
-    """The baseline server in its own process, kept up for the whole run: measured right before each row."""
+    """The baseline server in its own process, kept up for the whole run: measured alternately with each row."""
 
     def __init__(self, response: bytes, request: bytes, work: Path) -> None:
         ctx = multiprocessing.get_context("spawn")
@@ -99,9 +101,9 @@ class Echo:
         self._body = work / "echo.bin"
         self._body.write_bytes(frame(request))
 
-    def qps(self, ns: argparse.Namespace) -> float:
+    def qps(self, ns: argparse.Namespace, seconds: float) -> float:
         url = f"http://127.0.0.1:{self.port}{ECHO_METHOD}"
-        return h2load(url, self._body, ns.seconds, ns.connections, ns.streams, ns.threads)
+        return h2load(url, self._body, seconds, ns.connections, ns.streams, ns.threads)
 
     def close(self) -> None:
         self._parent.close()
@@ -128,7 +130,7 @@ def populate(node: NodeProcess) -> Calls:
     }
 
 
-Pair = tuple[float, float]  # (node calls/s, echo calls/s measured just before)
+Pair = tuple[float, float]  # (node calls/s, echo calls/s in the slices between)
 
 
 def node_rows(node: NodeProcess, calls: Calls, echo: Echo, work: Path, ns: argparse.Namespace) -> dict[str, Pair]:
@@ -142,9 +144,25 @@ def node_rows(node: NodeProcess, calls: Calls, echo: Echo, work: Path, ns: argpa
             url = f"http://{node.grpc_target}{SERVICE}/{method}"
             if not out:  # every process of the node warmed up (first calls, connections) before any row
                 h2load(url, body, 2, ns.connections, ns.streams, ns.threads)
-            baseline = echo.qps(ns)  # the machine is shared: each row against an echo taken just before it
-            out[method] = (h2load(url, body, ns.seconds, ns.connections, ns.streams, ns.threads), baseline)
+            load = functools.partial(h2load, url, body, connections=ns.connections, streams=ns.streams)
+            out[method] = interleaved(functools.partial(_slice, load, ns.threads), echo, ns)
     return out
+
+
+def _slice(load: Callable[..., float], threads: int, seconds: float) -> float:
+    return load(seconds=seconds, threads=threads)
+
+
+def interleaved(node_qps: Callable[[float], float], echo: Echo, ns: argparse.Namespace) -> Pair:
+    """The row's time cut in `ns.slices` slices, each the echo then the node, summed: the machine is shared
+    and its load moves within seconds, so each side sees the same moments (a baseline taken once before the
+    row, as the first two passes did, moved the ratio by up to ±40% from run to run)."""
+    part = ns.seconds / ns.slices
+    node_sum = echo_sum = 0.0
+    for _ in range(ns.slices):
+        echo_sum += echo.qps(ns, part)
+        node_sum += node_qps(part)
+    return node_sum / ns.slices, echo_sum / ns.slices
 
 
 def measure(ns: argparse.Namespace) -> tuple[dict[int, dict[str, Pair]], int]:
@@ -176,11 +194,12 @@ def main() -> None:
     parser.add_argument("--streams", type=int, default=8, help="concurrent calls per connection (h2load -m)")
     parser.add_argument("--threads", type=int, default=1, help="h2load threads")
     parser.add_argument("--read-workers", type=int, default=2)
+    parser.add_argument("--slices", type=int, default=3, help="echo/node alternations per row (see interleaved)")
     ns = parser.parse_args()
     assert shutil.which("h2load"), "h2load is not installed (make bench installs the Debian package nghttp2-client)"
     rows, size = measure(ns)
     print(f"h2load -c {ns.connections} -m {ns.streams} -t {ns.threads}, {ns.seconds:g} s per row; baseline: a bare")
-    print(f"grpc.aio echo (one process, {size}-byte response) measured right before each row\n")
+    print(f"grpc.aio echo (one process, {size}-byte response) measured alternately with each row, {ns.slices} slices\n")
     print("| call | read workers | calls/s | echo calls/s | ÷ echo |")
     print("|---|---:|---:|---:|---:|")
     for workers, by_method in rows.items():
@@ -191,8 +210,8 @@ def main() -> None:
     for method, key in TABLE_KEYS.items():
         qps, echo = rows[ns.read_workers][method]
         how = (
-            f"{qps:,.0f} ÷ {echo:,.0f} calls/s with --read-workers {ns.read_workers} ({load}, echo measured just "
-            f"before); main process alone {alone[method][0] / alone[method][1]:.2f}"
+            f"{qps:,.0f} ÷ {echo:,.0f} calls/s with --read-workers {ns.read_workers} ({load}, echo and node "
+            f"alternating in {ns.slices} slices); main process alone {alone[method][0] / alone[method][1]:.2f}"
         )
         emit(Row(key, qps / echo, how))
 
