@@ -157,7 +157,7 @@ def interleaved(node_qps: Callable[[float], float], echo: Echo, ns: argparse.Nam
     """The row's time cut in `ns.slices` slices, each the echo then the node, summed: the machine is shared
     and its load moves within seconds, so each side sees the same moments (a baseline taken once before the
     row, as the first two passes did, moved the ratio by up to ±40% from run to run)."""
-    part = ns.seconds / ns.slices
+    part = max(1, round(ns.seconds / ns.slices))  # h2load -D takes whole seconds
     node_sum = echo_sum = 0.0
     for _ in range(ns.slices):
         echo_sum += echo.qps(ns, part)
