@@ -21,6 +21,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import AsyncIterator
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
@@ -66,20 +67,28 @@ def percentile(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))]
 
 
+async def paced(
+    batches: list[list[pb.Message]], sent: dict[bytes, float], rate: float = 0.0
+) -> AsyncIterator[list[pb.Message]]:
+    """The batches one after another (paced to `rate` msgs/s when given), each message's send time noted."""
+    start = time.perf_counter()
+    done = 0
+    for batch in batches:
+        if rate:
+            await asyncio.sleep(max(0.0, start + done / rate - time.perf_counter()))
+        done += len(batch)
+        now = time.perf_counter()
+        for m in batch:
+            sent[m.hash] = now
+        yield batch
+
+
 async def submit_all(target: str, batches: list[list[pb.Message]], sent: dict[bytes, float], rate: float = 0.0) -> int:
     """Submit batches one after another; with `rate` (msgs/s for this client), paced to that rate."""
     accepted = 0
-    start = time.perf_counter()
-    done = 0
     async with grpc.aio.insecure_channel(target) as channel:
         stub = service_pb2_grpc.ChainServiceStub(channel)
-        for batch in batches:
-            if rate:
-                await asyncio.sleep(max(0.0, start + done / rate - time.perf_counter()))
-            done += len(batch)
-            now = time.perf_counter()
-            for m in batch:
-                sent[m.hash] = now
+        async for batch in paced(batches, sent, rate):
             resp = await stub.BatchSubmitMessages(rpc_pb2.BatchSubmitMessagesRequest(messages=batch))
             accepted += sum(r.accepted for r in resp.results)
     return accepted

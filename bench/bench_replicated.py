@@ -40,7 +40,7 @@ from pathlib import Path
 
 import grpc
 
-from bench.bench_node import BATCH, percentile, watch
+from bench.bench_node import BATCH, paced, percentile, watch
 from bench.table import Row, emit
 from chain.v1 import message_pb2 as pb
 from chain.v1 import rpc_pb2, service_pb2_grpc
@@ -66,17 +66,9 @@ async def submit_retrying(target: str, batches: list[list[pb.Message]], sent: di
     """Batches one after another on one channel (paced to `rate` msgs/s when given), like a real client: a
     batch refused with UNAVAILABLE (NOT_LEADER: the member lost its leader for a moment) is sent again after
     the retry hint; the messages it had accepted then answer DUPLICATE_MESSAGE."""
-    start = time.perf_counter()
-    done = 0
     async with grpc.aio.insecure_channel(target) as channel:
         stub = service_pb2_grpc.ChainServiceStub(channel)
-        for batch in batches:
-            if rate:
-                await asyncio.sleep(max(0.0, start + done / rate - time.perf_counter()))
-            done += len(batch)
-            now = time.perf_counter()
-            for m in batch:
-                sent[m.hash] = now
+        async for batch in paced(batches, sent, rate):
             while True:
                 try:
                     await stub.BatchSubmitMessages(rpc_pb2.BatchSubmitMessagesRequest(messages=batch))

@@ -6,6 +6,7 @@ then read state back.
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -116,3 +117,27 @@ def commit_meta(seed: int, *parents: bytes) -> pb.CommitMeta:
         author_name="dev",
         author_timestamp=START,
     )
+
+
+def random_message(rng: random.Random, h: Harness, actors: list[Actor], projects: list[bytes]) -> pb.Message:
+    """A mix of the common writes, some of which do not apply (stale or future times at and around the limits,
+    no project yet, removals of follows that never were)."""
+    actor = rng.choice(actors)
+    skew = rng.choice([0, 0, 0, 0, -1, -299, -300, -301, 1, 299, 300, 301, 305])
+    ts = h.now + skew
+    kind = rng.randrange(8)
+    if kind == 0:
+        return actor.b.follow(rng.randbytes(20), timestamp=ts)
+    if kind == 1:
+        return actor.b.account_data(pb.ACCOUNT_FIELD_BIO, f"bio {rng.random()}", timestamp=ts)
+    if kind == 2:
+        return actor.b.project_create(f"p{rng.randrange(10**9)}", timestamp=ts)
+    if kind == 3 and projects:
+        return actor.b.commit_bundle(rng.choice(projects), [commit_meta(rng.randrange(10**9))], timestamp=ts)
+    if kind == 4 and projects:
+        return actor.b.star(rng.choice(projects), timestamp=ts)
+    if kind == 5:
+        return actor.b.verification_add(Secp256k1Key.generate(), timestamp=ts)
+    if kind == 6:
+        return h.authority.b.storage_grant(rng.choice(actors).address, 1, timestamp=ts)
+    return actor.b.follow(rng.randbytes(20), remove=True, timestamp=ts)

@@ -22,7 +22,7 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -39,16 +39,14 @@ from node.server.readers.relay import Relay
 from node.server.readers.served import served
 from node.server.readers.shipping import RpcShipper
 from node.server.rpc.interceptors import ErrorInterceptor
-from node.server.rpc.read_batch import add_read_batch
+from node.server.rpc.read_batch import add_read_batch, intercepted
 
 if TYPE_CHECKING:
     Handler = grpc.RpcMethodHandler[Any, Any]
     GenericHandler = grpc.GenericRpcHandler[Any, Any]
-    HandlerCallDetails = grpc.HandlerCallDetails
 else:
     Handler = grpc.RpcMethodHandler
     GenericHandler = grpc.GenericRpcHandler
-    HandlerCallDetails = grpc.HandlerCallDetails
 
 log = logging.getLogger("chain.node.reader")
 SHARED_PORT = ("grpc.so_reuseport", 1)  # the group of the node's own processes on its public port
@@ -116,34 +114,20 @@ async def _unless(gone: asyncio.Event, step: Coroutine[Any, Any, None]) -> None:
     task.result()
 
 
-class _Details(HandlerCallDetails):
-    def __init__(self, method: str) -> None:
-        self.method = method
-        self.invocation_metadata = ()
-
-
-def _constant(handler: Handler) -> Callable[[HandlerCallDetails], Awaitable[Handler]]:
-    async def continuation(_details: HandlerCallDetails) -> Handler:
-        return handler
-
-    return continuation
-
-
 async def _routes(relay: Relay, local: dict[str, Handler], shipper: RpcShipper | None) -> dict[str, Handler]:
     """Every method's handler, wrapped once here, not per call: the calls answered here by served.py (the
     error mapping and the RPC metrics in one wrapper), the relayed ones by the error interceptor (the main
     process records their metrics)."""
     table: dict[str, Handler] = {}
-    errors = ErrorInterceptor()
+    relayed: dict[str, Handler] = {}
     for path in relay.paths():
         if path in local:
             table[path] = served(path, local[path], shipper)
             continue
         handler = relay.handler(path)
-        if handler is None:
-            continue
-        wrapped = await errors.intercept_service(_constant(handler), _Details(path))
-        table[path] = wrapped if wrapped is not None else handler
+        if handler is not None:
+            relayed[path] = handler
+    table.update(await intercepted(relayed, [ErrorInterceptor()]))
     return table
 
 

@@ -27,7 +27,7 @@ from node.state.access import StateAccess
 from node.state.transition import BlockOutput
 from node.storage import schema
 from node.storage.kv import Overlay
-from tests.harness import Actor, Harness, commit_meta
+from tests.harness import Harness, random_message
 
 
 class Clock:
@@ -126,28 +126,6 @@ async def cut(node: Node, follower: Follower) -> BlockOutput:
     assert [await node.messages.next() for _ in out.applied] == list(out.applied)
     assert node.messages.queue.empty()
     return out
-
-
-def random_message(rng: random.Random, h: Harness, actors: list[Actor], projects: list[bytes]) -> pb.Message:
-    actor = rng.choice(actors)
-    skew = rng.choice([0, 0, 0, 0, -1, -299, -300, -301, 1, 299, 300, 301, 305])
-    ts = h.now + skew
-    kind = rng.randrange(8)
-    if kind == 0:
-        return actor.b.follow(rng.randbytes(20), timestamp=ts)
-    if kind == 1:
-        return actor.b.account_data(pb.ACCOUNT_FIELD_BIO, f"bio {rng.random()}", timestamp=ts)
-    if kind == 2:
-        return actor.b.project_create(f"p{rng.randrange(10**9)}", timestamp=ts)
-    if kind == 3 and projects:
-        return actor.b.commit_bundle(rng.choice(projects), [commit_meta(rng.randrange(10**9))], timestamp=ts)
-    if kind == 4 and projects:
-        return actor.b.star(rng.choice(projects), timestamp=ts)
-    if kind == 5:
-        return actor.b.verification_add(Secp256k1Key.generate(), timestamp=ts)
-    if kind == 6:
-        return h.authority.b.storage_grant(rng.choice(actors).address, 1, timestamp=ts)
-    return actor.b.follow(rng.randbytes(20), remove=True, timestamp=ts)
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])

@@ -23,32 +23,11 @@ from node.chain import Chain
 from node.constants import MESSAGES_PER_CHUNK
 from node.errors import MessageRejected
 from node.merkle.store import DictNodeStore, RecentNodes
-from node.sdk.keys import Secp256k1Key
 from node.server.write.pending import PendingBlocks
 from node.state.transition import BlockOutput, apply_block
 from node.storage import schema
 from node.storage.lmdb_store import LmdbStore
-from tests.harness import Actor, Harness, commit_meta
-
-
-def random_message(rng: random.Random, h: Harness, actors: list[Actor], projects: list[bytes]) -> pb.Message:
-    """A mix of the common writes, some of which do not apply (stale or future times, unknown projects)."""
-    actor = rng.choice(actors)
-    ts = h.now + rng.choice([0, 0, 0, 0, -1, -299, -301, 1, 299, 301])
-    kind = rng.randrange(7)
-    if kind == 0:
-        return actor.b.follow(rng.randbytes(20), timestamp=ts)
-    if kind == 1:
-        return actor.b.account_data(pb.ACCOUNT_FIELD_BIO, f"bio {rng.random()}", timestamp=ts)
-    if kind == 2:
-        return actor.b.project_create(f"p{rng.randrange(10**9)}", timestamp=ts)
-    if kind == 3:
-        return actor.b.commit_bundle(rng.choice(projects), [commit_meta(rng.randrange(10**9))], timestamp=ts)
-    if kind == 4:
-        return actor.b.star(rng.choice(projects), timestamp=ts)
-    if kind == 5:
-        return actor.b.verification_add(Secp256k1Key.generate(), timestamp=ts)
-    return h.authority.b.storage_grant(rng.choice(actors).address, 1, timestamp=ts)
+from tests.harness import Harness, random_message
 
 
 def assert_same_block(ours: BlockOutput, theirs: BlockOutput) -> None:
