@@ -42,11 +42,8 @@ class BlockApplier:
         self.hub = hub
 
     async def apply(self, block: block_pb2.Block) -> BlockOutput:
-        # Signatures were checked by the member that admitted each message; the root check covers execution.
-        record = self.pipeline.telemetry.block("log")
-        out = await asyncio.to_thread(self.chain.apply, block, verify=False)
-        record.built()
-        await self.commit(out, record)
+        out, record = await self._from_log(block)
+        self.publish(out, record)
         return out
 
     async def apply_run(self, blocks: Sequence[block_pb2.Block], on_applied: Callable[[int], None]) -> None:
@@ -57,14 +54,8 @@ class BlockApplier:
         last: BlockOutput | None = None
         try:
             for block in blocks:
-                record = self.pipeline.telemetry.block("log")
-                out = await asyncio.to_thread(self.chain.apply, block, verify=False)
-                record.built()
-                await self._commit_only(out)
-                record.committed(out, self.mempool.admissions)
-                hashes = [bytes(r.message.hash) for r in out.applied]
-                self.mempool.remove(hashes + [d.hash for d in out.dropped])
-                committed += hashes
+                out, record = await self._from_log(block)
+                committed += self._settle(out, record)
                 dropped += out.dropped
                 self.hub.publish(out.block, out.applied)
                 last = out
@@ -72,6 +63,15 @@ class BlockApplier:
         finally:
             if last is not None:
                 self.pipeline.after_block(committed, dropped, last.block.header.number, last.block)
+
+    async def _from_log(self, block: block_pb2.Block) -> tuple[BlockOutput, BlockRecorder]:
+        """A block of the log executed and committed here (not yet published)."""
+        # Signatures were checked by the member that admitted each message; the root check covers execution.
+        record = self.pipeline.telemetry.block("log")
+        out = await asyncio.to_thread(self.chain.apply, block, verify=False)
+        record.built()
+        await self._commit_only(out)
+        return out, record
 
     async def _commit_only(self, out: BlockOutput) -> None:
         try:
@@ -87,8 +87,14 @@ class BlockApplier:
         self.publish(out, record)
 
     def publish(self, out: BlockOutput, record: BlockRecorder | None = None) -> None:
-        (record or self.pipeline.telemetry.block("local")).committed(out, self.mempool.admissions)
-        committed = [bytes(r.message.hash) for r in out.applied]
-        self.mempool.remove(committed + [d.hash for d in out.dropped])
+        committed = self._settle(out, record or self.pipeline.telemetry.block("local"))
         self.pipeline.after_block(committed, out.dropped, out.block.header.number, out.block)
         self.hub.publish(out.block, out.applied)
+
+    def _settle(self, out: BlockOutput, record: BlockRecorder) -> list[bytes]:
+        """A committed block recorded and its messages (committed and dropped) out of the mempool; the
+        hashes of the committed ones."""
+        record.committed(out, self.mempool.admissions)
+        committed = [bytes(r.message.hash) for r in out.applied]
+        self.mempool.remove(committed + [d.hash for d in out.dropped])
+        return committed
