@@ -29,9 +29,6 @@ class Mempool:
     def __contains__(self, message_hash: bytes) -> bool:
         return message_hash in self._items
 
-    def has(self, message_hash: bytes) -> bool:  # `in`, as a plain call (the submit loop's per-message check)
-        return message_hash in self._items
-
     def check_room(self, extra: int = 0) -> None:
         """MEMPOOL_FULL unless one more message fits beside `extra` about to be added."""
         if len(self._items) + extra >= self.capacity:

@@ -184,7 +184,7 @@ class Pipeline:
                             out.append(Outcome(i, message_hash, False, verdict.reason, verdict.detail))
                             continue
                         try:
-                            if message_hash in admitted or mempool.has(message_hash):
+                            if message_hash in admitted or message_hash in mempool:
                                 raise MessageRejected(Reason.DUPLICATE_MESSAGE, "message is already pending")
                             mempool.check_room(len(admitted))
                             pending.admit(msg, wall_ms)
