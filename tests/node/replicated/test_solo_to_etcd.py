@@ -15,7 +15,16 @@ from chain.v1 import rpc_pb2
 from tests.fixtures.actors import new_account
 from tests.fixtures.etcdproc import EtcdCluster
 from tests.fixtures.nodeproc import NodeProcess
-from tests.fixtures.replicaset import ENV, ReplicaSet, assert_same_chain, blocks, commit_retrying, status, wait_height
+from tests.fixtures.replicaset import (
+    ENV,
+    ReplicaSet,
+    assert_same_chain,
+    blocks,
+    commit_retrying,
+    status,
+    wait_height,
+    wait_snapshot_listed,
+)
 
 
 def test_a_solo_store_becomes_member_0_and_two_empty_members_state_sync(tmp_path: Path, etcd1: EtcdCluster) -> None:
@@ -37,12 +46,14 @@ def test_a_solo_store_becomes_member_0_and_two_empty_members_state_sync(tmp_path
         nodes.start(1)  # step 1: the same store, now ordering through etcd, alone
         with nodes.nodes[0].client(timeout=10) as c:
             commit_retrying(c, actor.b.project_create("first-replicated-block"))
+        wait_snapshot_listed()  # member 0 lists its (solo-era) snapshot
         with pytest.raises(RuntimeError, match=r"block \d+ is not in the log"):
             nodes.add()  # too early: only the solo-era snapshot is served (its data dir is tried again below)
         with nodes.nodes[0].client(timeout=10) as c:  # step 2: a snapshot of a block in the log
             assert c.admin is not None
             snap = c.admin.CreateSnapshot(rpc_pb2.CreateSnapshotRequest()).snapshot
         assert snap.block_number > solo_height
+        wait_snapshot_listed()
         nodes.add()  # step 3: two more members on empty data dirs
         nodes.add()
         with nodes.nodes[2].client(timeout=10) as c:  # a member that joined empty: writes go to the leader
