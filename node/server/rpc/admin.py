@@ -35,6 +35,7 @@ def delete_snapshot(snapshots: SnapshotManager, name: str) -> node_info_pb2.Snap
     doomed = directory.with_name(f".deleting-{name}")
     directory.rename(doomed)
     shutil.rmtree(doomed)
+    snapshots.changed()
     return info
 
 

@@ -12,6 +12,7 @@ import json
 import logging
 import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from chain.v1 import node_info_pb2
@@ -69,6 +70,16 @@ class SnapshotManager:
         self.directory = directory
         self.chunk_bytes = chunk_bytes
         self.hold_file = hold_file
+        self._listeners: list[Callable[[], None]] = []
+
+    def listen(self, listener: Callable[[], None]) -> None:
+        """Call `listener` (in the thread that made the change) once a snapshot was published or deleted."""
+        self._listeners.append(listener)
+
+    def changed(self) -> None:
+        """Tell the listeners the set of snapshots changed (after the change is on disk)."""
+        for listener in self._listeners:
+            listener()
 
     def discard_leftovers(self) -> list[str]:
         """Remove the copies and deletions a crash interrupted (at start-up, before any job runs)."""
@@ -90,10 +101,12 @@ class SnapshotManager:
         self.directory.mkdir(parents=True, exist_ok=True)
         tmp = self.directory / f".tmp-{time.time_ns()}"
         try:
-            return self._take(self.chain, tmp)
+            info = self._take(self.chain, tmp)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)  # a failed copy leaves nothing behind
             raise
+        self.changed()
+        return info
 
     def _hold(self) -> None:
         while self.hold_file is not None and self.hold_file.exists():

@@ -26,7 +26,6 @@ from tests.fixtures.replicaset import (
     leader_index,
     status,
     wait_height,
-    wait_snapshot_listed,
 )
 
 BUCKET = "chain-backups"
@@ -84,7 +83,6 @@ def test_a_backup_restarts_a_replicated_network_on_a_new_empty_etcd(
             commit_retrying(c, actor.b.project_create("after-the-restore"))
         # a snapshot of a block in the new log: the only kind a joining member can start from
         assert snapshot_of(nodes, 0) > height
-        wait_snapshot_listed()
         nodes.add()
         nodes.add()
         with nodes.nodes[2].client(timeout=10) as c:  # a member that joined empty: writes reach the leader

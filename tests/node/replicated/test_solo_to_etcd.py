@@ -23,7 +23,6 @@ from tests.fixtures.replicaset import (
     commit_retrying,
     status,
     wait_height,
-    wait_snapshot_listed,
 )
 
 
@@ -45,15 +44,13 @@ def test_a_solo_store_becomes_member_0_and_two_empty_members_state_sync(tmp_path
     try:
         nodes.start(1)  # step 1: the same store, now ordering through etcd, alone
         with nodes.nodes[0].client(timeout=10) as c:
-            commit_retrying(c, actor.b.project_create("first-replicated-block"))
-        wait_snapshot_listed()  # member 0 lists its (solo-era) snapshot
+            commit_retrying(c, actor.b.project_create("first-replicated-block"))  # lists its snapshot first
         with pytest.raises(RuntimeError, match=r"block \d+ is not in the log"):
             nodes.add()  # too early: only the solo-era snapshot is served (its data dir is tried again below)
         with nodes.nodes[0].client(timeout=10) as c:  # step 2: a snapshot of a block in the log
             assert c.admin is not None
             snap = c.admin.CreateSnapshot(rpc_pb2.CreateSnapshotRequest()).snapshot
         assert snap.block_number > solo_height
-        wait_snapshot_listed()
         nodes.add()  # step 3: two more members on empty data dirs
         nodes.add()
         with nodes.nodes[2].client(timeout=10) as c:  # a member that joined empty: writes go to the leader

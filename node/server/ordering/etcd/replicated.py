@@ -48,6 +48,7 @@ from node.server.write.mempool import Mempool
 from node.server.write.pipeline import Outcome
 
 log = logging.getLogger("chain.replicated")
+PUBLISH_WAIT = 5.0  # how long a finished snapshot job waits for its listing in etcd (then the tick retries)
 
 
 @dataclass(frozen=True)
@@ -100,6 +101,8 @@ class ReplicatedOrderer:
         self._stopping = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._published_snapshot: tuple[str, int] = ("", 0)  # (snapshot name, lease) as last published
+        self._publishing = asyncio.Lock()  # one listing write at a time: an older one never lands last
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._last_compaction = 0.0
 
     # ---- the Orderer interface ----
@@ -145,6 +148,8 @@ class ReplicatedOrderer:
             self.client, self.keys, s.node_id, self.addr, ttl=s.lease_ttl, poll=min(0.25, s.lease_ttl / 6)
         )
         await self.election.start()
+        self._loop = asyncio.get_running_loop()
+        self.snapshots.listen(self._snapshots_changed)
         self._tasks = [
             asyncio.create_task(self._run(), name="replicated-orderer"),
             asyncio.create_task(self._maintain(), name="replicated-maintenance"),
@@ -167,6 +172,9 @@ class ReplicatedOrderer:
         while not self._stopping.is_set():
             wait = self.settings.poll_interval
             try:
+                assert self.election is not None
+                if self.election.lease and self.election.lease != self._published_snapshot[1]:
+                    await self._publish_snapshot()  # a new lease: list our snapshot now, not a tick later
                 if not self.halted and await self._catch_up():
                     assert self.election is not None
                     if self.election.is_leader:
@@ -282,17 +290,40 @@ class ReplicatedOrderer:
     async def _publish_snapshot(self) -> None:
         """`snapshot/<id>`: the newest snapshot this member serves, attached to its lease (gone with it)."""
         assert self.election is not None
-        lease = self.election.lease
-        latest = self.snapshots.latest()
-        name = latest.name if latest is not None else ""
-        if not lease or (name, lease) == self._published_snapshot:
+        async with self._publishing:
+            lease = self.election.lease
+            latest = self.snapshots.latest()
+            name = latest.name if latest is not None else ""
+            if not lease or (name, lease) == self._published_snapshot:
+                return
+            key = self.keys.snapshot(self.settings.node_id)
+            if latest is None:
+                await self.client.txn([], [op_delete(key)])
+            else:
+                await self.client.put(key, snapshot_doc(int(latest.block_number), name, self.addr), lease=lease)
+            self._published_snapshot = (name, lease)
+
+    def _snapshots_changed(self) -> None:
+        """A snapshot was taken or deleted (called in the thread that did it): list the change in etcd before
+        that thread goes on, so a snapshot job reported finished is already what joining members see. If etcd
+        cannot be reached the maintenance tick lists it later."""
+        loop = self._loop
+        if loop is None or loop.is_closed() or self._stopping.is_set():
             return
-        key = self.keys.snapshot(self.settings.node_id)
-        if latest is None:
-            await self.client.txn([], [op_delete(key)])
-        else:
-            await self.client.put(key, snapshot_doc(int(latest.block_number), name, self.addr), lease=lease)
-        self._published_snapshot = (name, lease)
+        with contextlib.suppress(RuntimeError):
+            if asyncio.get_running_loop() is loop:  # on the loop itself: it cannot wait for its own task
+                self._tasks.append(loop.create_task(self._publish_quietly()))
+                return
+        try:
+            asyncio.run_coroutine_threadsafe(self._publish_quietly(), loop).result(PUBLISH_WAIT)
+        except TimeoutError:
+            log.warning("listing the snapshot change in etcd takes long; the job goes on without waiting")
+
+    async def _publish_quietly(self) -> None:
+        try:
+            await self._publish_snapshot()
+        except Exception as exc:  # the tick retries; the snapshot itself is fine
+            log.warning("could not list the snapshot change in etcd yet (the next maintenance tick retries): %s", exc)
 
     async def compact(self) -> int:
         """Delete log entries below the oldest snapshot a live member serves, never above a live member's
