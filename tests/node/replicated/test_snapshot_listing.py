@@ -14,8 +14,9 @@ from pathlib import Path
 
 from chain.v1 import rpc_pb2
 from node.server.ordering.etcd.client import EtcdClient
-from node.server.ordering.etcd.join import Peer, served_snapshots
+from node.server.ordering.etcd.join import served_snapshots
 from node.server.ordering.etcd.log import Keys
+from node.server.snapshots.sync_client import Peer
 from tests.fixtures.actors import new_account
 from tests.fixtures.etcdproc import EtcdCluster
 from tests.fixtures.replicaset import ReplicaSet, commit_retrying
