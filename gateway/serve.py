@@ -48,7 +48,7 @@ async def run(config: GatewayConfig) -> None:
     tracing.start()  # before the app, its channels and its Redis client exist
     try:
         metrics_port = endpoint.start()
-        await _serve(config, GatewayMetrics(endpoint.meter) if endpoint.enabled else None, metrics_port, worker_fd)
+        await _serve(config, GatewayMetrics(endpoint) if endpoint.enabled else None, metrics_port, worker_fd)
     finally:
         endpoint.stop()
         tracing.stop()

@@ -1,6 +1,6 @@
 """The gateway's metrics: HTTP requests, SSE clients, the Redis relay (names in docs/observability.md).
 
-    metrics = GatewayMetrics(MetricsEndpoint("chain-gateway", addr).meter)
+    metrics = GatewayMetrics(MetricsEndpoint("chain-gateway", addr))
     app = build_app(config, metrics=metrics)        # gateway.app installs the middleware and the event observers
 
 - `http.server.request.duration` (s): every request, by `http.request.method`, `http.route` (the route's
@@ -24,12 +24,13 @@ import time
 from collections.abc import Awaitable, Callable
 
 from aiohttp import web
-from opentelemetry.metrics import CallbackOptions, Meter, Observation
+from opentelemetry.metrics import CallbackOptions, Observation
 
 from chain.v1 import block_pb2
 from gateway.events.model import Event, Kind
 from gateway.events.service import EventService
 from node.errors import Reason
+from node.observability.metrics import MetricsEndpoint
 from node.server.telemetry.node_metrics import SECONDS_BUCKETS
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -55,13 +56,14 @@ def route_of(request: web.Request) -> str:
 
 
 class GatewayMetrics:
-    def __init__(self, meter: Meter) -> None:
-        self.meter = meter
-        self.http_duration = meter.create_histogram(
+    def __init__(self, endpoint: MetricsEndpoint) -> None:
+        self.meter = meter = endpoint.meter
+        # recorded on every request: the endpoint's lean histogram (node/observability/histogram.py)
+        self.http_duration = endpoint.histogram(
             "http.server.request.duration",
-            unit="s",
-            description="Duration of HTTP requests, by route, status and reason code",
-            explicit_bucket_boundaries_advisory=SECONDS_BUCKETS,
+            "s",
+            "Duration of HTTP requests, by route, status and reason code",
+            SECONDS_BUCKETS,
         )
         self.relay_lag = meter.create_histogram(
             "chain.relay.lag",

@@ -3,18 +3,21 @@
     endpoint = MetricsEndpoint("chain-node", "localhost:9464")   # '' : metrics off (a no-op meter)
     port = endpoint.start()                                       # the bound port (address port 0 works)
     meter = endpoint.meter                                        # instruments are created from this
+    duration = endpoint.histogram(name, unit, description, buckets)   # a per-request histogram (histogram.py)
     endpoint.stop()
 
 The meter provider is not the global one and the Prometheus reader has its own registry, so a node and
 a gateway in one process (the tests) each serve only their own metrics. The exposition is served by
 prometheus_client's small threaded HTTP server on `addr` (GET any path), out of the event loop.
 Names follow the OpenTelemetry conventions; the exporter turns `rpc.server.duration` with unit `ms` into
-`rpc_server_duration_milliseconds` and adds `_total` to counters.
+`rpc_server_duration_milliseconds` and adds `_total` to counters. The histograms recorded once per request
+are node.observability.histogram's, registered in the same registry and exposed the same way.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 from opentelemetry.exporter.prometheus import PrometheusMetricReader
@@ -25,6 +28,7 @@ from prometheus_client import CollectorRegistry, start_http_server
 
 from node.listen import ListenError
 from node.observability.address import split_addr
+from node.observability.histogram import Histogram
 
 
 class MetricsAddressError(ListenError):
@@ -53,6 +57,13 @@ class MetricsEndpoint:
     @property
     def enabled(self) -> bool:
         return self._provider is not None
+
+    def histogram(self, name: str, unit: str, description: str, buckets: Sequence[float]) -> Histogram:
+        """A per-request histogram served at this endpoint (kept but not served when metrics are off)."""
+        histogram = Histogram(name, unit, description, buckets)
+        if self.enabled:
+            self.registry.register(histogram)
+        return histogram
 
     def start(self) -> int:
         if self._provider is None or self._server is not None:

@@ -120,7 +120,7 @@ class NodeApp:
         self.config = config
         self.ports = Ports(0, 0, 0)
         self.metrics_endpoint = MetricsEndpoint("chain-node", config.metrics_addr)
-        self.metrics = NodeMetrics(self.metrics_endpoint.meter) if self.metrics_endpoint.enabled else None
+        self.metrics = NodeMetrics(self.metrics_endpoint) if self.metrics_endpoint.enabled else None
         self.telemetry = NodeTelemetry(tracer_provider, self.metrics)
         self.state: NodeState | None = None
         self._server: grpc.aio.Server | None = None

@@ -38,7 +38,7 @@ async def test_gateway_metrics_after_a_workload(node: NodeProcess, redis_server:
     await redis.flushall()
     endpoint = MetricsEndpoint("chain-gateway", "127.0.0.1:0")
     port = endpoint.start()
-    server = TestServer(build_app(gateway_config(node, redis_url=redis_server.url), GatewayMetrics(endpoint.meter)))
+    server = TestServer(build_app(gateway_config(node, redis_url=redis_server.url), GatewayMetrics(endpoint)))
     await server.start_server()
     http: Counter[tuple[str, str, int, str]] = Counter()  # (method, route, status, reason code) as sent here
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import grpc
 
 from node.errors import REASON_CODE, trailer
-from node.server.readers.shipping import RpcShipper, series_key
+from node.server.readers.shipping import RpcShipper
 from node.server.rpc.interceptors import Malformed, check_decoded, mapped, tolerant
 from node.server.telemetry.rpc import attributes, outcome
 
@@ -36,7 +36,7 @@ def served(path: str, handler: Handler, shipper: RpcShipper | None) -> Handler:
     if inner is None:
         raise ValueError(f"{path}: a worker answers only unary reads itself")
     service, _, method = path.lstrip("/").rpartition("/")
-    ok = series_key(attributes(service, method, grpc.StatusCode.OK, ""))
+    ok = attributes(service, method, grpc.StatusCode.OK, "")
     clock = time.perf_counter
 
     def record(started: float, code: grpc.StatusCode, reason: str) -> None:

@@ -1,68 +1,72 @@
-"""RPC durations from a read worker to the main process's metrics, in batches.
+"""RPC durations from a read worker to the main process's metrics, as histogram series once a second.
 
-    shipper = RpcShipper(local_paths())       # the worker's RpcMetricsInterceptor records into it
-    series = shipper.take()                   # [[attributes, [ms, ...]], ...]: one JSON line a second
-    replay(series, metrics)                   # in the main process: into its own rpc.server.duration
+    shipper = RpcShipper(local_paths())       # the worker's served.py wrappers record into it
+    series = shipper.take()                   # [[attributes, [count per bucket...], sum], ...]: one JSON line
+    replay(series, metrics)                   # in the main process: added to its own rpc.server.duration
 
 Only the calls the worker answered itself are kept: a relayed call is recorded by the main process, which
-serves it, so no call is counted twice. The main process records each duration into the same histogram
-with the same attributes, so Prometheus sees one `rpc_server_duration_milliseconds` for the whole node
-(aggregated in the main process, not prometheus_client's multiprocess mode: the node's metrics are
-OpenTelemetry instruments, which that mode does not cover).
+serves it, so no call is counted twice. The worker buckets its durations with the main process's buckets
+(MS_BUCKETS) and ships the counts and sums since the last line; the main process adds them to its own
+histogram under the same attributes, so Prometheus sees one `rpc_server_duration_milliseconds` for the whole
+node (aggregated in the main process, not prometheus_client's multiprocess mode) and the main process's
+work per shipped line is a few additions per series, whatever the number of calls.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from node.server.telemetry.rpc import Attributes, RpcRecorder
-
-Series = list[list[Any]]
-SeriesKey = tuple[tuple[str, str | int], ...]
+from node.observability.histogram import Attributes, Histogram, Series
+from node.server.telemetry.node_metrics import MS_BUCKETS
+from node.server.telemetry.rpc import RpcRecorder
 
 
 class RpcShipper:
     def __init__(self, local: frozenset[str]) -> None:
         self._local = local
-        self._pending: dict[SeriesKey, list[float]] = {}
+        self._histogram = Histogram("rpc.server.duration", "ms", "shipped to the main process", MS_BUCKETS)
 
     @property
     def rpc_duration(self) -> RpcShipper:
         return self
 
     def record(self, amount: float, attributes: Attributes | None = None) -> None:
-        attrs = dict(attributes or {})
+        attrs = attributes or {}
         if f"/{attrs.get('rpc.service')}/{attrs.get('rpc.method')}" not in self._local:
             return  # relayed: the main process records it
-        self.add(series_key(attrs), amount)
+        self._histogram.record(amount, attrs)
 
-    def add(self, key: SeriesKey, amount: float) -> None:
-        """One duration under attributes already made a key (`series_key`): what a worker's own calls use,
-        the key of a successful call computed once per method (node/server/readers/served.py)."""
-        durations = self._pending.get(key)
-        if durations is None:
-            durations = self._pending[key] = []
-        durations.append(round(amount, 4))
+    def add(self, attributes: Attributes, amount: float) -> None:
+        """One duration of a call this worker answered (served.py; no check of the path)."""
+        self._histogram.record(amount, attributes)
 
     def take(self) -> Series:
         """What was recorded since the last call, and forget it."""
-        pending, self._pending = self._pending, {}
-        return [[dict(attrs), durations] for attrs, durations in pending.items()]
-
-
-def series_key(attributes: Attributes) -> SeriesKey:
-    return tuple(sorted(attributes.items()))
+        return self._histogram.take()
 
 
 def replay(series: Series, metrics: RpcRecorder) -> int:
-    """Record a worker's batch; the number of calls in it. Malformed entries are skipped."""
+    """Add a worker's batch to the main process's histogram; the number of calls in it. Malformed entries
+    (and a histogram that cannot take series: metrics off) are skipped."""
+    merge = getattr(metrics.rpc_duration, "merge", None)
+    if merge is None:
+        return 0
     count = 0
     for entry in series:
-        if not (isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], dict)):
+        if not _well_formed(entry):
             continue
         attrs = {str(k): v for k, v in entry[0].items() if isinstance(v, str | int)}
-        for amount in entry[1] if isinstance(entry[1], list) else ():
-            if isinstance(amount, int | float):
-                metrics.rpc_duration.record(float(amount), attrs)
-                count += 1
+        if merge(attrs, entry[1], float(entry[2])):
+            count += sum(entry[1])
     return count
+
+
+def _well_formed(entry: Any) -> bool:
+    return (
+        isinstance(entry, list)
+        and len(entry) == 3
+        and isinstance(entry[0], dict)
+        and isinstance(entry[1], list)
+        and all(isinstance(c, int) and c >= 0 for c in entry[1])
+        and isinstance(entry[2], int | float)
+    )

@@ -7,9 +7,9 @@ with SO_REUSEPORT, so the kernel spreads connections over them), answers the pur
 
 Protocol with the main process, over the worker's stdin and stdout pipes:
 - stdout: `{"event": "worker-ready", "pid": ...}` once it serves, then `{"event": "rpc", "series": ...}`
-  about once a second: the durations of the calls it answered itself (the main process records them in
-  its own `rpc.server.duration`, so one Prometheus endpoint shows every process; relayed calls are
-  recorded by the main process that serves them).
+  about once a second: the histogram series (counts per bucket and sums) of the calls it answered itself
+  since the last line (the main process adds them to its own `rpc.server.duration`, so one Prometheus
+  endpoint shows every process; relayed calls are recorded by the main process that serves them).
 - stdin: nothing is written; end of file means the main process is gone (it exited, or was killed -9)
   and the worker stops at once. SIGTERM drains it (the main process's orderly stop).
 """

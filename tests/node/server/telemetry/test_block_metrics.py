@@ -27,7 +27,7 @@ async def test_dropped_messages_are_counted_by_reason(tmp_path: Path):
     port = endpoint.start()
     verifier = Verifier(0, C.MAX_MESSAGE_BYTES)
     try:
-        telemetry = NodeTelemetry(None, NodeMetrics(endpoint.meter))
+        telemetry = NodeTelemetry(None, NodeMetrics(endpoint))
         mempool = Mempool(100)
         pipeline = Pipeline(h.chain, mempool, verifier, clock=h.clock, telemetry=telemetry)
         orderer = SoloOrderer(
