@@ -43,6 +43,20 @@ class TraceIdFilter(logging.Filter):
 class TextFormatter(logging.Formatter):
     def __init__(self) -> None:
         super().__init__(TEXT_FORMAT)
+        self._second: tuple[int, str] = (-1, "")
+
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
+        """logging's own `asctime`, the date and time part formatted once per second (the gateway logs
+        every request): the same text as `logging.Formatter.formatTime`."""
+        if datefmt is not None:
+            return super().formatTime(record, datefmt)
+        second = int(record.created)
+        cached, stamp = self._second
+        if cached != second:
+            stamp = time.strftime(self.default_time_format, self.converter(second))
+            self._second = (second, stamp)
+        msec_format = self.default_msec_format
+        return msec_format % (stamp, record.msecs) if msec_format else stamp
 
     def format(self, record: logging.LogRecord) -> str:
         line = super().format(record)
@@ -82,6 +96,11 @@ def handler(fmt: str, stream: TextIO | None = None) -> logging.Handler:
 
 
 def configure_logging(level: str, fmt: str = "text", stream: TextIO | None = None) -> None:
+    """The process's logging: one handler on the root logger. Records do not look up the thread, process
+    and multiprocessing names (neither format shows them; a record per request is cheaper without)."""
+    logging.logThreads = False
+    logging.logProcesses = False
+    logging.logMultiprocessing = False
     root = logging.getLogger()
     for old in list(root.handlers):
         root.removeHandler(old)

@@ -13,7 +13,7 @@ import pytest
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 
-from node.observability.logs import configure_logging, handler
+from node.observability.logs import TEXT_FORMAT, TextFormatter, configure_logging, handler
 from node.server.config import parse_config
 from tests.fixtures.nodeproc import NodeProcess
 
@@ -22,7 +22,9 @@ from tests.fixtures.nodeproc import NodeProcess
 def root_handlers() -> Iterator[None]:
     root = logging.getLogger()
     saved, level = list(root.handlers), root.level
+    flags = (logging.logThreads, logging.logProcesses, logging.logMultiprocessing)
     yield
+    logging.logThreads, logging.logProcesses, logging.logMultiprocessing = flags
     for h in list(root.handlers):
         root.removeHandler(h)
     for h in saved:
@@ -63,6 +65,19 @@ def test_text_lines_are_readable_and_add_ids_in_a_span(root_handlers: None):
     assert plain.endswith(" DEBUG chain.test plain")
     trace_id = trace.format_trace_id(span.get_span_context().trace_id)
     assert " INFO chain.test traced trace_id=" + trace_id in traced
+
+
+def test_text_time_stamps_equal_loggings_own(root_handlers: None):
+    """The per-second cache of `asctime` writes what logging.Formatter writes, across second boundaries."""
+    configure_logging("info", "text", io.StringIO())
+    ours, theirs = TextFormatter(), logging.Formatter(TEXT_FORMAT)
+    start = time.time()
+    for offset in (0.0, 0.0004, 0.5, 0.999, 1.0, 1.001, 59.9994, 3600.25, -86400.75, 0.5):
+        record = logging.LogRecord("chain.test", logging.INFO, __file__, 1, "line %d", (7,), None)
+        record.created = start + offset
+        record.msecs = int((record.created - int(record.created)) * 1000) + 0.0
+        assert ours.format(record) == theirs.format(record)
+        assert ours.formatTime(record, "%H:%M") == theirs.formatTime(record, "%H:%M")
 
 
 def test_bad_format_is_refused():
