@@ -21,6 +21,7 @@ or numbers, field names in lowerCamelCase or as in the .proto file.
 
 from __future__ import annotations
 
+import keyword
 import re
 from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
@@ -169,8 +170,6 @@ def to_json_list(items: Iterable[Message]) -> list[JsonObject]:
 # ---- the same rules compiled once per message type (the read path's encoders) ----
 
 Encoder: TypeAlias = Callable[[Any], Json]
-# (field name, converter or None for the value as it is, repeated, member of a oneof)
-Plan: TypeAlias = list[tuple[str, Encoder | None, bool, bool]]
 
 
 def _enum_encoder(enum: EnumDescriptor) -> Encoder:
@@ -182,33 +181,42 @@ def _hex0x(v: bytes) -> str:
     return "0x" + v.hex()
 
 
-def _converter(field: FieldDescriptor, encoders: Mapping[str, Encoder]) -> Encoder | None:
+def _value_source(field: FieldDescriptor, value: str, names: dict[str, Any], message_names: Mapping[str, str]) -> str:
+    """The expression that converts `value` (source text) of this field's type to its REST form."""
     t = field.type
     if t == FD.TYPE_MESSAGE:
-        return encoders[_message_type(field).full_name]
+        return f"{message_names[_message_type(field).full_name]}({value})"
     if t == FD.TYPE_BYTES:
-        return bytes.hex if _is_ref(field) else _hex0x
+        return f"{value}.hex()" if _is_ref(field) else f'"0x" + {value}.hex()'
     if t in INT64_TYPES:
-        return str
+        return f"str({value})"
     if t == FD.TYPE_ENUM:
-        return _enum_encoder(_enum_type(field))
-    return None
+        name = f"enum_{len(names)}"
+        names[name] = _enum_encoder(_enum_type(field))
+        return f"{name}({value})"
+    return value
 
 
-def _encoder(plan: Plan) -> Encoder:
-    def encode(msg: Any) -> JsonObject:
-        out: JsonObject = {}
-        for name, conv, repeated, oneof in plan:
-            if oneof and not msg.HasField(name):
-                continue
-            value = getattr(msg, name)
-            if repeated:
-                out[name] = [conv(v) for v in value] if conv is not None else list(value)
-            else:
-                out[name] = conv(value) if conv is not None else value
-        return out
-
-    return encode
+def _encoder_source(desc: Descriptor, names: dict[str, Any], message_names: Mapping[str, str]) -> str:
+    """`def encode(msg)` for one message type: one statement per field, in field order, the leading fields
+    that are not oneof members in one dict display. A field named like a Python keyword is read with getattr."""
+    head: list[str] = []
+    body: list[str] = []
+    for f in fields(desc):
+        plain = f.name.isidentifier() and not keyword.iskeyword(f.name)
+        read = f"msg.{f.name}" if plain else f"getattr(msg, {f.name!r})"
+        if f.is_repeated:
+            item = _value_source(f, "v", names, message_names)
+            value = f"list({read})" if item == "v" else f"[{item} for v in {read}]"
+        else:
+            value = _value_source(f, read, names, message_names)
+        if _in_oneof(f):
+            body.append(f"    if msg.HasField({f.name!r}):\n        out[{f.name!r}] = {value}")
+        elif body:
+            body.append(f"    out[{f.name!r}] = {value}")
+        else:
+            head.append(f"{f.name!r}: {value}")
+    return "\n".join(["def encode(msg):", f"    out = {{{', '.join(head)}}}", *body, "    return out"])
 
 
 def _all_messages(files: Iterable[Any]) -> dict[str, Descriptor]:
@@ -225,16 +233,21 @@ def _all_messages(files: Iterable[Any]) -> dict[str, Descriptor]:
 
 def compile_encoders(files: Iterable[Any]) -> Mapping[str, Encoder]:
     """An encoder per message type of these generated modules, equal to `reference_json` (map fields,
-    which no REST record has, are left to it)."""
+    which no REST record has, are left to it), generated as Python source at import: a function per type
+    that reads each field once and converts it inline (no per-field loop or plan tuple per call). A nested
+    record's encoder is found through the generated functions' shared globals, filled in once all exist."""
     descs = {n: d for n, d in _all_messages(files).items() if not d.GetOptions().map_entry}
-    plans: dict[str, Plan] = {name: [] for name in descs}
-    encoders = {name: _encoder(plan) for name, plan in plans.items()}
+    names: dict[str, Any] = {"__builtins__": {"getattr": getattr, "list": list, "str": str}}
+    message_names = {name: f"message_{i}" for i, name in enumerate(descs)}
+    encoders: dict[str, Encoder] = {}
     for name, desc in descs.items():
-        if any(f.type == FD.TYPE_MESSAGE and _message_type(f).full_name not in encoders for f in fields(desc)):
+        if any(f.type == FD.TYPE_MESSAGE and _message_type(f).full_name not in descs for f in fields(desc)):
             encoders[name] = reference_json
             continue
-        for f in fields(desc):
-            plans[name].append((f.name, _converter(f, encoders), f.is_repeated, _in_oneof(f)))
+        scope: dict[str, Any] = {}
+        exec(compile(_encoder_source(desc, names, message_names), f"<encoder {name}>", "exec"), names, scope)
+        encoders[name] = scope["encode"]
+    names.update({message_names[name]: encoder for name, encoder in encoders.items()})
     return MappingProxyType(encoders)
 
 
