@@ -7,7 +7,8 @@
 aiohttp has no deadline for reading a request's headers: a client that sends a header line every few
 seconds keeps its connection (and a file descriptor) forever, and a few hundred such connections hold the
 process (slowloris). The guard closes a connection whose request headers are not complete within
-`header_timeout` of the connection opening or of the first byte of its next request, and refuses
+`header_timeout` of the connection opening or of the first byte of its next request (checked by a sweep
+every quarter of that, at most every second), and refuses
 connections beyond `max_connections` (closed at once, counted). Idle keep-alive connections are closed by
 aiohttp's own `keepalive_timeout` (`--idle-timeout`). A request whose headers arrived (a slow handler, a
 long SSE stream) is never cut by the guard.
@@ -38,28 +39,23 @@ class _Guarded(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.in_request = False
         self.admitted = False
-        self._timer: asyncio.TimerHandle | None = None
+        self.deadline: float | None = None  # loop time by which the headers must be complete
 
     # ---- the guard's part ----
     def _arm(self) -> None:
-        if self._timer is None and not self.in_request:
-            loop = asyncio.get_running_loop()
-            self._timer = loop.call_later(self.guard.header_timeout, self._expired)
+        if self.deadline is None and not self.in_request:
+            self.deadline = self.guard.loop_time() + self.guard.header_timeout
 
-    def _disarm(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-
-    def _expired(self) -> None:
-        self._timer = None
+    def expire(self) -> None:
+        """The deadline passed (the guard's sweep): closed unless a request's headers came meanwhile."""
+        self.deadline = None
         if not self.in_request and self.transport is not None and not self.transport.is_closing():
             self.guard.timed_out += 1
             self.transport.abort()
 
     def request_started(self) -> None:
         self.in_request = True
-        self._disarm()
+        self.deadline = None
 
     def request_finished(self) -> None:
         self.in_request = False  # idle now: aiohttp's keep-alive timeout applies until the next byte
@@ -73,7 +69,7 @@ class _Guarded(asyncio.Protocol):
             self.transport.abort()  # over the cap: aiohttp never sees it
             return
         self.admitted = True
-        self.guard.open[self.transport] = self
+        self.guard.admit(self.transport, self)
         self._arm()
         self.inner.connection_made(transport)
 
@@ -88,7 +84,7 @@ class _Guarded(asyncio.Protocol):
         return self.inner.eof_received() if self.admitted else None
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._disarm()
+        self.deadline = None
         if self.admitted and self.transport is not None:
             self.guard.open.pop(self.transport, None)
             self.inner.connection_lost(exc)
@@ -101,12 +97,37 @@ class _Guarded(asyncio.Protocol):
 
 
 class ConnectionGuard:
+    """The header deadlines are checked by one sweep every `period` seconds (a quarter of the deadline, at
+    most 1 s) over the open connections, not by a timer per request: a request costs a clock read, and a
+    connection past its deadline is closed within `header_timeout + period`. The sweep runs while
+    connections are open."""
+
     def __init__(self, header_timeout: float, max_connections: int) -> None:
         self.header_timeout = header_timeout
         self.max_connections = max_connections
+        self.period = min(1.0, header_timeout / 4)
         self.open: dict[asyncio.BaseTransport, _Guarded] = {}
         self.timed_out = 0  # connections closed for not completing their headers in time
         self.refused = 0  # connections refused over the cap
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._sweep: asyncio.TimerHandle | None = None
+
+    def loop_time(self) -> float:
+        assert self._loop is not None  # set by the first admitted connection
+        return self._loop.time()
+
+    def admit(self, transport: asyncio.BaseTransport, conn: _Guarded) -> None:
+        self.open[transport] = conn
+        if self._sweep is None:
+            self._loop = asyncio.get_running_loop()
+            self._sweep = self._loop.call_later(self.period, self._swept)
+
+    def _swept(self) -> None:
+        assert self._loop is not None
+        now = self._loop.time()
+        for conn in [c for c in self.open.values() if c.deadline is not None and c.deadline <= now]:
+            conn.expire()
+        self._sweep = self._loop.call_later(self.period, self._swept) if self.open else None
 
     def factory(self, make: Callable[[], asyncio.Protocol]) -> Callable[[], asyncio.Protocol]:
         return lambda: _Guarded(self, make())
