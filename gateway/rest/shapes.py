@@ -177,10 +177,6 @@ def _enum_encoder(enum: EnumDescriptor) -> Encoder:
     return lambda v: names[v] if v in names else str(v)
 
 
-def _hex0x(v: bytes) -> str:
-    return "0x" + v.hex()
-
-
 def _value_source(field: FieldDescriptor, value: str, names: dict[str, Any], message_names: Mapping[str, str]) -> str:
     """The expression that converts `value` (source text) of this field's type to its REST form."""
     t = field.type

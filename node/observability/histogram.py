@@ -63,9 +63,7 @@ class Histogram:
         key: Key = tuple(attributes.items()) if attributes else ()
         index = bisect_left(self.bounds, amount)
         with self._lock:
-            series = self._series.get(key)
-            if series is None:
-                series = self._series[key] = [0.0] * (len(self.bounds) + 2)
+            series = self._series_of(key)
             series[index] += 1
             series[-1] += amount
 
@@ -75,13 +73,18 @@ class Histogram:
             return False
         key: Key = tuple(attributes.items())
         with self._lock:
-            series = self._series.get(key)
-            if series is None:
-                series = self._series[key] = [0.0] * (len(self.bounds) + 2)
+            series = self._series_of(key)
             for index, count in enumerate(counts):
                 series[index] += count
             series[-1] += total
         return True
+
+    def _series_of(self, key: Key) -> list[float]:
+        """The series under `key`, made empty the first time (the caller holds the lock)."""
+        series = self._series.get(key)
+        if series is None:
+            series = self._series[key] = [0.0] * (len(self.bounds) + 2)
+        return series
 
     def take(self) -> Series:
         """Every series recorded since the last `take`, and forget them (a read worker ships these)."""

@@ -410,7 +410,8 @@ class NodeApp:
                 )
 
             stale = self.state.chain.store.clear_stale_readers  # a killed worker's read transaction
-            self.readers = ReadWorkers(self._readers_count, settings, self.metrics, on_exit=stale)
+            durations = self.metrics.rpc_duration if self.metrics is not None else None
+            self.readers = ReadWorkers(self._readers_count, settings, durations, on_exit=stale)
             try:
                 await self.readers.start()
             except ListenError:

@@ -2,7 +2,7 @@
 
     shipper = RpcShipper(local_paths())       # the worker's served.py wrappers record into it
     series = shipper.take()                   # [[attributes, [count per bucket...], sum], ...]: one JSON line
-    replay(series, metrics)                   # in the main process: added to its own rpc.server.duration
+    replay(series, durations)                 # in the main process: added to its rpc.server.duration
 
 Only the calls the worker answered itself are kept: a relayed call is recorded by the main process, which
 serves it, so no call is counted twice. The worker buckets its durations with the main process's buckets
@@ -18,7 +18,6 @@ from typing import Any
 
 from node.observability.histogram import Attributes, Histogram, Series
 from node.server.telemetry.node_metrics import MS_BUCKETS
-from node.server.telemetry.rpc import RpcRecorder
 
 
 class RpcShipper:
@@ -45,18 +44,15 @@ class RpcShipper:
         return self._histogram.take()
 
 
-def replay(series: Series, metrics: RpcRecorder) -> int:
+def replay(series: Series, durations: Histogram) -> int:
     """Add a worker's batch to the main process's histogram; the number of calls in it. Malformed entries
-    (and a histogram that cannot take series: metrics off) are skipped."""
-    merge = getattr(metrics.rpc_duration, "merge", None)
-    if merge is None:
-        return 0
+    are skipped."""
     count = 0
     for entry in series:
         if not _well_formed(entry):
             continue
         attrs = {str(k): v for k, v in entry[0].items() if isinstance(v, str | int)}
-        if merge(attrs, entry[1], float(entry[2])):
+        if durations.merge(attrs, entry[1], float(entry[2])):
             count += sum(entry[1])
     return count
 

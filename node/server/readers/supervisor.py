@@ -1,6 +1,7 @@
 """The node's read workers, kept running by the main process (`chain-node --read-workers N`).
 
-    workers = ReadWorkers(2, settings_for, metrics)   # settings_for(index) -> WorkerSettings
+    workers = ReadWorkers(2, settings_for, durations)   # settings_for(index) -> WorkerSettings; durations:
+                                                        # the main process's rpc.server.duration (None: off)
     await workers.start()     # every worker serves (a worker that cannot start: ListenError, node stops)
     ...
     await workers.stop()      # SIGTERM, a short grace, then SIGKILL
@@ -24,9 +25,9 @@ from collections.abc import Callable
 from contextlib import suppress
 
 from node.listen import ListenError
+from node.observability.histogram import Histogram
 from node.server.readers.shipping import replay
 from node.server.readers.worker import WorkerSettings
-from node.server.telemetry.rpc import RpcRecorder
 from node.server.write.sizing import Resources, auto_workers
 
 log = logging.getLogger("chain.node")
@@ -45,7 +46,7 @@ class ReadWorkers:
         self,
         count: int,
         settings_for: Callable[[int], WorkerSettings],
-        metrics: RpcRecorder | None,
+        durations: Histogram | None,
         start_timeout: float = 60.0,
         on_exit: Callable[[], object] | None = None,
     ) -> None:
@@ -53,7 +54,7 @@ class ReadWorkers:
         self.count = count
         self._on_exit = on_exit
         self._settings_for = settings_for
-        self._metrics = metrics
+        self._durations = durations
         self._start_timeout = start_timeout
         self._procs: dict[int, asyncio.subprocess.Process] = {}
         self._ready: dict[int, asyncio.Future[None]] = {}
@@ -127,8 +128,8 @@ class ReadWorkers:
                 continue
             if doc.get("event") == "worker-ready" and not self._ready[index].done():
                 self._ready[index].set_result(None)
-            elif doc.get("event") == "rpc" and self._metrics is not None and isinstance(doc.get("series"), list):
-                replay(doc["series"], self._metrics)
+            elif doc.get("event") == "rpc" and self._durations is not None and isinstance(doc.get("series"), list):
+                replay(doc["series"], self._durations)
 
     async def stop(self) -> None:
         """Drain every worker (SIGTERM: it stops taking calls, finishes the ones it has for a second)."""

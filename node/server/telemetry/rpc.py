@@ -30,7 +30,8 @@ Attributes = Mapping[str, str | int]
 
 
 class DurationSink(Protocol):
-    """Where a call's duration goes: the OpenTelemetry histogram, or a read worker's shipper."""
+    """Where a call's duration goes: the endpoint's histogram (node/observability/histogram.py), or a read
+    worker's shipper."""
 
     def record(self, amount: float, attributes: Attributes | None = None) -> None: ...
 

@@ -112,10 +112,10 @@ def test_a_workers_shipped_series_equal_recording_in_the_main_process() -> None:
                 shipper.record(amount * (round_ + 1), attrs)
                 shipper.record(amount, relayed)  # the main process records relayed calls itself
                 direct_metrics.rpc_duration.record(amount * (round_ + 1), attrs)
-            shipped += replay(json.loads(json.dumps(shipper.take())), main_metrics)
+            shipped += replay(json.loads(json.dumps(shipper.take())), main_metrics.rpc_duration)
         assert shipped == 3 * len(AMOUNTS)
         assert shipper.take() == []
-        assert replay([["not", "a", "series"], [{}, [-1], 0.0], [{}, [1], "x"]], main_metrics) == 0
+        assert replay([["not", "a", "series"], [{}, [-1], 0.0], [{}, [1], "x"]], main_metrics.rpc_duration) == 0
         name = "rpc_server_duration_milliseconds"
         assert family(generate_latest(main.registry).decode(), name) == family(
             generate_latest(direct.registry).decode(), name
