@@ -12,6 +12,7 @@ raises DataCorrupted, and every later read does too.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -40,6 +41,9 @@ from node.storage.integrity import (
 )
 from node.storage.kv import Overlay
 from node.storage.lmdb_store import LmdbNodeView, LmdbReadView, LmdbStore, RecordCheck
+from node.storage.writer import WriteDamaged, WriterLost, WriterProcess
+
+log = logging.getLogger("chain.store")
 
 
 class Chain:
@@ -49,6 +53,16 @@ class Chain:
         self.verifier = Ed25519Verifier()
         # the tree nodes the latest blocks committed: building the next block reads them from memory
         self.recent_nodes = RecentNodes()
+        self.writer: WriterProcess | None = None  # None: commits run in this process (the caller's thread)
+
+    def start_writer(self) -> WriterProcess:
+        """Commit through a writer process from now on (node/storage/writer.py). Call it from the thread
+        that lives as long as the node (the main thread): the child is killed when that thread ends."""
+        if self.writer is None:
+            self.writer = WriterProcess(
+                self.store.path, sync=self.store.sync, on_restart=self.store.clear_stale_readers
+            )
+        return self.writer
 
     @classmethod
     def open(cls, path: Path | str, params: ChainParams | None = None, *, sync: bool = True) -> Chain:
@@ -155,8 +169,34 @@ class Chain:
         """Write one block atomically. The caller serialises commits (one writer)."""
         if output.block.header.number != self.height + 1:
             raise InvariantBroken(f"block {output.block.header.number} does not follow {self.height}")
-        self.store.commit(output.writes, output.tree_nodes)
+        if self.writer is None:
+            self.store.commit(output.writes, output.tree_nodes)
+        else:
+            self._commit_in_writer(output)
         self.recent_nodes.add(output.tree_nodes)  # after the transaction: never a node of a block not committed
 
+    def _commit_in_writer(self, output: BlockOutput) -> None:
+        """A writer that died is replaced once at once (a second loss in a row is StorageFailed)."""
+        assert self.writer is not None
+        number = output.block.header.number
+        for attempt in (1, 2):
+            try:
+                self.writer.commit(output.writes, output.tree_nodes)
+                return
+            except WriterLost as lost:
+                # the transaction is atomic: the block is wholly stored or not at all. The head tells which;
+                # a block retried after it was stored would not follow the head any more.
+                if bytes(self.head().hash) == bytes(output.block.hash):
+                    log.warning("%s; block %d was stored before it exited", lost, number)
+                    return
+                if attempt == 2:
+                    raise
+                log.warning("%s; block %d was not stored: committing it again in a new writer", lost, number)
+            except WriteDamaged as damaged:
+                raise self.store.fault.record(damaged.problem) from None
+
     def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
         self.store.close()

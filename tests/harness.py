@@ -12,6 +12,7 @@ from pathlib import Path
 
 from chain.v1 import message_pb2 as pb
 from chain.v1 import state_pb2
+from node import merkle
 from node.chain import Chain
 from node.codec import blake3_256
 from node.errors import MessageRejected, Reason
@@ -20,6 +21,7 @@ from node.sdk.messages import MessageBuilder
 from node.state.access import StateAccess
 from node.state.params import ChainParams
 from node.state.transition import BlockOutput
+from node.storage import schema
 from node.storage.kv import DictView, Overlay
 
 START = 1_800_000_000
@@ -141,3 +143,10 @@ def random_message(rng: random.Random, h: Harness, actors: list[Actor], projects
     if kind == 6:
         return h.authority.b.storage_grant(rng.choice(actors).address, 1, timestamp=ts)
     return actor.b.follow(rng.randbytes(20), remove=True, timestamp=ts)
+
+
+def recomputed_root(chain: Chain) -> bytes:
+    """The state root rebuilt from scratch over every stored public-state record."""
+    with chain.read() as (view, _):
+        items = {k: v for k, v in view.scan(b"") if schema.in_tree(k)}
+    return merkle.build_tree(items).root

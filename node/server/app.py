@@ -310,6 +310,8 @@ class NodeApp:
             self.metrics.observe(lambda: self.state)
             self.metrics.observe_storage(self.storage)
         chain, bootstrap = await self._open_replicated() if cfg.orderer == "etcd" else self._open_chain()
+        if cfg.store_writer == "process":
+            chain.start_writer()  # here, in the main thread: the child is killed when this thread ends
         if self.metrics is not None:
             self.metrics.height = chain.height
         mempool = Mempool(cfg.mempool_capacity)

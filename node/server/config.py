@@ -51,6 +51,9 @@ class NodeConfig:
     # processes serving reads beside the main one on the same gRPC port (docs/node.md, "Read workers");
     # 0: the main process serves everything, its port bound exclusively; -1: one per extra CPU, at most 4
     read_workers: int = 0
+    # "process": block commits run in a child process that owns the store's write transactions
+    # (node/storage/writer.py); "thread": in a thread of the main process
+    store_writer: str = "process"
     # Items a subscriber may fall behind by before it is dropped: more than two full blocks.
     subscriber_queue: int = 20_000
     drain_seconds: float = 1.0
@@ -91,6 +94,12 @@ def _worker_flags(p: argparse.ArgumentParser, d: NodeConfig) -> None:
         type=int,
         default=d.read_workers,
         help="processes answering reads on the gRPC port beside the main one; -1: one per extra CPU, at most 4",
+    )
+    p.add_argument(
+        "--store-writer",
+        choices=("process", "thread"),
+        default=d.store_writer,
+        help="where block commits run: a child process owning the store's writes, or a thread of this one",
     )
     p.add_argument("--cpu-limit", type=float, default=d.cpu_limit, help="CPUs this node may use (sizes -1 workers)")
 

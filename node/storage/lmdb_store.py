@@ -155,6 +155,7 @@ class LmdbStore:
         environment that cannot begin a write transaction (read workers beside the node's own process:
         LMDB serves many reader processes, each read transaction sees the newest committed block)."""
         self.path = Path(path)
+        self.sync = sync
         self.fault = StoreFault(self.path)
         self._check = check
         if not readonly:

@@ -11,20 +11,13 @@ from pathlib import Path
 import pytest
 
 from chain.v1 import message_pb2 as pb
-from node import merkle
 from node.chain import Chain
 from node.errors import InvariantBroken
 from node.state.params import ChainParams
 from node.storage import schema
-from tests.harness import Harness
+from tests.harness import Harness, recomputed_root
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def recomputed_root(chain: Chain) -> bytes:
-    with chain.read() as (view, _):
-        items = {k: v for k, v in view.scan(b"") if schema.in_tree(k)}
-    return merkle.build_tree(items).root
 
 
 def test_reopen_keeps_state_and_rejects_other_genesis(tmp_path):
