@@ -4,8 +4,10 @@
 
 - committed messages per second through BatchSubmitMessages (batches of 100, C concurrent clients),
   counted from submission start until the last message is committed;
-- submit -> committed latency p50/p99 (time from the batch's submission until the message arrives on a
-  SubscribeMessages stream);
+- submit -> committed latency p50/p99 (time from the batch's submission until the block holding the
+  message arrives on a SubscribeBlocks stream, read by a process of its own);
+- the same traffic observed on SubscribeMessages instead (one stream event per message): what a
+  per-message subscriber adds to the node's CPU;
 - read QPS of GetAccount and GetProject;
 - the same traffic shapes against a bare grpc.aio echo server (no work behind it) in the same run.
 The workload mixes follows (to random accounts) and single-commit bundles.
@@ -94,33 +96,80 @@ async def submit_all(target: str, batches: list[list[pb.Message]], sent: dict[by
     return accepted
 
 
-def watch(target: str, wanted: int, arrived: dict[bytes, float], ready: threading.Event) -> None:
+def watch(target: str, wanted: int, blocks: bool, conn: Connection) -> None:
+    """The watcher process: arrival time (perf_counter, one clock for every process on Linux) of each
+    committed message, from SubscribeBlocks with the blocks' messages (`blocks`) or SubscribeMessages, sent
+    back once `wanted` arrived or when asked to stop."""
+    arrived: dict[bytes, float] = {}
     channel = grpc.insecure_channel(target)
-    stream = service_pb2_grpc.ChainServiceStub(channel).SubscribeMessages(rpc_pb2.SubscribeMessagesRequest())
-    ready.set()
-    for item in stream:
-        arrived[item.message.message.hash] = time.perf_counter()
-        if len(arrived) >= wanted:
-            break
+    stub = service_pb2_grpc.ChainServiceStub(channel)
+    stream: Any = (
+        stub.SubscribeBlocks(rpc_pb2.SubscribeBlocksRequest(include_chunks=True))
+        if blocks
+        else stub.SubscribeMessages(rpc_pb2.SubscribeMessagesRequest())
+    )
+
+    def stop_when_asked() -> None:
+        if conn.recv() == "stop":
+            stream.cancel()
+
+    threading.Thread(target=stop_when_asked, daemon=True).start()
+    conn.send("ready")
+    try:
+        for item in stream:
+            now = time.perf_counter()
+            if blocks:
+                for chunk in item.block.chunks:
+                    for m in chunk.messages:
+                        arrived[m.hash] = now
+            else:
+                arrived[item.message.message.hash] = now
+            if len(arrived) >= wanted:
+                break
+    except grpc.RpcError:
+        pass  # cancelled: what arrived so far
+    conn.send(arrived)
     channel.close()
 
 
+class Watcher:
+    """Commits seen from outside, by a process of its own: the observer shares no GIL with the clients
+    (in a thread of the clients' process it fell behind the node by up to a second at 4,000 msgs/s).
+
+    By default it follows SubscribeBlocks with the blocks' messages: one event per block. With
+    `messages=True` it follows SubscribeMessages, one event per message, which costs the node a gRPC
+    stream write per message and subscriber (docs/performance.md, "The observer")."""
+
+    def __init__(self, target: str, wanted: int, *, messages: bool = False) -> None:
+        ctx = multiprocessing.get_context("spawn")
+        self._conn, child = ctx.Pipe()
+        self._proc = ctx.Process(target=watch, args=(target, wanted, not messages, child), daemon=True)
+        self._proc.start()
+        if self._conn.recv() != "ready":
+            raise RuntimeError("the watcher did not start")
+
+    def join(self, timeout: float) -> dict[bytes, float]:
+        """Arrival times once every wanted message arrived, or what arrived within `timeout`."""
+        if not self._conn.poll(timeout):
+            self._conn.send("stop")
+        arrived: dict[bytes, float] = self._conn.recv()
+        self._proc.join(10)
+        return arrived
+
+
 async def write_phase(
-    node: NodeProcess, per_client: list[list[list[pb.Message]]], rate: float = 0.0
+    node: NodeProcess, per_client: list[list[list[pb.Message]]], rate: float = 0.0, *, messages: bool = False
 ) -> dict[str, float]:
+    """`messages`: observe commits on SubscribeMessages (one stream write per message) instead of blocks."""
     total = sum(len(b) for batches in per_client for b in batches)
     sent: dict[bytes, float] = {}
-    arrived: dict[bytes, float] = {}
-    ready = threading.Event()
-    watcher = threading.Thread(target=watch, args=(node.grpc_target, total, arrived, ready), daemon=True)
-    watcher.start()
-    ready.wait()
+    watcher = Watcher(node.grpc_target, total, messages=messages)
     await asyncio.sleep(0.3)
     start = time.perf_counter()
     client_rate = rate / len(per_client)
     accepted = sum(await asyncio.gather(*(submit_all(node.grpc_target, b, sent, client_rate) for b in per_client)))
     submitted = time.perf_counter()
-    watcher.join(120)
+    arrived = watcher.join(120)
     done = max(arrived.values()) if arrived else time.perf_counter()
     latencies = [arrived[h] - sent[h] for h in arrived if h in sent]
     return {
@@ -231,6 +280,11 @@ def main() -> None:
             cpu_before = tree_cpu_seconds(node.proc.pid)  # the node and its verify workers
             w = asyncio.run(write_phase(node, per_client))
             node_cpu = tree_cpu_delta(cpu_before, tree_cpu_seconds(node.proc.pid))
+            # the same traffic observed on SubscribeMessages: what one per-message subscriber adds to the node
+            with_messages = workload(node, ns.clients, ns.messages // 2)
+            cpu_before = tree_cpu_seconds(node.proc.pid)
+            wm = asyncio.run(write_phase(node, with_messages, messages=True))
+            wm_cpu = tree_cpu_delta(cpu_before, tree_cpu_seconds(node.proc.pid)) / max(1, wm["committed"])
             paced_load = workload(node, ns.clients, int(ns.paced_rate * 5))
             paced = asyncio.run(write_phase(node, paced_load, rate=ns.paced_rate))
             c = node.client()
@@ -286,6 +340,11 @@ def main() -> None:
         f"\nbare Ed25519 verify (one core, `cryptography`): {verify_rate:,.0f}/s; committed msgs/s ÷ that: "
         f"{w['commit_rate'] / verify_rate:.2f}; node CPU (main process + verify workers) per committed message: "
         f"{per_message * 1e6:.0f} µs = {per_message * verify_rate:.2f} verifies"
+    )
+    print(
+        f"observed on SubscribeMessages instead of SubscribeBlocks ({wm['messages']:,} messages): "
+        f"{wm['commit_rate']:,.0f} msgs/s = {wm['commit_rate'] / verify_rate:.2f}, node CPU {wm_cpu * 1e6:.0f} µs "
+        f"= {wm_cpu * verify_rate:.2f} verifies per message (one gRPC stream write per message and subscriber)"
     )
     how = f"{w['commit_rate']:,.0f} msgs/s ÷ {verify_rate:,.0f} verifies/s, {w['messages']:,} msgs"
     emit(Row("ingest_ratio", w["commit_rate"] / verify_rate, how))

@@ -34,13 +34,12 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 import grpc
 
-from bench.bench_node import BATCH, paced, percentile, watch
+from bench.bench_node import BATCH, Watcher, paced, percentile
 from bench.table import Row, emit
 from chain.v1 import message_pb2 as pb
 from chain.v1 import rpc_pb2, service_pb2_grpc
@@ -84,16 +83,12 @@ async def phase(
 ) -> dict[str, float]:
     total = sum(len(b) for batches in load for b in batches)
     sent: dict[bytes, float] = {}
-    arrived: dict[bytes, float] = {}
-    ready = threading.Event()
-    watcher = threading.Thread(target=watch, args=(watch_target, total, arrived, ready), daemon=True)
-    watcher.start()
-    ready.wait()
+    watcher = Watcher(watch_target, total)
     await asyncio.sleep(0.3)
     start = time.perf_counter()
     per_client = rate / len(load)
     await asyncio.gather(*(submit_retrying(targets[i % len(targets)], b, sent, per_client) for i, b in enumerate(load)))
-    watcher.join(180)
+    arrived = watcher.join(180)
     done = max(arrived.values()) if arrived else time.perf_counter()
     latencies = [arrived[h] - sent[h] for h in arrived if h in sent] or [float("nan")]
     return {
@@ -162,15 +157,11 @@ async def submit_proved(target: str, batches: list[list[pb.Message]], proof: Mem
 async def admission_round(node: NodeProcess, load: list[list[list[pb.Message]]], proof: MemberProof) -> float:
     """Node CPU (ms) per committed message while it admits and commits `load` sent with `proof`'s metadata."""
     total = sum(len(b) for batches in load for b in batches)
-    arrived: dict[bytes, float] = {}
-    ready = threading.Event()
-    watcher = threading.Thread(target=watch, args=(node.grpc_target, total, arrived, ready), daemon=True)
-    watcher.start()
-    ready.wait()
+    watcher = Watcher(node.grpc_target, total)
     assert node.proc is not None
     before = cpu_seconds([node.proc.pid])
     await asyncio.gather(*(submit_proved(node.grpc_target, b, proof) for b in load))
-    watcher.join(180)
+    arrived = watcher.join(180)
     return (cpu_seconds([node.proc.pid]) - before) * 1000 / max(len(arrived), 1)
 
 
