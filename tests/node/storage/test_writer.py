@@ -82,66 +82,59 @@ def test_blocks_committed_by_the_writer_process_give_the_same_store(source: Harn
         chain.close()
 
 
+@pytest.fixture
+def behind(source: Harness, tmp_path: Path) -> Iterator[Chain]:
+    """A replica committing through a writer process that holds all of `source` but its newest blocks."""
+    chain = replica(source, tmp_path / "replica")
+    follow(chain, source.chain)
+    some_blocks(source, 1)
+    assert chain.writer is not None and chain.writer.pid is not None
+    yield chain
+    chain.close()
+
+
 def test_a_writer_killed_after_storing_the_block_counts_it_once(
-    source: Harness, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    source: Harness, behind: Chain, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The gate: after losing the writer the chain reads its head; without that the stored block is retried."""
-    chain = replica(source, tmp_path / "replica")
-    try:
-        follow(chain, source.chain)
-        some_blocks(source, 1)
-        assert chain.writer is not None
-        chain.writer.close()  # the next commit starts a child that inherits the hook
-        monkeypatch.setenv(DIE_ENV, "after")
-        blocks = source.chain.height - chain.height
-        follow(chain, source.chain)  # each child stores its block and dies before answering
-        assert chain.head().hash == source.chain.head().hash
-        monkeypatch.delenv(DIE_ENV)
-        some_blocks(source, 1)
-        follow(chain, source.chain)  # a new child, and the chain goes on
-        assert chain.head().hash == source.chain.head().hash
-        assert chain.writer.starts == 1 + blocks + 1
-    finally:
-        chain.close()
+    assert behind.writer is not None
+    behind.writer.close()  # the next commit starts a child that inherits the hook
+    monkeypatch.setenv(DIE_ENV, "after")
+    blocks = source.chain.height - behind.height
+    follow(behind, source.chain)  # each child stores its block and dies before answering
+    assert behind.head().hash == source.chain.head().hash
+    monkeypatch.delenv(DIE_ENV)
+    some_blocks(source, 1)
+    follow(behind, source.chain)  # a new child, and the chain goes on
+    assert behind.head().hash == source.chain.head().hash
+    assert behind.writer.starts == 1 + blocks + 1
 
 
-def test_a_writer_lost_before_storing_the_block_is_replaced_at_once(source: Harness, tmp_path: Path) -> None:
+def test_a_writer_lost_before_storing_the_block_is_replaced_at_once(source: Harness, behind: Chain) -> None:
     """A stopped child cannot store the block it is sent; killed, it is replaced and the block committed."""
-    chain = replica(source, tmp_path / "replica")
-    try:
-        follow(chain, source.chain)
-        some_blocks(source, 1)
-        assert chain.writer is not None and chain.writer.pid is not None
-        pid = chain.writer.pid
-        os.kill(pid, signal.SIGSTOP)
-        threading.Timer(0.3, os.kill, (pid, signal.SIGKILL)).start()
-        follow(chain, source.chain)  # no error: the second writer stores it
-        assert chain.head().hash == source.chain.head().hash
-        assert chain.writer.starts == 2
-    finally:
-        chain.close()
+    assert behind.writer is not None and behind.writer.pid is not None
+    pid = behind.writer.pid
+    os.kill(pid, signal.SIGSTOP)
+    threading.Timer(0.3, os.kill, (pid, signal.SIGKILL)).start()
+    follow(behind, source.chain)  # no error: the second writer stores it
+    assert behind.head().hash == source.chain.head().hash
+    assert behind.writer.starts == 2
 
 
 def test_writers_killed_twice_before_storing_the_block_fail_the_commit_and_the_retry_stores_it(
-    source: Harness, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    source: Harness, behind: Chain, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    chain = replica(source, tmp_path / "replica")
-    try:
-        follow(chain, source.chain)
-        height = chain.height
-        some_blocks(source, 1)
-        assert chain.writer is not None
-        chain.writer.close()
-        monkeypatch.setenv(DIE_ENV, "before")
-        with pytest.raises(WriterLost, match="exited") as lost:
-            follow(chain, source.chain)
-        assert isinstance(lost.value, StorageFailed)  # the orderer retries it with backoff, candidates kept
-        assert chain.height == height
-        monkeypatch.delenv(DIE_ENV)
-        follow(chain, source.chain)
-        assert chain.head().hash == source.chain.head().hash
-    finally:
-        chain.close()
+    height = behind.height
+    assert behind.writer is not None
+    behind.writer.close()
+    monkeypatch.setenv(DIE_ENV, "before")
+    with pytest.raises(WriterLost, match="exited") as lost:
+        follow(behind, source.chain)
+    assert isinstance(lost.value, StorageFailed)  # the orderer retries it with backoff, candidates kept
+    assert behind.height == height
+    monkeypatch.delenv(DIE_ENV)
+    follow(behind, source.chain)
+    assert behind.head().hash == source.chain.head().hash
 
 
 def test_writers_killed_at_random_moments_never_lose_or_double_a_block(source: Harness, tmp_path: Path) -> None:
