@@ -7,6 +7,11 @@ from typing import Any
 import pytest
 
 from chain.v1 import rpc_pb2
+from chain_operator.gates import Member
+from chain_operator.nodes import PodView
+from chain_operator.snapshots import Network
+from chain_operator.spec import parse_spec
+from chain_operator.upgrade import why_not_done
 from tests.fixtures.kubecluster import StatefulSetDouble
 from tests.operator.conftest import NAMESPACE, create_network, eventually, network, network_status, patch_network
 
@@ -50,13 +55,17 @@ async def test_upgrade_replaces_one_pod_at_a_time_highest_ordinal_first(cluster,
         upgrading, ready = condition(cluster, "main", "Upgrading"), condition(cluster, "main", "Ready")
         assert upgrading is not None and upgrading["status"] == "False" and upgrading["reason"] == "Completed"
         assert ready is not None and ready["status"] == "True"
-        # The last pod was held until it reached the height the network had when it was released.
+        # The last pod released (ordinal 0) was held until it reached the height the network had when it was
+        # released. Only that pod: the doubles are independent solo chains, so a pod replaced earlier, which
+        # lost blocks while it restarted, may still be below the highest pod's height (a race: it failed 2
+        # runs in 4 before this check named the pod it is about).
         for i in range(replicas):
-            proc = sts.procs[i]
-            assert proc is not None
-            with proc.client() as c:
-                height = c.stub.GetNodeStatus(rpc_pb2.GetNodeStatusRequest()).status.block_height
-            assert height >= status["upgrade"]["targetHeight"]
+            assert sts.procs[i] is not None
+        last = sts.procs[0]
+        assert last is not None
+        with last.client() as c:
+            height = c.stub.GetNodeStatus(rpc_pb2.GetNodeStatusRequest()).status.block_height
+        assert height >= status["upgrade"]["targetHeight"]
     finally:
         await sts.stop()
 
@@ -127,3 +136,15 @@ async def test_changing_replicas_scales_the_statefulset(cluster, start_operator,
         await eventually(lambda: sts.statefulset()["spec"]["replicas"] == 3, 30, "the StatefulSet scaled to 3")
     finally:
         await sts.stop()
+
+
+def test_the_released_pod_is_held_until_it_reaches_the_network_height_at_its_release() -> None:
+    """The height gate alone (test_upgrade.py's doubles are independent chains that rarely exercise it)."""
+    net = Network("ns", "main", "uid", parse_spec({"statefulSet": "chain-node", "image": "i", "version": "1.1"}))
+
+    def member(ordinal: int, height: int) -> Member:
+        name = f"chain-node-{ordinal}"
+        return Member(name, PodView(name, "127.0.0.1", True, "i:1.1", 1, 2), True, height)
+
+    assert why_not_done(net, [member(0, 30), member(1, 31)], 0, 32, 10) == "it is at block 30, the network was at 32"
+    assert why_not_done(net, [member(0, 32), member(1, 33)], 0, 32, 10) == ""
