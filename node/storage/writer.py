@@ -42,8 +42,6 @@ from typing import IO
 from node.errors import DataCorrupted, StorageFailed
 from node.storage.lmdb_store import LmdbStore
 
-log = logging.getLogger("chain.store")
-
 OK, FAILED, DAMAGED, BROKEN = 0, 1, 2, 3  # the child's answer: one status byte, then a 4-byte length and text
 HEADER = 8  # a request: the payload's length (big-endian), then the pickled (writes, tree_nodes)
 PR_SET_PDEATHSIG = 1
@@ -103,6 +101,7 @@ class WriterProcess:
             proc.stdin.flush()
             status, text = _read_answer(proc.stdout)
         except (OSError, EOFError, ValueError):
+            proc.kill()  # dead already, or in a state no answer can come from: stored or not, the head tells
             code = proc.wait()
             raise WriterLost(f"the store writer process exited ({_describe(code)}) before it answered") from None
         if status == OK:
