@@ -17,6 +17,7 @@ from node.chain import Chain
 from node.storage import schema
 from tests.fixtures.actors import RemoteActor
 from tests.fixtures.nodeproc import NodeProcess
+from tests.fixtures.procs import alive, children, wait_until
 from tests.harness import recomputed_root
 
 
@@ -26,33 +27,23 @@ def fresh() -> pb.Message:
     return msg
 
 
-def children(pid: int) -> list[int]:
-    out: list[int] = []
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        out += [int(c) for c in (task / "children").read_text().split()]
-    return out
+def writers(node: NodeProcess) -> list[int]:
+    """The node's children running node.storage.writer."""
+    assert node.proc is not None
+    found = []
+    for pid in children(node.proc.pid):
+        try:
+            if b"node.storage.writer" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                found.append(pid)
+        except OSError:
+            continue
+    return found
 
 
 def writer_of(node: NodeProcess, timeout: float = 10.0) -> int:
-    """The pid of the node's store writer (a child running node.storage.writer)."""
-    assert node.proc is not None
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        for pid in children(node.proc.pid):
-            try:
-                if b"node.storage.writer" in Path(f"/proc/{pid}/cmdline").read_bytes():
-                    return pid
-            except OSError:
-                continue
-        time.sleep(0.05)
-    raise AssertionError("the node has no store writer process")
-
-
-def gone(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
-    except OSError:
-        return True
+    """The pid of the node's store writer."""
+    assert wait_until(lambda: bool(writers(node)), timeout), "the node has no store writer process"
+    return writers(node)[0]
 
 
 def test_writer_killed_while_blocks_commit_loses_nothing_and_the_writer_goes_with_the_node(tmp_path: Path) -> None:
@@ -82,10 +73,7 @@ def test_writer_killed_while_blocks_commit_loses_nothing_and_the_writer_goes_wit
         assert node.proc is not None
         os.kill(node.proc.pid, signal.SIGKILL)
         node.proc.wait()
-        deadline = time.monotonic() + 10
-        while not gone(writer) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert gone(writer), "the store writer outlived the node"
+        assert wait_until(lambda: not alive(writer), 10), "the store writer outlived the node"
     finally:
         node.stop()
     chain = Chain.open(tmp_path / "data")
@@ -104,9 +92,7 @@ def test_store_writer_thread_commits_in_the_main_process(tmp_path: Path) -> None
     try:
         client = node.client(timeout=10)
         client.commit(fresh())
-        assert node.proc is not None
-        commands = [Path(f"/proc/{p}/cmdline").read_bytes() for p in children(node.proc.pid)]
-        assert not any(b"node.storage.writer" in c for c in commands)
+        assert writers(node) == []
         client.close()
     finally:
         node.stop()
