@@ -16,6 +16,7 @@ import asyncio
 import logging
 import multiprocessing
 import os
+import signal
 import threading
 import time
 from collections.abc import Sequence
@@ -160,7 +161,11 @@ class Verifier:
 
 def exit_with_parent(parent: int) -> None:
     """Worker initializer: the worker exits once the main process is gone. An orderly stop shuts the pool
-    down, but after a kill -9 of the main process nothing would: the worker would stay, holding memory."""
+    down, but after a kill -9 of the main process nothing would: the worker would stay, holding memory.
+
+    A Ctrl-C reaches the terminal's whole process group, workers included: the worker ignores it and the
+    main process, which drains and then shuts the pool down, decides (no traceback from a worker)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     threading.Thread(target=_watch_parent, args=(parent,), name="parent-watch", daemon=True).start()
 
 

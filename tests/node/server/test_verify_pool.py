@@ -62,3 +62,20 @@ def test_a_killed_node_leaves_no_verify_worker(tmp_path: Path) -> None:
         for pid in workers:
             if alive(pid):
                 os.kill(pid, signal.SIGKILL)
+
+
+def test_ctrl_c_to_the_whole_process_group_stops_the_node_without_a_worker_traceback(tmp_path: Path) -> None:
+    """A terminal's Ctrl-C sends SIGINT to every process of the group: the node, its verify worker, its read
+    worker and its store writer. The node drains and exits 0; no child prints a KeyboardInterrupt."""
+    node = NodeProcess(tmp_path / "data", "--verify-workers", "1", "--read-workers", "1").start(timeout=120)
+    assert node.proc is not None
+    main = node.proc.pid
+    assert wait_until(lambda: bool(_verify_workers(main)), timeout=120)
+    group = [main, *children(main)]
+    for pid in group:
+        os.kill(pid, signal.SIGINT)
+    node.signalled = True
+    assert node.stop(timeout=60) == 0
+    assert wait_until(lambda: not any(alive(p) for p in group), timeout=30)
+    text = "".join(node.stderr_lines)
+    assert "KeyboardInterrupt" not in text and "Traceback" not in text, text[-3000:]
