@@ -3,11 +3,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from node.crypto.ed25519 import Ed25519Verifier, verify_ed25519
+from node.crypto.ed25519 import Ed25519Verifier, sodium_accepts, verify_ed25519
 from tests.node.crypto.custody_helpers import flips
 
 # RFC 8032, section 7.1, TEST 1 (empty message).
@@ -81,10 +82,11 @@ def test_random_messages(message: bytes, seed: bytes) -> None:
 
 
 def test_cache_is_bounded_lru() -> None:
+    """The cache holds OpenSSL's key objects, which only a signature libsodium refused needs."""
     verifier = Ed25519Verifier(cache_size=2)
     keys = [Ed25519PrivateKey.generate() for _ in range(3)]
     for key in keys:
-        assert verifier.verify(key.public_key().public_bytes_raw(), b"m", key.sign(b"m"))
+        assert not verifier.verify(key.public_key().public_bytes_raw(), b"m", key.sign(b"other"))
     assert len(verifier) == 2
     # Cached keys still verify and still reject wrong signatures.
     last = keys[-1]
@@ -101,3 +103,74 @@ def test_junk_key_in_cache_never_verifies() -> None:
 def test_cache_size_must_be_positive() -> None:
     with pytest.raises(ValueError, match="cache_size"):
         Ed25519Verifier(cache_size=0)
+
+
+# ---- libsodium first, OpenSSL's verdict: the accepted set is exactly OpenSSL's --------------------------------
+L = 2**252 + 27742317777372353535851937790883648493  # the group order
+P = 2**255 - 19
+IDENTITY = (1).to_bytes(32, "little")
+SMALL_ORDER = [  # encodings of points of order 1, 2 and 4 (y = 1, y = -1, y = 0 with either sign)
+    IDENTITY,
+    (P - 1).to_bytes(32, "little"),
+    bytes(32),
+    bytes(31) + b"\x80",
+]
+NON_CANONICAL = [(P + 1).to_bytes(32, "little"), (P + 2).to_bytes(32, "little")]  # y >= p
+
+
+def openssl_accepts(public_key: bytes, message: bytes, signature: bytes) -> bool:
+    try:
+        Ed25519PublicKey.from_public_bytes(public_key).verify(signature, message)
+    except (InvalidSignature, ValueError):
+        return False
+    return True
+
+
+def test_a_small_order_key_openssl_accepts_is_accepted() -> None:
+    """The identity as public key, R the identity and S = 0 satisfy the cofactorless equation for any message:
+    OpenSSL accepts it, libsodium refuses it. The node's verdict is OpenSSL's (the chain's rule), so it
+    accepts; without the OpenSSL fallback it would refuse what every node before accepted."""
+    signature = IDENTITY + bytes(32)
+    assert openssl_accepts(IDENTITY, b"any message", signature)
+    assert not sodium_accepts(IDENTITY, b"any message", signature)
+    assert verify_ed25519(IDENTITY, b"any message", signature)
+    assert Ed25519Verifier().verify(IDENTITY, b"any message", signature)
+
+
+def edge_cases() -> list[tuple[bytes, bytes, bytes]]:
+    """Small-order and non-canonical keys and R, S = 0, S + L, S = L, valid signatures and their edits."""
+    out = [(PUBLIC, MESSAGE, SIGNATURE), (RFC_PUBLIC, b"", RFC_SIGNATURE)]
+    s = int.from_bytes(SIGNATURE[32:], "little")
+    out += [(PUBLIC, MESSAGE, SIGNATURE[:32] + (s + L).to_bytes(32, "little"))]
+    out += [(PUBLIC, MESSAGE, SIGNATURE[:32] + L.to_bytes(32, "little"))]
+    for key in SMALL_ORDER + NON_CANONICAL + [PUBLIC]:
+        for r in SMALL_ORDER + NON_CANONICAL + [SIGNATURE[:32]]:
+            for s_bytes in (bytes(32), SIGNATURE[32:], (1).to_bytes(32, "little")):
+                out.append((key, MESSAGE, r + s_bytes))
+    return out
+
+
+def test_the_verdict_is_openssls_on_every_edge_case() -> None:
+    seen_refused_by_sodium_only = 0
+    for public_key, message, signature in edge_cases():
+        want = openssl_accepts(public_key, message, signature)
+        if sodium_accepts(public_key, message, signature):
+            assert want, (public_key.hex(), signature.hex())  # libsodium never accepts what OpenSSL refuses
+        elif want:
+            seen_refused_by_sodium_only += 1
+        assert verify_ed25519(public_key, message, signature) is want
+        assert Ed25519Verifier().verify(public_key, message, signature) is want
+    assert seen_refused_by_sodium_only > 0  # the cases that need the fallback are among them
+
+
+@settings(max_examples=200)
+@given(st.binary(min_size=32, max_size=32), st.binary(max_size=200), st.integers(0, 63), st.integers(0, 255))
+def test_the_verdict_is_openssls_on_edited_signatures(seed: bytes, message: bytes, at: int, value: int) -> None:
+    key = Ed25519PrivateKey.from_private_bytes(seed)
+    public = key.public_key().public_bytes_raw()
+    signature = bytearray(key.sign(message))
+    signature[at] = value
+    edited = bytes(signature)
+    want = openssl_accepts(public, message, edited)
+    assert not sodium_accepts(public, message, edited) or want
+    assert verify_ed25519(public, message, edited) is want
