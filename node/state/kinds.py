@@ -47,17 +47,28 @@ class MessageKind(Generic[B]):
         return MAX_QUOTA_MESSAGE_AGE if self.quota else None
 
 
+def _project_fields() -> dict[str, str]:
+    """Body field -> the field of that body naming the project it acts on (`project_id`, else
+    `target_project_id`), for the bodies that have one; read from the schema once, at import."""
+    out = {}
+    for body in pb.MessageData.DESCRIPTOR.oneofs_by_name["body"].fields:
+        names = body.message_type.fields_by_name
+        field = next((f for f in ("project_id", "target_project_id") if f in names), None)
+        if field is not None:
+            out[body.name] = field
+    return out
+
+
+_PROJECT_FIELD = _project_fields()
+_CREATES_PROJECT = frozenset({"project_create", "fork"})
+
+
 def project_of(data: pb.MessageData, message_hash: bytes) -> bytes:
     """The project a message acts on ("" when none): activity index and AGENT key scoping."""
     body_name = data.WhichOneof("body")
-    if body_name in ("project_create", "fork"):
+    if body_name in _CREATES_PROJECT:
         return message_hash
-    if body_name is None:
+    field = _PROJECT_FIELD.get(body_name) if body_name is not None else None
+    if field is None:
         return b""
-    body = getattr(data, body_name)
-    for field in ("project_id", "target_project_id"):
-        if hasattr(body, field):
-            return bytes(getattr(body, field))
-    if body_name in ("link_add", "link_remove"):
-        return bytes(body.target_project_id)
-    return b""
+    return bytes(getattr(getattr(data, body_name), field))

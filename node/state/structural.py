@@ -136,20 +136,24 @@ def commit_bundle(b: pb.CommitBundleBody) -> None:
             got=len(b.commits),
         )
     need_unique("commits.hash", [c.hash for c in b.commits])
-    for i, c in enumerate(b.commits):
-        need_len(f"commits[{i}].hash", c.hash, C.HASH_LEN)
+    for i, c in enumerate(b.commits):  # a field's name is spelled out only when it is refused
+        if len(c.hash) != C.HASH_LEN:
+            need_len(f"commits[{i}].hash", c.hash, C.HASH_LEN)
         if len(c.parents) > C.MAX_COMMIT_PARENTS:
             raise bad(f"commits[{i}].parents", f"at most {C.MAX_COMMIT_PARENTS}")
         for j, p in enumerate(c.parents):
-            need_len(f"commits[{i}].parents[{j}]", p, C.HASH_LEN)
-        if c.tree_hash:
+            if len(p) != C.HASH_LEN:
+                need_len(f"commits[{i}].parents[{j}]", p, C.HASH_LEN)
+        if c.tree_hash and len(c.tree_hash) != C.HASH_LEN:
             need_len(f"commits[{i}].tree_hash", c.tree_hash, C.HASH_LEN)
-        if c.author_address:
+        if c.author_address and len(c.author_address) != C.ADDRESS_LEN:
             need_len(f"commits[{i}].author_address", c.author_address, C.ADDRESS_LEN)
-        if c.content_digest:
+        if c.content_digest and len(c.content_digest) != C.HASH_LEN:
             need_len(f"commits[{i}].content_digest", c.content_digest, C.HASH_LEN)
-        need_max(f"commits[{i}].title", c.title, C.MAX_TITLE_LEN)
-        need_max(f"commits[{i}].author_name", c.author_name, C.MAX_TITLE_LEN)
+        if len(c.title) > C.MAX_TITLE_LEN:
+            need_max(f"commits[{i}].title", c.title, C.MAX_TITLE_LEN)
+        if len(c.author_name) > C.MAX_TITLE_LEN:
+            need_max(f"commits[{i}].author_name", c.author_name, C.MAX_TITLE_LEN)
 
 
 def collaborator_add(b: pb.CollaboratorAddBody) -> None:

@@ -12,7 +12,7 @@ from google.protobuf import descriptor_pb2
 from chain.v1 import message_pb2 as pb
 from node.constants import MAX_QUOTA_MESSAGE_AGE
 from node.errors import InvariantBroken, MessageRejected, Reason
-from node.state.kinds import MessageKind
+from node.state.kinds import MessageKind, project_of
 from node.state.registry import DISABLED, KINDS, REGISTRY, Registry
 
 BODY_FIELDS = {f.name: f for f in pb.MessageData.DESCRIPTOR.oneofs_by_name["body"].fields}
@@ -102,3 +102,34 @@ def test_tables_are_immutable() -> None:
     with pytest.raises(dataclasses.FrozenInstanceError):
         KINDS[0].quota = not KINDS[0].quota  # type: ignore[misc]
     assert isinstance(KINDS, tuple)
+
+
+def _project_by_walk(data: pb.MessageData, message_hash: bytes) -> bytes:
+    """The definition of `project_of`, field by field: a created project is the message's own hash; else the
+    body's `project_id`, else its `target_project_id`, else none."""
+    name = data.WhichOneof("body")
+    if name is None:
+        return b""
+    if name in ("project_create", "fork"):
+        return message_hash
+    body = getattr(data, name)
+    for field in ("project_id", "target_project_id"):
+        if field in body.DESCRIPTOR.fields_by_name:
+            return bytes(getattr(body, field))
+    return b""
+
+
+def test_project_of_equals_its_definition_for_every_body() -> None:
+    message_hash = bytes(range(32))
+    cases = [pb.MessageData()]
+    for body in pb.MessageData.DESCRIPTOR.oneofs_by_name["body"].fields:
+        data = pb.MessageData()
+        sub = getattr(data, body.name)
+        for i, field in enumerate(("project_id", "target_project_id", "source_project_id")):
+            if field in body.message_type.fields_by_name:
+                setattr(sub, field, bytes([i + 1]) * 32)
+        sub.SetInParent()
+        cases.append(data)
+    assert len(cases) == len(pb.MessageData.DESCRIPTOR.oneofs_by_name["body"].fields) + 1
+    for data in cases:
+        assert project_of(data, message_hash) == _project_by_walk(data, message_hash), data.WhichOneof("body")
