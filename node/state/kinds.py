@@ -52,6 +52,7 @@ def _project_fields() -> dict[str, str]:
     `target_project_id`), for the bodies that have one; read from the schema once, at import."""
     out = {}
     for body in pb.MessageData.DESCRIPTOR.oneofs_by_name["body"].fields:
+        assert body.message_type is not None  # every body is a message
         names = body.message_type.fields_by_name
         field = next((f for f in ("project_id", "target_project_id") if f in names), None)
         if field is not None:
@@ -68,7 +69,9 @@ def project_of(data: pb.MessageData, message_hash: bytes) -> bytes:
     body_name = data.WhichOneof("body")
     if body_name in _CREATES_PROJECT:
         return message_hash
-    field = _PROJECT_FIELD.get(body_name) if body_name is not None else None
+    if body_name is None:
+        return b""
+    field = _PROJECT_FIELD.get(body_name)
     if field is None:
         return b""
     return bytes(getattr(getattr(data, body_name), field))

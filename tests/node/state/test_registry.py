@@ -125,6 +125,7 @@ def test_project_of_equals_its_definition_for_every_body() -> None:
     for body in pb.MessageData.DESCRIPTOR.oneofs_by_name["body"].fields:
         data = pb.MessageData()
         sub = getattr(data, body.name)
+        assert body.message_type is not None
         for i, field in enumerate(("project_id", "target_project_id", "source_project_id")):
             if field in body.message_type.fields_by_name:
                 setattr(sub, field, bytes([i + 1]) * 32)
