@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import AsyncIterator
 from typing import Any
 
 import grpc
 from redis.exceptions import RedisError
 
-from chain.v1 import rpc_pb2
+from chain.v1 import block_pb2, rpc_pb2
 from gateway.events.backoff import Backoff
 from gateway.events.hub import Hub
 from gateway.events.model import Event, Kind, start_position
@@ -29,15 +30,79 @@ READ_BLOCK_MS = 2_000
 READ_COUNT = 500
 
 
-def open_node_stream(upstream: Upstream, kind: Kind, *, after_event_id: int = 0, from_block: int = 0) -> Any:
-    """The node's SubscribeMessages (every message, no filter) or SubscribeBlocks (headers only) call."""
+def open_node_stream(
+    upstream: Upstream, kind: Kind, *, after_event_id: int = 0, after_block: int = 0, from_block: int = 0,
+    timeout: float = 10.0,
+) -> Any:  # fmt: skip
+    """The node's events of `kind`: after event `after_event_id` (for messages `after_block` is the block
+    that holds it), else from block `from_block` (0: live only). Blocks come from SubscribeBlocks (headers
+    only); messages from SubscribeBlocks with the blocks' messages (`MessagesOfBlocks`), not SubscribeMessages.
+    Either way the result is iterated for responses and has `cancel()`."""
     if kind is Kind.MESSAGES:
-        return upstream.chain.SubscribeMessages(
-            rpc_pb2.SubscribeMessagesRequest(after_event_id=after_event_id, from_block=from_block)
-        )
+        if after_event_id:
+            if not after_block:
+                raise ValueError("resuming messages after an event needs the block that holds it")
+            return MessagesOfBlocks(upstream, after_block, after_event_id, timeout)
+        return MessagesOfBlocks(upstream, from_block, 0, timeout)
     return upstream.chain.SubscribeBlocks(
         rpc_pb2.SubscribeBlocksRequest(after_event_id=after_event_id, from_block=from_block, include_chunks=False)
     )
+
+
+class MessagesOfBlocks:
+    """The node's committed messages as SubscribeMessages gives them (every message in commit order, each a
+    `SubscribeMessagesResponse` with its event id, block number and index), read from SubscribeBlocks with the
+    blocks' messages.
+
+    Why: SubscribeMessages costs the node one gRPC stream write per message and subscriber (~100 µs of its
+    main process per message, docs/performance.md), and every gateway process holds one; a block's
+    messages in one stream item cost it one write per block. Event ids are consecutive over committed
+    messages, so a block's first event id is the previous block's first plus its message count; only
+    the first block with messages after (re)connecting, or after a block number that does not follow,
+    asks the node (GetMessage of its first message). Messages at or before `after_event_id` are skipped
+    (a resume re-reads the block that holds it)."""
+
+    def __init__(self, upstream: Upstream, from_block: int, after_event_id: int, timeout: float) -> None:
+        self._chain = upstream.chain
+        self._call = upstream.chain.SubscribeBlocks(
+            rpc_pb2.SubscribeBlocksRequest(from_block=from_block, include_chunks=True)
+        )
+        self._after = after_event_id
+        self._timeout = timeout
+
+    def cancel(self) -> bool:
+        return bool(self._call.cancel())
+
+    async def __aiter__(self) -> AsyncIterator[rpc_pb2.SubscribeMessagesResponse]:
+        next_id: int | None = None  # the event id of the next block's first message, once known
+        follows = -1  # the block number that continues the count
+        async for response in self._call:
+            block = response.block
+            number = int(block.header.number)
+            messages = [m for chunk in block.chunks for m in chunk.messages]
+            if len(messages) != block.header.message_count:
+                raise ValueError(
+                    f"block {number} came with {len(messages)} of its {block.header.message_count} messages"
+                )
+            if number != follows:
+                next_id = None
+            follows = number + 1
+            if not messages:
+                continue
+            if next_id is None:
+                reply = await self._chain.GetMessage(
+                    rpc_pb2.GetMessageRequest(hash=messages[0].hash), timeout=self._timeout
+                )
+                next_id = int(reply.message.event_id)
+            first, next_id = next_id, next_id + len(messages)
+            for index, message in enumerate(messages):
+                event_id = first + index
+                if event_id <= self._after:
+                    continue
+                record = block_pb2.CommittedMessage(
+                    message=message, block_number=number, index=index, event_id=event_id
+                )
+                yield rpc_pb2.SubscribeMessagesResponse(event_id=event_id, message=record)
 
 
 def event_of(kind: Kind, response: Any) -> Event:
@@ -117,10 +182,15 @@ class NodeFeed(_Feed):
         self.address = upstream.address
         if not self.hub.ready.is_set():
             self.hub.start_at(start_position(self.kind, await node_head(upstream, self.pool.timeout)))
-        if self.last_event_id is not None:
-            call = open_node_stream(upstream, self.kind, after_event_id=self.last_event_id)
+        if self.last_event_id is not None:  # the hub's position is at or before that event: its block
+            call = open_node_stream(
+                upstream, self.kind, after_event_id=self.last_event_id, after_block=self.hub.position.block,
+                timeout=self.pool.timeout,
+            )  # fmt: skip
         else:
-            call = open_node_stream(upstream, self.kind, from_block=self.hub.position.block + 1)
+            call = open_node_stream(
+                upstream, self.kind, from_block=self.hub.position.block + 1, timeout=self.pool.timeout
+            )
         try:
             async for response in call:
                 try:

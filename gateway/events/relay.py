@@ -64,12 +64,14 @@ class Relay:
         upstream = self.pool.pick()
         last = await self.streams.last(self.kind)
         if last is not None:
-            call = open_node_stream(upstream, self.kind, after_event_id=last.event_id)
+            call = open_node_stream(
+                upstream, self.kind, after_event_id=last.event_id, after_block=last.key.block, timeout=self.pool.timeout
+            )
         else:
             origin = await self.streams.origin(self.kind)
             if origin is None:
                 origin = await self.streams.claim_origin(self.kind, await node_head(upstream, self.pool.timeout))
-            call = open_node_stream(upstream, self.kind, from_block=origin + 1)
+            call = open_node_stream(upstream, self.kind, from_block=origin + 1, timeout=self.pool.timeout)
         log.info(
             "relay %s -> %s from %s",
             upstream.address, stream_name(self.kind), f"event {last.event_id}" if last else "the origin",
