@@ -8,6 +8,8 @@
   message arrives on a SubscribeBlocks stream, read by a process of its own);
 - the same traffic observed on SubscribeMessages instead (one stream event per message): what a
   per-message subscriber adds to the node's CPU;
+- the same traffic with a chain-gateway attached (its feeds follow the node; no SSE clients): what a
+  gateway costs the node, and the gateway's own CPU per message;
 - read QPS of GetAccount and GetProject;
 - the same traffic shapes against a bare grpc.aio echo server (no work behind it) in the same run.
 The workload mixes follows (to random accounts) and single-commit bundles.
@@ -36,6 +38,7 @@ from bench.table import Row, emit
 from chain.v1 import message_pb2 as pb
 from chain.v1 import rpc_pb2, service_pb2_grpc
 from tests.fixtures.actors import RemoteActor, new_account
+from tests.fixtures.gwproc import GatewayProcess
 from tests.fixtures.nodeproc import NodeProcess
 from tests.harness import commit_meta
 
@@ -62,6 +65,16 @@ def workload(node: NodeProcess, clients: int, total: int) -> list[list[list[pb.M
         out.append([msgs[i : i + BATCH] for i in range(0, len(msgs), BATCH)])
     c.close()
     return out
+
+
+def settle(pid: int, quiet: float = 0.05, timeout: float = 20.0) -> None:
+    """Wait until the process tree uses under `quiet` of a core over half a second (or `timeout` passes)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        before = tree_cpu_seconds(pid)
+        time.sleep(0.5)
+        if tree_cpu_delta(before, tree_cpu_seconds(pid)) < quiet * 0.5:
+            return
 
 
 def percentile(values: list[float], p: float) -> float:
@@ -280,6 +293,24 @@ def main() -> None:
             cpu_before = tree_cpu_seconds(node.proc.pid)  # the node and its verify workers
             w = asyncio.run(write_phase(node, per_client))
             node_cpu = tree_cpu_delta(cpu_before, tree_cpu_seconds(node.proc.pid))
+            # the same traffic with a chain-gateway attached (its feeds follow the node; no SSE clients), right
+            # after a control phase of the same size without it (later phases run on a larger state, so the
+            # control goes first: any drift counts against the gateway)
+            control = workload(node, ns.clients, ns.messages // 2)
+            cpu_before = tree_cpu_seconds(node.proc.pid)
+            wc = asyncio.run(write_phase(node, control))
+            wc_cpu = tree_cpu_delta(cpu_before, tree_cpu_seconds(node.proc.pid)) / max(1, wc["committed"])
+            with_gateway = workload(node, ns.clients, ns.messages // 2)
+            gateway = GatewayProcess(node.grpc_target, args=("--log-level", "warning")).start()
+            try:
+                assert gateway.proc is not None
+                settle(gateway.proc.pid)  # its start-up (imports, first calls) is over before the phase
+                cpu_before, gw_before = tree_cpu_seconds(node.proc.pid), tree_cpu_seconds(gateway.proc.pid)
+                wg = asyncio.run(write_phase(node, with_gateway))
+                wg_cpu = tree_cpu_delta(cpu_before, tree_cpu_seconds(node.proc.pid)) / max(1, wg["committed"])
+                gw_cpu = tree_cpu_delta(gw_before, tree_cpu_seconds(gateway.proc.pid)) / max(1, wg["committed"])
+            finally:
+                gateway.stop()
             # the same traffic observed on SubscribeMessages: what one per-message subscriber adds to the node
             with_messages = workload(node, ns.clients, ns.messages // 2)
             cpu_before = tree_cpu_seconds(node.proc.pid)
@@ -345,6 +376,13 @@ def main() -> None:
         f"observed on SubscribeMessages instead of SubscribeBlocks ({wm['messages']:,} messages): "
         f"{wm['commit_rate']:,.0f} msgs/s = {wm['commit_rate'] / verify_rate:.2f}, node CPU {wm_cpu * 1e6:.0f} µs "
         f"= {wm_cpu * verify_rate:.2f} verifies per message (one gRPC stream write per message and subscriber)"
+    )
+    print(
+        f"with a chain-gateway attached (its message and block feeds, no SSE clients; {wg['messages']:,} messages): "
+        f"{wg['commit_rate']:,.0f} msgs/s = {wg['commit_rate'] / verify_rate:.2f}, node CPU {wg_cpu * 1e6:.0f} µs "
+        f"= {wg_cpu * verify_rate:.2f} verifies per message (the control phase just before, without it: "
+        f"{wc['commit_rate']:,.0f} msgs/s, {wc_cpu * 1e6:.0f} µs); the gateway's own CPU {gw_cpu * 1e6:.0f} µs "
+        "per message"
     )
     how = f"{w['commit_rate']:,.0f} msgs/s ÷ {verify_rate:,.0f} verifies/s, {w['messages']:,} msgs"
     emit(Row("ingest_ratio", w["commit_rate"] / verify_rate, how))

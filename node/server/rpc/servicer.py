@@ -523,10 +523,7 @@ async def _next(sub: Subscriber, context: ServicerContext[Any, Any]) -> block_pb
 def _shape(block: block_pb2.Block, include_chunks: bool) -> block_pb2.Block:
     if include_chunks or not block.chunks:
         return block
-    out = block_pb2.Block()
-    out.CopyFrom(block)
-    del out.chunks[:]
-    return out
+    return block_pb2.Block(header=block.header, hash=block.hash)  # the header only: no copy of the messages
 
 
 def _project_of(m: block_pb2.CommittedMessage) -> bytes:
