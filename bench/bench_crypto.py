@@ -72,6 +72,7 @@ def cases() -> list[tuple[str, Callable[[], object]]]:
     ed_key = Ed25519PrivateKey.generate()
     ed_public = ed_key.public_key().public_bytes_raw()
     ed_signature = ed_key.sign(MESSAGE)
+    forged = ed_key.sign(MESSAGE + b"x")
     verifier = Ed25519Verifier()
 
     def bare_ed25519() -> None:
@@ -95,8 +96,9 @@ def cases() -> list[tuple[str, Callable[[], object]]]:
 
     return [
         ("Ed25519 verify, bare (fresh key load)", bare_ed25519),
-        ("Ed25519 verify_ed25519()", lambda: verify_ed25519(ed_public, MESSAGE, ed_signature)),
-        ("Ed25519 Ed25519Verifier (LRU cache)", lambda: verifier.verify(ed_public, MESSAGE, ed_signature)),
+        ("Ed25519 verify_ed25519() (libsodium)", lambda: verify_ed25519(ed_public, MESSAGE, ed_signature)),
+        ("Ed25519 Ed25519Verifier (libsodium)", lambda: verifier.verify(ed_public, MESSAGE, ed_signature)),
+        ("Ed25519 refused (libsodium, then OpenSSL)", lambda: verifier.verify(ed_public, MESSAGE, forged)),
         ("secp256k1 recover + address", lambda: verify_custody_signature(secp, digest, webauthn_policy=policy)),
         ("P-256 verify", lambda: verify_custody_signature(p256, digest, webauthn_policy=policy)),
         ("WebAuthn verify", lambda: verify_custody_signature(webauthn, digest, webauthn_policy=policy)),
