@@ -39,10 +39,8 @@ def open_node_stream(
     only); messages from SubscribeBlocks with the blocks' messages (`MessagesOfBlocks`), not SubscribeMessages.
     Either way the result is iterated for responses and has `cancel()`."""
     if kind is Kind.MESSAGES:
-        if after_event_id:
-            if not after_block:
-                raise ValueError("resuming messages after an event needs the block that holds it")
-            return MessagesOfBlocks(upstream, after_block, after_event_id, timeout)
+        if after_event_id:  # no block known: from the first block, skipping up to the event (slow, exact)
+            return MessagesOfBlocks(upstream, max(after_block, 1), after_event_id, timeout)
         return MessagesOfBlocks(upstream, from_block, 0, timeout)
     return upstream.chain.SubscribeBlocks(
         rpc_pb2.SubscribeBlocksRequest(after_event_id=after_event_id, from_block=from_block, include_chunks=False)

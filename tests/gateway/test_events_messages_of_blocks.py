@@ -62,6 +62,9 @@ async def test_messages_of_blocks_equal_subscribe_messages_from_a_block_and_afte
             open_node_stream(upstream, Kind.MESSAGES, after_event_id=after, after_block=block), len(placed) - at - 1
         )
         assert resumed == reference[at + 1 :]
+        # the same without the block (a feed that never published one): read from block 1, still exact
+        unplaced = await first(open_node_stream(upstream, Kind.MESSAGES, after_event_id=after), len(placed) - at - 1)
+        assert unplaced == reference[at + 1 :]
     finally:
         await upstream.channel.close(None)
 
