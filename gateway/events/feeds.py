@@ -58,20 +58,47 @@ class MessagesOfBlocks:
     messages, so a block's first event id is the previous block's first plus its message count; only
     the first block with messages after (re)connecting, or after a block number that does not follow,
     asks the node (GetMessage of its first message). Messages at or before `after_event_id` are skipped
-    (a resume re-reads the block that holds it)."""
+    (a resume re-reads the block that holds it).
+
+    A block too large for one gRPC message (blocks have no byte limit; the channels allow 64 MiB) ends the
+    blocks stream with RESOURCE_EXHAUSTED (not the node's SLOW_SUBSCRIBER): this call then goes on with
+    SubscribeMessages after the last event it gave, one message at a time, until it ends."""
 
     def __init__(self, upstream: Upstream, from_block: int, after_event_id: int, timeout: float) -> None:
         self._chain = upstream.chain
-        self._call = upstream.chain.SubscribeBlocks(
+        self._from_block = from_block
+        self._call: Any = upstream.chain.SubscribeBlocks(
             rpc_pb2.SubscribeBlocksRequest(from_block=from_block, include_chunks=True)
         )
-        self._after = after_event_id
+        self._last = after_event_id  # the last event id given (or skipped as already given)
+        self._next_block = from_block  # the block the stream is to deliver next, once one came
         self._timeout = timeout
 
     def cancel(self) -> bool:
         return bool(self._call.cancel())
 
     async def __aiter__(self) -> AsyncIterator[rpc_pb2.SubscribeMessagesResponse]:
+        try:
+            async for response in self._of_blocks():
+                yield response
+        except grpc.aio.AioRpcError as err:
+            if not _too_large(err):
+                raise
+            log.warning(
+                "messages feed: a block did not fit one gRPC message (%s); following SubscribeMessages instead",
+                err.details(),
+            )
+        if self._last:
+            request = rpc_pb2.SubscribeMessagesRequest(after_event_id=self._last)
+        else:
+            request = rpc_pb2.SubscribeMessagesRequest(from_block=self._next_block)
+        self._call = self._chain.SubscribeMessages(request)
+        async for response in self._call:
+            if response.event_id > self._last:
+                self._last = int(response.event_id)
+                yield response
+
+    async def _of_blocks(self) -> AsyncIterator[rpc_pb2.SubscribeMessagesResponse]:
         next_id: int | None = None  # the event id of the next block's first message, once known
         follows = -1  # the block number that continues the count
         async for response in self._call:
@@ -84,7 +111,7 @@ class MessagesOfBlocks:
                 )
             if number != follows:
                 next_id = None
-            follows = number + 1
+            follows = self._next_block = number + 1
             if not messages:
                 continue
             if next_id is None:
@@ -95,12 +122,20 @@ class MessagesOfBlocks:
             first, next_id = next_id, next_id + len(messages)
             for index, message in enumerate(messages):
                 event_id = first + index
-                if event_id <= self._after:
+                if event_id <= self._last:
                     continue
+                self._last = event_id
                 record = block_pb2.CommittedMessage(
                     message=message, block_number=number, index=index, event_id=event_id
                 )
                 yield rpc_pb2.SubscribeMessagesResponse(event_id=event_id, message=record)
+
+
+def _too_large(err: grpc.aio.AioRpcError) -> bool:
+    """A stream item over a message size limit (sender's or receiver's), not the node's slow-subscriber end."""
+    if err.code() != grpc.StatusCode.RESOURCE_EXHAUSTED:
+        return False
+    return trailer(err.trailing_metadata(), REASON_CODE) != Reason.SLOW_SUBSCRIBER
 
 
 def event_of(kind: Kind, response: Any) -> Event:

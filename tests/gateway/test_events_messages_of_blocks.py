@@ -6,11 +6,14 @@ from a block or resumed after an event in the middle of a block, over a chain wi
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import AsyncIterator
 from typing import Any
 
+import grpc
 import pytest
 
+from chain.v1 import message_pb2 as pb
 from chain.v1 import rpc_pb2, service_pb2_grpc
 from gateway.events.feeds import MessagesOfBlocks, open_node_stream
 from gateway.events.model import Kind
@@ -95,3 +98,35 @@ async def test_a_block_stream_without_messages_is_refused_not_counted_wrong(node
             stream.cancel()
     finally:
         await upstream.channel.close(None)
+
+
+async def test_a_block_too_large_for_one_grpc_message_goes_on_with_subscribe_messages(node: NodeProcess) -> None:
+    """Blocks have no byte limit: one larger than the channel's message limit ends the blocks stream with
+    RESOURCE_EXHAUSTED. The feed then follows SubscribeMessages from where it was, and gives the same
+    events. Here the limit is the client's (16 KiB) and the block holds 16 messages of ~4 KiB."""
+
+    def commit() -> list[tuple[int, int]]:
+        with node.client() as c:
+            actor = new_account(c, node.authority())
+            create = actor.b.project_create(f"big-{os.urandom(4).hex()}")
+            placed = commit_in_batches(c, [create], 1)
+            texts = [f"{i} " + "d" * 4000 for i in range(16)]
+            updates = [actor.b.project_metadata(bytes(create.hash), pb.PROJECT_FIELD_DESCRIPTION, t) for t in texts]
+            return placed + commit_in_batches(c, updates, 16)
+
+    placed = await asyncio.to_thread(commit)
+    start = placed[0][0]
+    upstream = Upstream(node.grpc_target)
+    small = Upstream(node.grpc_target)
+    await small.channel.close(None)
+    small.channel = grpc.aio.insecure_channel(node.grpc_target, options=[("grpc.max_receive_message_length", 16384)])
+    small.chain = service_pb2_grpc.ChainServiceStub(small.channel)
+    try:
+        reference = await first(
+            upstream.chain.SubscribeMessages(rpc_pb2.SubscribeMessagesRequest(from_block=start)), len(placed)
+        )
+        got = await first(open_node_stream(small, Kind.MESSAGES, from_block=start), len(placed))
+        assert got == reference
+    finally:
+        await upstream.channel.close(None)
+        await small.channel.close(None)
