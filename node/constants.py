@@ -30,6 +30,11 @@ MIN_CLUSTER_SECRET_BYTES: Final = 16  # the replicated members' shared secret (n
 MEMPOOL_CAPACITY: Final = 100_000
 MAX_BLOCK_MESSAGES: Final = 10_000
 MAX_BLOCK_MESSAGES_PER_PROJECT: Final = 500
+# The producer's cap on the serialized bytes of a block's messages: a block it builds (sealed from the open
+# blocks or built from the mempool) stays well under the 64 MiB per gRPC message that followers, stream
+# subscribers and the gateway accept. A policy of the block's producer, like closing a block early; blocks
+# from elsewhere are not checked against it, so it is not a consensus rule (docs/state.md).
+MAX_BLOCK_BYTES: Final = 16 * 1024 * 1024
 MAX_BATCH_SUBMIT: Final = 100
 MESSAGES_PER_CHUNK: Final = 500
 

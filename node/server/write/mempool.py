@@ -10,7 +10,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 
 from chain.v1 import message_pb2 as pb
-from node.constants import MAX_BLOCK_MESSAGES, MAX_BLOCK_MESSAGES_PER_PROJECT
+from node.constants import MAX_BLOCK_BYTES, MAX_BLOCK_MESSAGES, MAX_BLOCK_MESSAGES_PER_PROJECT
 from node.errors import MessageRejected, Reason
 from node.server.telemetry.spans import Admission
 from node.state.kinds import project_of
@@ -67,18 +67,26 @@ class Mempool:
         return list(self._items.values())
 
     def take(
-        self, limit: int = MAX_BLOCK_MESSAGES, per_project: int = MAX_BLOCK_MESSAGES_PER_PROJECT
+        self,
+        limit: int = MAX_BLOCK_MESSAGES,
+        per_project: int = MAX_BLOCK_MESSAGES_PER_PROJECT,
+        max_bytes: int = MAX_BLOCK_BYTES,
     ) -> list[pb.Message]:
-        """The oldest messages that fit in one block (they stay until removed)."""
+        """The oldest messages that fit in one block (they stay until removed); the block's messages stop
+        before the one that would take them past `max_bytes` (a message alone over it is taken alone)."""
         out: list[pb.Message] = []
         per: Counter[bytes] = Counter()
+        size = 0
         for msg in self._items.values():
             if len(out) == limit:
                 break
             project = project_of(msg.data, msg.hash)
+            if project and per[project] >= per_project:
+                continue
+            size += msg.ByteSize()
+            if out and size > max_bytes:
+                break
             if project:
-                if per[project] >= per_project:
-                    continue
                 per[project] += 1
             out.append(msg)
         return out

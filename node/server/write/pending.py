@@ -10,9 +10,10 @@ so when the orderer cuts the oldest block, sealing it (`seal_block`: stats, stat
 the very block a follower produces by applying it with `apply_block`, and nothing is executed again.
 
 The top block closes, and a new one opens at the current time, when the message would exceed a block
-limit (MAX_BLOCK_MESSAGES, the per-project share), or when its timestamp is too far ahead of the top
-block's time but not of the wall clock. Admission also checks the message's time against the wall
-clock exactly as before open blocks (a message stale now is refused even when the top block is older).
+limit (MAX_BLOCK_MESSAGES, the per-project share, the producer's MAX_BLOCK_BYTES), or when its timestamp
+is too far ahead of the top block's time but not of the wall clock. Admission also checks the message's
+time against the wall clock exactly as before open blocks (a message stale now is refused even when the top
+block is older).
 
 `flat` is the other mode, the one a member that does not order blocks uses (a follower, an etcd member
 that is not the leader): blocks come from elsewhere with their own times, so pending messages are
@@ -29,7 +30,7 @@ from dataclasses import dataclass, field
 from chain.v1 import block_pb2
 from chain.v1 import message_pb2 as pb
 from node import merkle
-from node.constants import MAX_FUTURE_DRIFT
+from node.constants import MAX_BLOCK_BYTES, MAX_FUTURE_DRIFT
 from node.errors import InvariantBroken, MessageRejected, Reason
 from node.state.access import StateAccess
 from node.state.kinds import project_of
@@ -62,6 +63,7 @@ class OpenBlock:
     timestamp_ms: int
     first_event_id: int
     body: BlockBody = field(default_factory=BlockBody)
+    size: int = 0  # the serialized bytes of its messages (MAX_BLOCK_BYTES)
     closed: bool = False  # no more admissions (full, outgrown, or being sealed)
     output: BlockOutput | None = None  # once sealed
 
@@ -87,6 +89,7 @@ class PendingBlocks:
         self.head = head
         self._total_messages = st.stats().total_messages
         self.flat = flat
+        self.max_bytes = MAX_BLOCK_BYTES
         self.blocks: list[OpenBlock] = []
         self._flat_overlay = Overlay(base)
 
@@ -115,9 +118,11 @@ class PendingBlocks:
             check_time(kind.max_age, msg.data.timestamp, wall_ms // 1000)
             if msg.data.timestamp > block.now + MAX_FUTURE_DRIFT:  # fine now, ahead of the block's time
                 block = self._open(wall_ms)
-        if not self._has_room(block, msg):
+        size = msg.ByteSize()
+        if not self._has_room(block, msg, size):
             block = self._open(wall_ms)
         self._append(block, msg)
+        block.size += size
 
     def dry_run(self, msg: pb.Message, wall_ms: int) -> None:
         """Would `msg` apply now? As before open blocks: at the wall clock, on a throwaway child; no change."""
@@ -156,9 +161,10 @@ class PendingBlocks:
         self.blocks.append(block)
         return block
 
-    @staticmethod
-    def _has_room(block: OpenBlock, msg: pb.Message) -> bool:
+    def _has_room(self, block: OpenBlock, msg: pb.Message, size: int) -> bool:
         body = block.body
+        if body.applied and block.size + size > self.max_bytes:
+            return False  # the producer's byte cap: a message alone over it still gets a block of its own
         try:
             check_room(msg, project_of(msg.data, msg.hash), body.seen, len(body.applied), body.per_project)
         except MessageRejected as exc:

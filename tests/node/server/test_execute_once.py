@@ -266,3 +266,33 @@ async def test_a_block_executed_in_another_context_than_it_is_sealed_with_is_cau
     out = await node.orderer.produce()
     with pytest.raises((AssertionError, InvalidBlock)):
         assert_same_block(out, follower.replay(out.block))
+
+
+async def test_the_producer_closes_a_block_at_its_byte_cap(chains, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Blocks have no byte limit as a rule, but the producer closes one before its messages pass
+    MAX_BLOCK_BYTES (so every block fits the 64 MiB a follower or stream accepts): with a cap of 3.5
+    messages, 7 messages make blocks of 3, 3 and 1, each equal to a follower's replay."""
+    _, _, node, follower, actors = chains
+    msgs = [actors[0].b.follow(bytes([i]) * 20) for i in range(1, 8)]
+    sizes = [m.ByteSize() for m in msgs]
+    cap = 3 * max(sizes) + min(sizes) // 2
+    assert cap < 4 * min(sizes)
+    monkeypatch.setattr("node.server.write.pending.MAX_BLOCK_BYTES", cap)
+    node.pipeline.rebuild()
+    assert await node.submit(*msgs) == [""] * 7
+    assert node.open_blocks == 3
+    outs = [await cut(node, follower) for _ in range(3)]
+    assert [len(o.applied) for o in outs] == [3, 3, 1]
+    assert [r.message.hash for o in outs for r in o.applied] == [m.hash for m in msgs]
+
+
+def test_a_block_built_from_the_mempool_stops_at_the_byte_cap(chains) -> None:
+    """The other producer path (a block built from the mempool's oldest messages): the same cap, in order,
+    and a message alone over the cap still gets a block of its own."""
+    _, _, node, _, actors = chains
+    msgs = [actors[0].b.follow(bytes([i]) * 20) for i in range(1, 8)]
+    sizes = [m.ByteSize() for m in msgs]
+    node.mempool.add_validated({bytes(m.hash): m for m in msgs})
+    taken = node.mempool.take(max_bytes=3 * max(sizes) + min(sizes) // 2)
+    assert [m.hash for m in taken] == [m.hash for m in msgs[:3]]
+    assert [m.hash for m in node.mempool.take(max_bytes=1)] == [msgs[0].hash]
