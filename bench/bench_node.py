@@ -196,6 +196,20 @@ async def write_phase(
     }
 
 
+def measured_phase(
+    node: NodeProcess, load: list[list[list[pb.Message]]], *, messages: bool = False, also: int = 0
+) -> tuple[dict[str, float], float, float]:
+    """`write_phase`, and the CPU seconds per committed message of the node's process tree (the node, its
+    verify workers and store writer) and of process `also`'s tree (0.0 without one) over it."""
+    assert node.proc is not None
+    before, other = tree_cpu_seconds(node.proc.pid), tree_cpu_seconds(also) if also else {}
+    w = asyncio.run(write_phase(node, load, messages=messages))
+    committed = max(1, w["committed"])
+    node_cpu = tree_cpu_delta(before, tree_cpu_seconds(node.proc.pid)) / committed
+    other_cpu = tree_cpu_delta(other, tree_cpu_seconds(also)) / committed if also else 0.0
+    return w, node_cpu, other_cpu
+
+
 async def unary_qps(target: str, method: str, request: Any, response_type: Any, seconds: float, conc: int) -> float:
     count = 0
     deadline = time.perf_counter() + seconds
@@ -290,32 +304,22 @@ def main() -> None:
             print("preparing and signing the workload...", file=sys.stderr, flush=True)
             per_client = workload(node, ns.clients, ns.messages)
             assert node.proc is not None
-            cpu_before = tree_cpu_seconds(node.proc.pid)  # the node and its verify workers
-            w = asyncio.run(write_phase(node, per_client))
-            node_cpu = tree_cpu_delta(cpu_before, tree_cpu_seconds(node.proc.pid))
+            w, per_message, _ = measured_phase(node, per_client)
             # the same traffic with a chain-gateway attached (its feeds follow the node; no SSE clients), right
             # after a control phase of the same size without it (later phases run on a larger state, so the
             # control goes first: any drift counts against the gateway)
-            control = workload(node, ns.clients, ns.messages // 2)
-            cpu_before = tree_cpu_seconds(node.proc.pid)
-            wc = asyncio.run(write_phase(node, control))
-            wc_cpu = tree_cpu_delta(cpu_before, tree_cpu_seconds(node.proc.pid)) / max(1, wc["committed"])
+            wc, wc_cpu, _ = measured_phase(node, workload(node, ns.clients, ns.messages // 2))
             with_gateway = workload(node, ns.clients, ns.messages // 2)
             gateway = GatewayProcess(node.grpc_target, args=("--log-level", "warning")).start()
             try:
                 assert gateway.proc is not None
                 settle(gateway.proc.pid)  # its start-up (imports, first calls) is over before the phase
-                cpu_before, gw_before = tree_cpu_seconds(node.proc.pid), tree_cpu_seconds(gateway.proc.pid)
-                wg = asyncio.run(write_phase(node, with_gateway))
-                wg_cpu = tree_cpu_delta(cpu_before, tree_cpu_seconds(node.proc.pid)) / max(1, wg["committed"])
-                gw_cpu = tree_cpu_delta(gw_before, tree_cpu_seconds(gateway.proc.pid)) / max(1, wg["committed"])
+                wg, wg_cpu, gw_cpu = measured_phase(node, with_gateway, also=gateway.proc.pid)
             finally:
                 gateway.stop()
             # the same traffic observed on SubscribeMessages: what one per-message subscriber adds to the node
             with_messages = workload(node, ns.clients, ns.messages // 2)
-            cpu_before = tree_cpu_seconds(node.proc.pid)
-            wm = asyncio.run(write_phase(node, with_messages, messages=True))
-            wm_cpu = tree_cpu_delta(cpu_before, tree_cpu_seconds(node.proc.pid)) / max(1, wm["committed"])
+            wm, wm_cpu, _ = measured_phase(node, with_messages, messages=True)
             paced_load = workload(node, ns.clients, int(ns.paced_rate * 5))
             paced = asyncio.run(write_phase(node, paced_load, rate=ns.paced_rate))
             c = node.client()
@@ -366,7 +370,6 @@ def main() -> None:
         f"p99 {paced['p99_ms']:.0f} ms ({paced['committed']:,} of {paced['accepted']:,} committed; "
         f"block interval 200 ms)"
     )
-    per_message = node_cpu / max(1, w["committed"])
     print(
         f"\nbare Ed25519 verify (one core, `cryptography`): {verify_rate:,.0f}/s; committed msgs/s ÷ that: "
         f"{w['commit_rate'] / verify_rate:.2f}; node CPU (main process + verify workers) per committed message: "

@@ -39,7 +39,7 @@ def open_node_stream(
     only); messages from SubscribeBlocks with the blocks' messages (`MessagesOfBlocks`), not SubscribeMessages.
     Either way the result is iterated for responses and has `cancel()`."""
     if kind is Kind.MESSAGES:
-        if after_event_id:  # no block known: from the first block, skipping up to the event (slow, exact)
+        if after_event_id:  # from its block; with none known, from block 1 (slow, but exact: skipped up to it)
             return MessagesOfBlocks(upstream, max(after_block, 1), after_event_id, timeout)
         return MessagesOfBlocks(upstream, from_block, 0, timeout)
     return upstream.chain.SubscribeBlocks(
@@ -66,7 +66,6 @@ class MessagesOfBlocks:
 
     def __init__(self, upstream: Upstream, from_block: int, after_event_id: int, timeout: float) -> None:
         self._chain = upstream.chain
-        self._from_block = from_block
         self._call: Any = upstream.chain.SubscribeBlocks(
             rpc_pb2.SubscribeBlocksRequest(from_block=from_block, include_chunks=True)
         )
