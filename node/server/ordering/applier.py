@@ -7,12 +7,12 @@ the pending state on and publishes the events, exactly as a locally built
 block (`publish`).
 
 `apply_run` does the same for several consecutive blocks (a member catching
-up on the log) but moves the pending state on once, after the last one:
-moving it after a block ordered elsewhere validates again every message
-still pending here, and a member that fell behind holds, among those, the
-ones the blocks it has yet to apply commit, so doing it per block made a
-lagging member slower the further it lagged. Each block is still committed
-and published on its own, in order.
+up on the log) but moves the pending state on once, after the last one. A
+follower's pending state holds nothing (pipeline.py `hold`), but a member
+that was the leader until a moment ago still has one, and moving that after
+a block ordered elsewhere validates again every message still pending on it;
+doing it per block made a lagging member slower the further it lagged. Each
+block is still committed and published on its own, in order.
 """
 
 from __future__ import annotations

@@ -1,15 +1,19 @@
 """Submissions to a member that does not order blocks: checked here, then sent to the one that does.
 
-A follower (etcd mode) or a read replica (`--follow`) verifies and validates
-each message locally first (fast rejection, and dependent messages see the
-pending effects of earlier ones), keeps the accepted ones in its mempool and
-forwards them with BatchSubmitMessages to the leader (or upstream). The
-upstream's verdict wins: a message it rejects (other than as a duplicate it
-already holds) is removed here again. Local rejections are final only when
-they do not depend on state (envelope, structure, size, a message already
-pending here); a state-dependent one (unknown signer, nonce, quota...) may
-come from this member being a block or two behind, so such messages are
-sent upstream too and its verdict is the answer. If the upstream cannot be reached the
+A follower (etcd mode) or a read replica (`--follow`) verifies each message
+and checks what needs no state (structure, time, already committed or
+pending here) first, keeps the ones that pass in its mempool without
+executing them (pipeline.py `hold`) and forwards them with
+BatchSubmitMessages to the leader (or upstream), which validates them
+against its pending state: its verdict is the answer, and a message it
+rejects (other than as a duplicate it already holds) is removed here again.
+(Decision: no validation against a pending state here. This member's pending
+state would hold only its own clients' messages and could lag the leader's
+by a block or two, so its state-dependent verdicts were forwarded anyway;
+executing them here, and again after every block from the leader, cost a
+follower about a quarter of its CPU: docs/replication.md.) Local rejections
+are final only when they do not depend on state (FINAL_HERE); the rest
+(a stale timestamp) go upstream too. If the upstream cannot be reached the
 messages are removed and the client gets UNAVAILABLE (`NOT_LEADER`) with a
 retry hint. Messages still pending after `reforward_age` seconds are sent
 again (a leader that crashed lost its mempool; a new one may not have them).
@@ -94,7 +98,7 @@ class Forwarder:
         return list(response.results)
 
     async def submit(self, msgs: Sequence[pb.Message], target: str, *, vouched: bool = False) -> list[Outcome]:
-        outcomes = await self.pipeline.submit(msgs, vouched=vouched)
+        outcomes = await self.pipeline.hold(msgs, vouched=vouched)
         upstream = [o for o in outcomes if o.accepted or o.reason not in FINAL_HERE]
         if not upstream:
             return outcomes
@@ -113,13 +117,17 @@ class Forwarder:
         answers = {o.index: r for o, r in zip(upstream, results, strict=True) if not o.accepted}
         out: list[Outcome] = []
         for o in outcomes:
-            if o.index in answers:  # rejected here on state: the upstream's verdict is the answer
+            if o.index in answers:  # refused here for a reason that is not final: the upstream's verdict is the answer
                 r = answers[o.index]
                 values = o.values if r.reason_code == o.reason else {}  # SubmitResult carries no values
                 out.append(Outcome(o.index, o.hash, r.accepted, r.reason_code, r.detail, values))
                 continue
             v = verdicts.get(o.hash) if o.accepted else None
-            out.append(o if v is None else Outcome(o.index, o.hash, False, v.reason, v.detail))
+            if v is None:
+                out.append(o)
+                continue
+            values = self.pipeline.values_of(msgs[o.index], v.reason)  # SubmitResult carries no values
+            out.append(Outcome(o.index, o.hash, False, v.reason, v.detail, values))
         return out
 
     def _settle(self, hashes: Sequence[bytes], results: Sequence[rpc_pb2.SubmitResult]) -> dict[bytes, Outcome]:
@@ -137,7 +145,7 @@ class Forwarder:
         self.mempool.remove(hashes)
         for h in hashes:
             self._since.pop(h, None)
-        self.pipeline.rebuild()
+        self.pipeline.forget(hashes)
 
     async def reforward(self, target: str) -> int:
         """Send again what has been pending here longer than `reforward_age`; returns how many."""

@@ -15,11 +15,11 @@ is too far ahead of the top block's time but not of the wall clock. Admission al
 time against the wall clock exactly as before open blocks (a message stale now is refused even when the top
 block is older).
 
-`flat` is the other mode, the one a member that does not order blocks uses (a follower, an etcd member
-that is not the leader): blocks come from elsewhere with their own times, so pending messages are
-validated as before, each at the wall clock onto one overlay, and after a block that committed the
-oldest pending messages the overlay is kept as it is. Such a pending state is never sealed: the orderer
-rebuilds it into open blocks first (node/server/write/pipeline.py).
+`flat` is the other mode, for pending messages while blocks come from elsewhere with their own times
+(a leader that lost the lead, until it forwards its first submission: a member that forwards keeps no
+pending state, pipeline.py `hold`): each validated at the wall clock onto one overlay, and after a block
+that committed the oldest pending messages the overlay is kept as it is. Such a pending state is never
+sealed: the orderer rebuilds it into open blocks first (node/server/write/pipeline.py).
 """
 
 from __future__ import annotations
@@ -123,6 +123,16 @@ class PendingBlocks:
             block = self._open(wall_ms)
         self._append(block, msg)
         block.size += size
+
+    def precheck(self, msg: pb.Message, wall_ms: int) -> None:
+        """What a member that forwards `msg` checks here (pipeline.py `hold`): everything `apply_message`
+        checks that needs no pending state, in its order (the kind, the structure, the time at the wall
+        clock) and that the committed state does not hold it already. Nothing is applied."""
+        kind = REGISTRY.kind_of(int(msg.data.type))
+        validate_structure(msg.data, kind, self.params.network)
+        check_time(kind.max_age, msg.data.timestamp, wall_ms // 1000)
+        if StateAccess(Overlay(self.base)).message_seen(msg.hash):
+            raise MessageRejected(Reason.DUPLICATE_MESSAGE, "message already committed", hash=msg.hash.hex())
 
     def dry_run(self, msg: pb.Message, wall_ms: int) -> None:
         """Would `msg` apply now? As before open blocks: at the wall clock, on a throwaway child; no change."""

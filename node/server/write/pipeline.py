@@ -11,6 +11,13 @@ After each block the pending state moves onto the new committed state: as it
 is when the block was the oldest open one, else rebuilt from the messages
 still pending (or, after a block ordered elsewhere that committed the oldest
 pending messages, kept as one flat overlay: pending.py).
+
+A member that does not order blocks (a follower, a read replica: forwarding.py) holds what it forwards
+instead (`hold`): verified, checked for everything that needs no pending state, kept in the mempool, and
+NOT executed here; the member that orders validates it against its own pending state and its verdict is
+the answer. The pending state then holds nothing, so a block from elsewhere moves it on for the price of a
+new snapshot instead of validating again every message still pending. When the member takes the lead,
+what it held is validated into open blocks before its first admission or seal (`rebuild`).
 """
 
 from __future__ import annotations
@@ -66,6 +73,7 @@ class Pipeline:
         self._pending: PendingBlocks | None = None
         # hashes whose effects the pending state holds, in the order applied (= mempool order)
         self._validated: list[bytes] = []
+        self._holding = False  # the mempool holds messages the pending state does not (`hold`)
         self.dropped: OrderedDict[bytes, tuple[int, str, str]] = OrderedDict()
         self.rebuild()
 
@@ -89,6 +97,11 @@ class Pipeline:
         prefix = self._validated[: len(committed)]
         if block is not None and self._pending.is_next(block):
             self._pending = self._pending.drop_committed(self._move_snapshot())
+        elif not self._validated:  # the pending state holds nothing (a member forwarding what it holds)
+            self._snapshot_pending()
+            for d in dropped:
+                self._remember(d.hash, block_number, d.error)
+            return []
         elif not dropped and prefix == list(committed) and self._pending.can_flatten:
             self._pending = self._pending.flattened(self._move_snapshot())
         else:
@@ -114,6 +127,7 @@ class Pipeline:
         self._snapshot = self.chain.store.begin_read()
         self._pending = PendingBlocks(self.chain.params, self._snapshot.view)
         self._validated = []
+        self._holding = False
         stale: list[bytes] = []
         wall_ms = int(self.clock() * 1000)
         for msg in self.mempool.messages():
@@ -165,17 +179,38 @@ class Pipeline:
 
     # ---- submissions ----
     async def submit(self, msgs: Sequence[pb.Message], *, vouched: bool = False) -> list[Outcome]:
-        """`vouched`: a cluster member verified these and proved it sent them (membership.py); not verified again."""
+        """Admit `msgs` into the pending state and the mempool (the member that orders blocks).
+
+        `vouched`: a cluster member verified these and proved it sent them (membership.py); not verified again."""
+        if self._holding:  # this member held messages while it forwarded them: they are pending first
+            self.rebuild()
+        assert self._pending is not None
+        return await self._admit(msgs, vouched, self._pending.admit, pending=True)
+
+    async def hold(self, msgs: Sequence[pb.Message], *, vouched: bool = False) -> list[Outcome]:
+        """Keep `msgs` in the mempool without executing them (a member that forwards them, forwarding.py):
+        verified, and checked for what needs no pending state (pending.py `precheck`). A pending state
+        left from when this member ordered blocks is dropped first: the upstream's verdicts are the answer."""
+        if self._validated:
+            self._snapshot_pending()
+        self._holding = True
+        assert self._pending is not None
+        return await self._admit(msgs, vouched, self._pending.precheck, pending=False)
+
+    async def _admit(
+        self, msgs: Sequence[pb.Message], vouched: bool, check: Callable[[pb.Message, int], None], *, pending: bool
+    ) -> list[Outcome]:
+        """Verify `msgs`, `check` each at the wall clock, add the accepted ones to the mempool (and, with
+        `pending`, note that the pending state holds their effects)."""
         t = self.telemetry
         with t.stage("chain.submit", **{"chain.messages": len(msgs)}) as span:
             admission = t.admission()
             with t.stage("chain.verify"):
                 verdicts = self.verifier.vouched(msgs) if vouched else await self.verifier.verify(msgs)
-            assert self._pending is not None
             wall_ms = int(self.clock() * 1000)
             out: list[Outcome] = []
             admitted: dict[bytes, pb.Message] = {}  # in order; added to the mempool after validation
-            mempool, pending = self.mempool, self._pending
+            mempool = self.mempool
             try:
                 with t.stage("chain.validate"):
                     for i, (msg, verdict) in enumerate(zip(msgs, verdicts, strict=True)):
@@ -187,17 +222,19 @@ class Pipeline:
                             if message_hash in admitted or message_hash in mempool:
                                 raise MessageRejected(Reason.DUPLICATE_MESSAGE, "message is already pending")
                             mempool.check_room(len(admitted))
-                            pending.admit(msg, wall_ms)
+                            check(msg, wall_ms)
                         except MessageRejected as exc:
                             out.append(Outcome(i, message_hash, False, exc.reason.value, exc.detail, exc.values))
                             continue
                         admitted[message_hash] = msg
                         out.append(Outcome(i, message_hash, True))
-            finally:  # even after an unexpected error: what the pending state holds is what the mempool holds
+            finally:  # even after an unexpected error: the mempool holds what was admitted (and, with `pending`,
+                # the pending state holds its effects)
                 with t.stage("chain.mempool", **{"chain.messages": len(admitted)}):
                     # no await since validation: nothing came between, so these are not pending and fit
                     mempool.add_validated(admitted, admission)
-                    self._validated.extend(admitted)
+                    if pending:
+                        self._validated.extend(admitted)
             t.submitted(msgs, out)
             if span is not None:
                 span.set_attribute("chain.accepted", len(admitted))
@@ -207,6 +244,27 @@ class Pipeline:
                     if out[0].reason:
                         span.set_attribute("chain.reason_code", out[0].reason)
         return out
+
+    def forget(self, hashes: Sequence[bytes]) -> None:
+        """`hashes` left the mempool (the upstream refused them): the pending state is rebuilt if it held any."""
+        if self._validated and not set(hashes).isdisjoint(self._validated):
+            self.rebuild()
+
+    def values_of(self, msg: pb.Message, reason: str) -> Mapping[str, Any]:
+        """The values of `reason` for `msg` as this member's state gives them (the `reason-values` trailer of
+        an upstream's refusal, whose SubmitResult carries none): those of a dry run here when it is refused
+        for the same reason, else none."""
+        assert self._pending is not None
+        try:
+            self._pending.dry_run(msg, int(self.clock() * 1000))
+        except MessageRejected as exc:
+            return exc.values if exc.reason.value == reason else {}
+        return {}
+
+    def _snapshot_pending(self) -> None:
+        """An empty pending state on a fresh snapshot of the committed state."""
+        self._pending = PendingBlocks(self.chain.params, self._move_snapshot())
+        self._validated = []
 
     async def dry_run(self, msg: pb.Message) -> Outcome:
         """Would this message be accepted now? Changes nothing."""

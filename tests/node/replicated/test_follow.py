@@ -39,7 +39,9 @@ def test_follow_replica_from_snapshot(tmp_path: Path, workers: str) -> None:
 
         with replica.client() as r:  # a write to the replica is checked there and committed upstream
             committed = r.commit(actors[0].b.project_create("via-replica"))[0]
-            bad = actors[1].b.project_create("p1")  # the name is taken: rejected locally
+            # the name is taken (a state rule: the replica forwards it and the upstream refuses it); another
+            # description, so it is never the very message that created p1 (the same second gave the same hash)
+            bad = actors[1].b.project_create("p1", description="again")
             results = r.batch([bad])
             assert not results[0].accepted and results[0].reason_code == "NAME_TAKEN"
         with upstream.client() as c:

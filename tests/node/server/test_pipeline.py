@@ -103,3 +103,46 @@ async def test_a_batch_past_the_mempool_room_admits_what_fits_and_counts_it(tmp_
     finally:
         pipeline.close()
         verifier.close()
+
+
+async def test_held_messages_are_not_executed_and_a_block_from_elsewhere_keeps_them(stack):
+    """A member that forwards (`hold`) keeps what passes the stateless checks without executing it: a message
+    this member's state would refuse (its signer is not known here yet) is held for the upstream's verdict,
+    and a block ordered elsewhere moves the pending state on without validating it again."""
+    h, mempool, pipeline, _ = stack
+    alice = h.actor()
+    pipeline.rebuild()
+    stranger = h.actor(units=0, register=False)  # not known here: UNKNOWN_SIGNER on this member's state
+    unknown_here = stranger.b.follow(bytes(20))
+    known = alice.b.follow(bytes(19) + b"\x01")
+    assert not (await pipeline.dry_run(unknown_here)).accepted
+    out = await pipeline.hold([unknown_here, known])
+    assert [o.accepted for o in out] == [True, True]
+    assert [m.hash for m in mempool.messages()] == [unknown_here.hash, known.hash]
+    # stateless refusals stay final here: a repeat, a wrong network, a future time
+    again = await pipeline.hold([known, alice.b.follow(bytes(20), timestamp=h.now + 3600)])
+    assert [o.reason for o in again] == ["DUPLICATE_MESSAGE", "FUTURE_TIMESTAMP"]
+    # the leader committed `known` (and not the other yet): the applier takes it out of the mempool
+    block = h.commit(known)
+    mempool.remove([bytes(known.hash)])
+    pipeline.after_block([bytes(known.hash)], block.dropped, block.block.header.number, block.block)
+    assert unknown_here.hash in mempool and bytes(unknown_here.hash) not in pipeline.dropped
+    # a message already committed is refused here (it would sit in the mempool as pending upstream)
+    assert [o.reason for o in await pipeline.hold([known])] == ["DUPLICATE_MESSAGE"]
+
+
+async def test_a_member_that_takes_the_lead_validates_what_it_held_first(stack):
+    """What a member held while it forwarded is pending before its first admission as the one that orders:
+    a commit into a project whose creation it held is accepted, and the block holds both, in order."""
+    h, mempool, pipeline, orderer = stack
+    alice = h.actor(units=2)
+    pipeline.rebuild()
+    create = alice.b.project_create("held")
+    assert [o.accepted for o in await pipeline.hold([create])] == [True]
+    assert not (await pipeline.dry_run(alice.b.commit_bundle(create.hash, [commit_meta(7)]))).accepted
+    bundle = alice.b.commit_bundle(create.hash, [commit_meta(8)])
+    (outcome,) = await pipeline.submit([bundle])
+    assert outcome.accepted, outcome
+    out = await orderer.produce()
+    assert [r.message.hash for r in out.applied] == [create.hash, bundle.hash]
+    assert not len(mempool)
