@@ -184,8 +184,7 @@ class Pipeline:
         `vouched`: a cluster member verified these and proved it sent them (membership.py); not verified again."""
         if self._holding:  # this member held messages while it forwarded them: they are pending first
             self.rebuild()
-        assert self._pending is not None
-        return await self._admit(msgs, vouched, self._pending.admit, pending=True)
+        return await self._admit(msgs, vouched, pending=True)
 
     async def hold(self, msgs: Sequence[pb.Message], *, vouched: bool = False) -> list[Outcome]:
         """Keep `msgs` in the mempool without executing them (a member that forwards them, forwarding.py):
@@ -194,19 +193,19 @@ class Pipeline:
         if self._validated:
             self._snapshot_pending()
         self._holding = True
-        assert self._pending is not None
-        return await self._admit(msgs, vouched, self._pending.precheck, pending=False)
+        return await self._admit(msgs, vouched, pending=False)
 
-    async def _admit(
-        self, msgs: Sequence[pb.Message], vouched: bool, check: Callable[[pb.Message, int], None], *, pending: bool
-    ) -> list[Outcome]:
-        """Verify `msgs`, `check` each at the wall clock, add the accepted ones to the mempool (and, with
-        `pending`, note that the pending state holds their effects)."""
+    async def _admit(self, msgs: Sequence[pb.Message], vouched: bool, *, pending: bool) -> list[Outcome]:
+        """Verify `msgs`, then admit each into the pending state (`pending`) or only check it without state
+        (pending.py `precheck`), add the accepted ones to the mempool."""
         t = self.telemetry
         with t.stage("chain.submit", **{"chain.messages": len(msgs)}) as span:
             admission = t.admission()
             with t.stage("chain.verify"):
                 verdicts = self.verifier.vouched(msgs) if vouched else await self.verifier.verify(msgs)
+            # the pending state as it is now, after the await: a block committed meanwhile moved it on
+            assert self._pending is not None
+            check = self._pending.admit if pending else self._pending.precheck
             wall_ms = int(self.clock() * 1000)
             out: list[Outcome] = []
             admitted: dict[bytes, pb.Message] = {}  # in order; added to the mempool after validation

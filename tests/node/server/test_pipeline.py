@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from chain.v1 import message_pb2 as pb
@@ -145,4 +147,42 @@ async def test_a_member_that_takes_the_lead_validates_what_it_held_first(stack):
     assert outcome.accepted, outcome
     out = await orderer.produce()
     assert [r.message.hash for r in out.applied] == [create.hash, bundle.hash]
+    assert not len(mempool)
+
+
+class GatedVerifier:
+    """The pipeline's verifier, held at a gate: a block can be committed while a batch is being verified."""
+
+    def __init__(self, inner: Verifier) -> None:
+        self.inner = inner
+        self.waiting = asyncio.Event()
+        self.gate = asyncio.Event()
+
+    async def verify(self, msgs):
+        self.waiting.set()
+        await self.gate.wait()
+        return await self.inner.verify(msgs)
+
+
+async def test_a_block_committed_while_a_batch_is_verified_does_not_lose_its_admission(stack):
+    """Admission goes into the pending state as it is after verification (the await), not as it was when the
+    batch arrived: a block committed meanwhile replaced it, and a message admitted into the replaced one would
+    never be sealed."""
+    h, mempool, pipeline, orderer = stack
+    alice = h.actor()
+    pipeline.rebuild()
+    first, second = alice.b.follow(bytes(20)), alice.b.follow(bytes(19) + b"\x02")
+    assert (await pipeline.submit([first]))[0].accepted
+    gated = GatedVerifier(pipeline.verifier)
+    pipeline.verifier = gated
+    task = asyncio.create_task(pipeline.submit([second]))
+    await gated.waiting.wait()
+    out = await orderer.produce()  # commits `first`: the pending state moves on
+    assert [r.message.hash for r in out.applied] == [first.hash]
+    gated.gate.set()
+    (outcome,) = await task
+    assert outcome.accepted, outcome
+    h.now += 1
+    out = await orderer.produce()
+    assert [r.message.hash for r in out.applied] == [second.hash]
     assert not len(mempool)
