@@ -305,8 +305,7 @@ def apply_message(
     check_time(kind.max_age, msg.data.timestamp, now)
     child = parent.child()
     st = StateAccess(child)
-    if st.message_seen(msg.hash):
-        raise MessageRejected(Reason.DUPLICATE_MESSAGE, "message already committed", hash=msg.hash.hex())
+    check_not_committed(st, msg.hash)
     ctx = MessageContext(
         st=st,
         params=params,
@@ -320,6 +319,12 @@ def apply_message(
     authorize_signer(ctx, kind)
     kind.handler(ctx, getattr(msg.data, kind.body))
     child.fold_into(parent)
+
+
+def check_not_committed(st: StateAccess, message_hash: bytes) -> None:
+    """A message is committed at most once."""
+    if st.message_seen(message_hash):
+        raise MessageRejected(Reason.DUPLICATE_MESSAGE, "message already committed", hash=message_hash.hex())
 
 
 def check_time(max_age: int | None, timestamp: int, now: int) -> None:

@@ -43,6 +43,7 @@ from node.state.transition import (
     BlockStart,
     append_message,
     apply_message,
+    check_not_committed,
     check_room,
     check_time,
     seal_block,
@@ -131,8 +132,7 @@ class PendingBlocks:
         kind = REGISTRY.kind_of(int(msg.data.type))
         validate_structure(msg.data, kind, self.params.network)
         check_time(kind.max_age, msg.data.timestamp, wall_ms // 1000)
-        if StateAccess(Overlay(self.base)).message_seen(msg.hash):
-            raise MessageRejected(Reason.DUPLICATE_MESSAGE, "message already committed", hash=msg.hash.hex())
+        check_not_committed(StateAccess(Overlay(self.base)), msg.hash)
 
     def dry_run(self, msg: pb.Message, wall_ms: int) -> None:
         """Would `msg` apply now? As before open blocks: at the wall clock, on a throwaway child; no change."""

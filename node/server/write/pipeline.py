@@ -73,7 +73,6 @@ class Pipeline:
         self._pending: PendingBlocks | None = None
         # hashes whose effects the pending state holds, in the order applied (= mempool order)
         self._validated: list[bytes] = []
-        self._holding = False  # the mempool holds messages the pending state does not (`hold`)
         self.dropped: OrderedDict[bytes, tuple[int, str, str]] = OrderedDict()
         self.rebuild()
 
@@ -99,8 +98,7 @@ class Pipeline:
             self._pending = self._pending.drop_committed(self._move_snapshot())
         elif not self._validated:  # the pending state holds nothing (a member forwarding what it holds)
             self._snapshot_pending()
-            for d in dropped:
-                self._remember(d.hash, block_number, d.error)
+            self._remember_dropped(dropped, block_number)
             return []
         elif not dropped and prefix == list(committed) and self._pending.can_flatten:
             self._pending = self._pending.flattened(self._move_snapshot())
@@ -120,14 +118,12 @@ class Pipeline:
         """Re-validate what is still pending, into open blocks on top of the new committed state.
 
         Returns the hashes that no longer apply (removed from the mempool, reasons kept)."""
-        for d in dropped:
-            self._remember(d.hash, block_number, d.error)
+        self._remember_dropped(dropped, block_number)
         if self._snapshot is not None:
             self._snapshot.close()
         self._snapshot = self.chain.store.begin_read()
         self._pending = PendingBlocks(self.chain.params, self._snapshot.view)
         self._validated = []
-        self._holding = False
         stale: list[bytes] = []
         wall_ms = int(self.clock() * 1000)
         for msg in self.mempool.messages():
@@ -150,7 +146,7 @@ class Pipeline:
         assert self._pending is not None
         if self._pending.height != self.chain.height:
             return None
-        if self._pending.flat or len(self._validated) != len(self.mempool):  # e.g. a member that just took the lead
+        if self._pending.flat or self._holds_unvalidated():  # e.g. a member that just took the lead
             self.rebuild(block_number=self._pending.height + 1)
         assert self._pending is not None and self._snapshot is not None
         seal = self._pending.sealer(self.chain.tree_nodes(self._snapshot.nodes), now_ms)
@@ -172,6 +168,15 @@ class Pipeline:
             return await asyncio.to_thread(seal), True
         return await asyncio.to_thread(self.chain.build, now_ms, self.mempool.take()), False
 
+    def _holds_unvalidated(self) -> bool:
+        """Does the mempool hold messages the pending state does not (held while forwarding, `hold`)? On the
+        member that orders, every admission and every block keeps the two equal."""
+        return len(self._validated) != len(self.mempool)
+
+    def _remember_dropped(self, dropped: Sequence[Dropped], block_number: int) -> None:
+        for d in dropped:
+            self._remember(d.hash, block_number, d.error)
+
     def _remember(self, message_hash: bytes, block_number: int, error: MessageRejected) -> None:
         self.dropped[message_hash] = (block_number, error.reason.value, error.detail)
         while len(self.dropped) > DROPPED_MEMORY:
@@ -182,7 +187,7 @@ class Pipeline:
         """Admit `msgs` into the pending state and the mempool (the member that orders blocks).
 
         `vouched`: a cluster member verified these and proved it sent them (membership.py); not verified again."""
-        if self._holding:  # this member held messages while it forwarded them: they are pending first
+        if self._holds_unvalidated():  # this member held messages while it forwarded them: they are pending first
             self.rebuild()
         return await self._admit(msgs, vouched, pending=True)
 
@@ -192,7 +197,6 @@ class Pipeline:
         left from when this member ordered blocks is dropped first: the upstream's verdicts are the answer."""
         if self._validated:
             self._snapshot_pending()
-        self._holding = True
         return await self._admit(msgs, vouched, pending=False)
 
     async def _admit(self, msgs: Sequence[pb.Message], vouched: bool, *, pending: bool) -> list[Outcome]:
