@@ -17,7 +17,7 @@ from node.server.write.pipeline import Pipeline
 from node.server.write.verify import Verifier
 from tests.fixtures.actors import authority_builder
 from tests.fixtures.nodeproc import NodeProcess
-from tests.fixtures.replicaset import ENV, funded_actors
+from tests.fixtures.replicaset import ENV, funded_actors, wait_bootstrapped
 
 
 async def test_state_rejections_defer_to_upstream_and_envelope_ones_do_not(tmp_path: Path) -> None:
@@ -25,7 +25,7 @@ async def test_state_rejections_defer_to_upstream_and_envelope_ones_do_not(tmp_p
     chain: Chain | None = None
     try:
         with upstream.client() as c:
-            c.wait_committed(upstream.authority().bootstrap_message().hash)
+            wait_bootstrapped(c, upstream.authority())
             snap = c.admin.CreateSnapshot(rpc_pb2.CreateSnapshotRequest()).snapshot  # type: ignore[union-attr]
             actor = funded_actors(c, upstream.authority(), 1)[0]  # after the snapshot: unknown to the local copy
         restore(tmp_path / "up" / "snapshots" / snap.name, tmp_path / "local")
@@ -79,7 +79,7 @@ async def test_forwarded_batches_carry_the_member_proof(tmp_path: Path) -> None:
     chain: Chain | None = None
     try:
         with upstream.client() as c:
-            c.wait_committed(upstream.authority().bootstrap_message().hash)
+            wait_bootstrapped(c, upstream.authority())
             actor = funded_actors(c, upstream.authority(), 1)[0]
             snap = c.admin.CreateSnapshot(rpc_pb2.CreateSnapshotRequest()).snapshot  # type: ignore[union-attr]
         restore(tmp_path / "up" / "snapshots" / snap.name, tmp_path / "local")

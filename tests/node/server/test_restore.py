@@ -14,7 +14,7 @@ from node.server.snapshots.manager import manifest_of
 from node.server.snapshots.manifest import read_chunks
 from node.server.snapshots.staging import STAGING_DIR, Staging
 from tests.fixtures.nodeproc import NodeProcess
-from tests.fixtures.replicaset import ENV
+from tests.fixtures.replicaset import ENV, wait_bootstrapped
 
 ARGS = ("--verify-workers", "0")
 
@@ -26,7 +26,7 @@ def snapshot_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     node = NodeProcess(work / "up", *ARGS, "--snapshot-chunk-bytes", "4096", env=ENV).start()
     try:
         with node.client() as c:
-            c.wait_committed(node.authority().bootstrap_message().hash)
+            wait_bootstrapped(c, node.authority())
             snap = c.admin.CreateSnapshot(rpc_pb2.CreateSnapshotRequest()).snapshot  # type: ignore[union-attr]
     finally:
         assert node.stop() == 0

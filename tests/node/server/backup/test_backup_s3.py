@@ -25,6 +25,7 @@ from tests.fixtures.actors import RemoteActor, new_account
 from tests.fixtures.backupcli import backup
 from tests.fixtures.motoproc import Credentials, MotoProcess
 from tests.fixtures.nodeproc import ROOT, NodeProcess
+from tests.fixtures.replicaset import wait_bootstrapped
 
 BUCKET = "chain-backups"
 # 4 KiB chunks: even a small devnet store is many chunks; no empty blocks: the state stays where it was put
@@ -193,7 +194,7 @@ def test_a_snapshot_that_is_not_the_nodes_block_or_is_damaged_is_not_backed_up(m
     other = NodeProcess(tmp_path / "other", *NODE_ARGS, env=NODE_ENV).start()
     try:
         with other.client() as c:
-            c.wait_committed(other.authority().bootstrap_message().hash)
+            wait_bootstrapped(c, other.authority())
         info = snapshot(other).snapshot
     finally:
         other.stop()
