@@ -1,36 +1,54 @@
-"""A small async client for etcd's v3 JSON gateway (HTTP/JSON on the client URL).
+"""A small async client for etcd's v3 gRPC API (the subset in rpc.proto beside this file).
 
 Only what the replicated orderer needs: range, put, delete, txn, leases and
-compaction. Keys and values are bytes (base64 on the wire, as the gateway
-wants). Every call goes to the endpoint that answered last; on a connection
-error, a timeout or a server-side error it tries the next one, and raises
-`EtcdUnavailable` when none answers (no quorum, all members down).
+compaction. Every call goes to the endpoint that answered last; when that
+member cannot answer (UNAVAILABLE, a timeout, no leader, an internal error) it
+tries the next one, and raises `EtcdUnavailable` when none answers (no quorum,
+all members down). A request etcd refuses for what it is (a compacted revision,
+an invalid argument) raises `ChainError` without trying the others.
+
+Endpoints are etcd client URLs (`http://host:2379`; `https://` uses TLS with
+the system's roots): etcd serves gRPC and its JSON gateway on the same port.
+This client used the JSON gateway until py-spy and pprof showed where a
+replicated cluster's etcd CPU went: the gateway's JSON decoding of every
+request (base64 blocks included) was over half of the member the nodes talk
+to (docs/performance.md, eighth pass).
 """
 
 from __future__ import annotations
 
-import base64
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TypeVar
+from urllib.parse import urlsplit
 
-import aiohttp
+import grpc
 
 from node.errors import ChainError
+from node.server.ordering.etcd import rpc_pb2, rpc_pb2_grpc
 
-Json = dict[str, Any]
+Compare = rpc_pb2.Compare
+RequestOp = rpc_pb2.RequestOp
+KeyValue = rpc_pb2.KeyValue  # key, value, create_revision, mod_revision, version, lease
+T = TypeVar("T")
+
+# etcd's answers when the member asked cannot serve now: another member may.
+_TRY_NEXT = frozenset(
+    {
+        grpc.StatusCode.UNAVAILABLE,
+        grpc.StatusCode.DEADLINE_EXCEEDED,
+        grpc.StatusCode.INTERNAL,
+        grpc.StatusCode.UNKNOWN,
+        grpc.StatusCode.CANCELLED,
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+    }
+)
+# A log read returns up to fetch_limit blocks of up to a MiB each; etcd itself sends without a limit.
+_OPTIONS = (("grpc.max_receive_message_length", -1), ("grpc.max_send_message_length", 64 * 1024 * 1024))
 
 
 class EtcdUnavailable(ChainError):
     """No etcd endpoint answered (members down, no quorum, or every request timed out)."""
-
-
-def _b64(raw: bytes) -> str:
-    return base64.b64encode(raw).decode()
-
-
-def _unb64(text: str | None) -> bytes:
-    return base64.b64decode(text) if text else b""
 
 
 def prefix_end(prefix: bytes) -> bytes:
@@ -45,70 +63,56 @@ def prefix_end(prefix: bytes) -> bytes:
 
 
 @dataclass(frozen=True)
-class KeyValue:
-    key: bytes
-    value: bytes
-    create_revision: int
-    mod_revision: int
-    lease: int
-
-    @classmethod
-    def from_json(cls, doc: Json) -> KeyValue:
-        return cls(
-            key=_unb64(doc.get("key")),
-            value=_unb64(doc.get("value")),
-            create_revision=int(doc.get("create_revision", 0)),
-            mod_revision=int(doc.get("mod_revision", 0)),
-            lease=int(doc.get("lease", 0)),
-        )
-
-
-@dataclass(frozen=True)
 class TxnResult:
     succeeded: bool
     revision: int
-    responses: list[Json]
+    responses: list[rpc_pb2.ResponseOp]
 
     def ranges(self, index: int) -> list[KeyValue]:
         """The key-values of the `index`-th response, which must be a range."""
-        doc = self.responses[index].get("response_range", {})
-        return [KeyValue.from_json(kv) for kv in doc.get("kvs", [])]
+        return list(self.responses[index].response_range.kvs)
 
 
-# ---- compare and operation builders (the shapes of etcd's Compare and RequestOp in JSON) ----
-def cmp_value(key: bytes, value: bytes) -> Json:
-    return {"key": _b64(key), "target": "VALUE", "result": "EQUAL", "value": _b64(value)}
+# ---- compare and operation builders ----
+def cmp_value(key: bytes, value: bytes) -> Compare:
+    return Compare(key=key, target=Compare.VALUE, result=Compare.EQUAL, value=value)
 
 
-def cmp_absent(key: bytes) -> Json:
-    return {"key": _b64(key), "target": "CREATE", "result": "EQUAL", "create_revision": "0"}
+def cmp_absent(key: bytes) -> Compare:
+    return Compare(key=key, target=Compare.CREATE, result=Compare.EQUAL, create_revision=0)
 
 
-def cmp_lease(key: bytes, lease: int) -> Json:
-    return {"key": _b64(key), "target": "LEASE", "result": "EQUAL", "lease": str(lease)}
+def cmp_lease(key: bytes, lease: int) -> Compare:
+    return Compare(key=key, target=Compare.LEASE, result=Compare.EQUAL, lease=lease)
 
 
-def op_put(key: bytes, value: bytes, lease: int = 0) -> Json:
-    body: Json = {"key": _b64(key), "value": _b64(value)}
-    if lease:
-        body["lease"] = str(lease)
-    return {"request_put": body}
+def op_put(key: bytes, value: bytes, lease: int = 0) -> RequestOp:
+    return RequestOp(request_put=rpc_pb2.PutRequest(key=key, value=value, lease=lease))
 
 
-def op_range(key: bytes, range_end: bytes = b"", limit: int = 0) -> Json:
-    body: Json = {"key": _b64(key)}
-    if range_end:
-        body["range_end"] = _b64(range_end)
-    if limit:
-        body["limit"] = str(limit)
-    return {"request_range": body}
+def op_range(key: bytes, range_end: bytes = b"", limit: int = 0, *, keys_only: bool = False) -> RequestOp:
+    request = rpc_pb2.RangeRequest(key=key, range_end=range_end, limit=limit, keys_only=keys_only)
+    return RequestOp(request_range=request)
 
 
-def op_delete(key: bytes, range_end: bytes = b"") -> Json:
-    body: Json = {"key": _b64(key)}
-    if range_end:
-        body["range_end"] = _b64(range_end)
-    return {"request_delete_range": body}
+def op_delete(key: bytes, range_end: bytes = b"") -> RequestOp:
+    return RequestOp(request_delete_range=rpc_pb2.DeleteRangeRequest(key=key, range_end=range_end))
+
+
+@dataclass
+class _Endpoint:
+    channel: grpc.aio.Channel
+    kv: rpc_pb2_grpc.KVAsyncStub
+    lease: rpc_pb2_grpc.LeaseAsyncStub
+
+
+def _target(url: str) -> tuple[str, bool]:
+    """(host:port, TLS) of an etcd client URL; a bare host:port is plain."""
+    parts = urlsplit(url if "://" in url else f"http://{url}")
+    if not parts.hostname or parts.scheme not in ("http", "https"):
+        raise ValueError(f"not an etcd client URL: {url!r}")
+    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+    return f"{host}:{parts.port or 2379}", parts.scheme == "https"
 
 
 class EtcdClient:
@@ -116,70 +120,89 @@ class EtcdClient:
         if not endpoints:
             raise ValueError("at least one etcd endpoint is needed")
         self.endpoints = [e.rstrip("/") for e in endpoints]
+        self._targets = [_target(e) for e in self.endpoints]
         self.timeout = timeout
         self._current = 0
-        self._session: aiohttp.ClientSession | None = None
+        self._open: dict[int, _Endpoint] = {}
 
     async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        open_, self._open = self._open, {}
+        for endpoint in open_.values():
+            await endpoint.channel.close(None)
 
-    def _http(self) -> aiohttp.ClientSession:
-        if self._session is None:
-            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.timeout))
-        return self._session
+    def _endpoint(self, index: int) -> _Endpoint:
+        if index not in self._open:
+            target, tls = self._targets[index]
+            if tls:
+                channel = grpc.aio.secure_channel(target, grpc.ssl_channel_credentials(), options=_OPTIONS)
+            else:
+                channel = grpc.aio.insecure_channel(target, options=_OPTIONS)
+            kv: rpc_pb2_grpc.KVAsyncStub = rpc_pb2_grpc.KVStub(channel)
+            lease: rpc_pb2_grpc.LeaseAsyncStub = rpc_pb2_grpc.LeaseStub(channel)
+            self._open[index] = _Endpoint(channel, kv, lease)
+        return self._open[index]
 
-    async def call(self, path: str, body: Json) -> Json:
-        """POST to the gateway, failing over across endpoints."""
+    async def call(self, what: str, send: Callable[[_Endpoint], Awaitable[T]]) -> T:
+        """`send` to the endpoint that answered last, failing over across endpoints."""
         errors: list[str] = []
         for attempt in range(len(self.endpoints)):
             index = (self._current + attempt) % len(self.endpoints)
-            url = self.endpoints[index] + path
             try:
-                async with self._http().post(url, json=body) as resp:
-                    doc: Json = await resp.json(content_type=None)
-                    if resp.status >= 500 or "error" in doc:
-                        errors.append(f"{url}: {resp.status} {doc.get('error') or doc.get('message')}")
-                        continue
-                    if resp.status >= 400:
-                        raise ChainError(f"etcd rejected {path}: {resp.status} {doc}")
-            except (TimeoutError, aiohttp.ClientError, ValueError) as exc:
-                errors.append(f"{url}: {type(exc).__name__} {exc}")
-                continue
+                result = await send(self._endpoint(index))
+            except grpc.aio.AioRpcError as err:
+                if err.code() in _TRY_NEXT:
+                    errors.append(f"{self.endpoints[index]}: {err.code().name} {err.details()}")
+                    continue
+                raise ChainError(f"etcd rejected {what}: {err.code().name} {err.details()}") from err
             self._current = index
-            return doc.get("result", doc) if path == "/v3/lease/keepalive" else doc
+            return result
         raise EtcdUnavailable("; ".join(errors))
 
     # ---- kv ----
     async def range(self, key: bytes, range_end: bytes = b"", *, limit: int = 0) -> list[KeyValue]:
-        doc = await self.call("/v3/kv/range", op_range(key, range_end, limit)["request_range"])
-        return [KeyValue.from_json(kv) for kv in doc.get("kvs", [])]
+        request = rpc_pb2.RangeRequest(key=key, range_end=range_end, limit=limit)
+        response = await self.call("range", lambda e: e.kv.Range(request, timeout=self.timeout))
+        return list(response.kvs)
 
     async def get(self, key: bytes) -> KeyValue | None:
         kvs = await self.range(key)
         return kvs[0] if kvs else None
 
     async def put(self, key: bytes, value: bytes, *, lease: int = 0) -> int:
-        doc = await self.call("/v3/kv/put", op_put(key, value, lease)["request_put"])
-        return int(doc["header"]["revision"])
+        request = rpc_pb2.PutRequest(key=key, value=value, lease=lease)
+        response = await self.call("put", lambda e: e.kv.Put(request, timeout=self.timeout))
+        return int(response.header.revision)
 
-    async def txn(self, compare: list[Json], success: list[Json], failure: Sequence[Json] = ()) -> TxnResult:
-        doc = await self.call("/v3/kv/txn", {"compare": compare, "success": success, "failure": list(failure)})
-        return TxnResult(bool(doc.get("succeeded", False)), int(doc["header"]["revision"]), doc.get("responses", []))
+    async def txn(
+        self, compare: Sequence[Compare], success: Sequence[RequestOp], failure: Sequence[RequestOp] = ()
+    ) -> TxnResult:
+        request = rpc_pb2.TxnRequest(compare=compare, success=success, failure=failure)
+        response = await self.call("txn", lambda e: e.kv.Txn(request, timeout=self.timeout))
+        return TxnResult(response.succeeded, int(response.header.revision), list(response.responses))
 
     async def compact(self, revision: int) -> None:
-        await self.call("/v3/kv/compaction", {"revision": str(revision)})
+        request = rpc_pb2.CompactionRequest(revision=revision)
+        await self.call("compaction", lambda e: e.kv.Compact(request, timeout=self.timeout))
 
     # ---- leases ----
     async def grant(self, ttl: int) -> int:
-        doc = await self.call("/v3/lease/grant", {"TTL": str(ttl)})
-        return int(doc["ID"])
+        request = rpc_pb2.LeaseGrantRequest(TTL=ttl)
+        response = await self.call("lease grant", lambda e: e.lease.LeaseGrant(request, timeout=self.timeout))
+        if response.error:
+            raise ChainError(f"etcd refused a lease: {response.error}")
+        return int(response.ID)
 
     async def keepalive(self, lease: int) -> int:
         """Refresh a lease; returns its remaining TTL (0: the lease has expired)."""
-        doc = await self.call("/v3/lease/keepalive", {"ID": str(lease)})
-        return int(doc.get("TTL", 0))
+        return await self.call("lease keep-alive", lambda e: self._keepalive_once(e, lease))
+
+    async def _keepalive_once(self, endpoint: _Endpoint, lease: int) -> int:
+        # One request, then the stream is half-closed: etcd answers it before it sees the end.
+        call = endpoint.lease.LeaseKeepAlive(iter([rpc_pb2.LeaseKeepAliveRequest(ID=lease)]), timeout=self.timeout)
+        async for response in call:
+            return int(response.TTL)
+        raise ChainError("etcd closed the keep-alive stream without an answer")
 
     async def revoke(self, lease: int) -> None:
-        await self.call("/v3/lease/revoke", {"ID": str(lease)})
+        request = rpc_pb2.LeaseRevokeRequest(ID=lease)
+        await self.call("lease revoke", lambda e: e.lease.LeaseRevoke(request, timeout=self.timeout))

@@ -127,17 +127,25 @@ class Election:
             self.lease = await self.client.grant(self.ttl)
             self._last_keepalive = sent
             self._lease_valid_until = sent + self.ttl
-        value = json.dumps({"id": self.node_id, "addr": self.addr}).encode()
-        result = await self.client.txn(
-            [cmp_absent(self.keys.leader)],
-            [op_put(self.keys.leader, value, self.lease)],
-            [op_range(self.keys.leader)],
-        )
+        # Read first and campaign only when the key is absent: a transaction with a put in it is a raft
+        # proposal (a WAL write and an fsync on every etcd member) even when its compare fails and it writes
+        # nothing, and every member asks several times a second. The read is linearizable, as the
+        # transaction was; the campaign itself is still the compare-and-create.
+        kvs = await self.client.range(self.keys.leader)
+        won = False
+        if not kvs:
+            value = json.dumps({"id": self.node_id, "addr": self.addr}).encode()
+            result = await self.client.txn(
+                [cmp_absent(self.keys.leader)],
+                [op_put(self.keys.leader, value, self.lease)],
+                [op_range(self.keys.leader)],
+            )
+            won = result.succeeded
+            kvs = [] if won else result.ranges(0)
         self._last_seen = self.clock()
-        if result.succeeded:
+        if won:
             leader = Leader(self.node_id, self.addr, self.lease)
         else:
-            kvs = result.ranges(0)
             if not kvs:
                 self.leader = None
                 return

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from chain.v1 import block_pb2
 from node.errors import InvariantBroken
 from node.server.ordering.etcd.client import (
+    Compare,
     EtcdClient,
-    Json,
     cmp_absent,
     cmp_lease,
     cmp_value,
@@ -111,7 +111,7 @@ class BlockLog:
         self.part_bytes = part_bytes
 
     # ---- appending (leader only; fenced) ----
-    def _fence(self, number: int, lease: int) -> list[Json]:
+    def _fence(self, number: int, lease: int) -> list[Compare]:
         return [cmp_value(self.keys.next, str(number).encode()), cmp_lease(self.keys.leader, lease)]
 
     async def seed(self, next_number: int) -> None:
@@ -138,13 +138,14 @@ class BlockLog:
 
     # ---- reading ----
     async def tail(self, after: int, limit: int) -> Tail:
-        """`next`, the oldest entry, and up to `limit` entries after block `after`, in one read."""
+        """`next`, the oldest entry's number, and up to `limit` entries after block `after`, in one read (the
+        oldest entry's key only: after compaction it is a whole block, and every member polls)."""
         result = await self.client.txn(
             [],
             [
                 op_range(self.keys.next),
                 op_range(self.keys.log(after + 1), prefix_end(self.keys.log_prefix), limit),
-                op_range(self.keys.log_prefix, prefix_end(self.keys.log_prefix), 1),
+                op_range(self.keys.log_prefix, prefix_end(self.keys.log_prefix), 1, keys_only=True),
             ],
         )
         nxt = result.ranges(0)
