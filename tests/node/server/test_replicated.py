@@ -9,6 +9,7 @@ from pathlib import Path
 from node.chain import Chain
 from node.server.events import EventHub
 from node.server.ordering.applier import BlockApplier
+from node.server.ordering.etcd import rpc_pb2
 from node.server.ordering.etcd.client import EtcdClient, op_put
 from node.server.ordering.etcd.log import BlockLog, Keys
 from node.server.ordering.etcd.replicated import ReplicatedOrderer, ReplicationSettings
@@ -89,3 +90,114 @@ async def test_not_serving_while_more_than_max_lag_behind(tmp_path: Path, etcd1:
         pipeline.close()
         chain.close()
         verifier.close()
+
+
+def reader(tmp_path: Path, client: EtcdClient, settings: ReplicationSettings) -> tuple[ReplicatedOrderer, Chain]:
+    chain = Chain.open(tmp_path / "reader", PARAMS)
+    verifier = Verifier(0, 262144)
+    mempool = Mempool(100)
+    pipeline = Pipeline(chain, mempool, verifier)
+    orderer = ReplicatedOrderer(
+        chain,
+        mempool,
+        BlockApplier(chain, mempool, pipeline, EventHub(100)),
+        Forwarder(pipeline, mempool, max_batch=100),
+        SnapshotManager(chain, tmp_path / "snapshots"),
+        client,
+        KEYS,
+        settings,
+        part_bytes=1 << 20,
+    )
+    orderer.addr = "127.0.0.1:2"
+    return orderer, chain
+
+
+async def append_more(client: EtcdClient, path: Path, lease: int, blocks: int) -> None:
+    """`blocks` more blocks on the writer's chain at `path`, appended under `lease`."""
+    log = BlockLog(client, KEYS)
+    chain = Chain.open(path, PARAMS)
+    try:
+        for _ in range(blocks):
+            out = chain.build(PARAMS.genesis_time_ms + (chain.height + 1) * 1000, [])
+            assert await log.append(out.block, lease)
+            chain.commit(out)
+    finally:
+        chain.close()
+
+
+async def wait_height(chain: Chain, height: int, within: float) -> float:
+    started = time.monotonic()
+    while chain.height < height:
+        assert time.monotonic() - started < within, f"at {chain.height}, not {height}, after {within} s"
+        await asyncio.sleep(0.01)
+    return time.monotonic() - started
+
+
+async def wait_live(orderer: ReplicatedOrderer) -> None:
+    deadline = time.monotonic() + 5
+    while not orderer.watch.live:
+        assert time.monotonic() < deadline, "the log watch never went live"
+        await asyncio.sleep(0.01)
+
+
+class CountingLog(BlockLog):
+    reads = 0
+
+    async def tail(self, after: int, limit: int):
+        self.reads += 1
+        return await super().tail(after, limit)
+
+
+async def test_a_member_reads_the_log_when_the_watch_says_it_moved(tmp_path: Path, etcd1: EtcdCluster) -> None:
+    """With the watch live the member reads the log when a block lands (well before the resync interval) and
+    not on a timer: ~20 reads a second per member before."""
+    client = EtcdClient(etcd1.endpoints)
+    lease = await write_log(client, tmp_path / "writer", 3)
+    settings = ReplicationSettings(node_id="reader", poll_interval=0.05, resync_interval=30.0)
+    orderer, chain = reader(tmp_path, client, settings)
+    orderer.log = counting = CountingLog(client, KEYS)
+    try:
+        await orderer.start()
+        await wait_height(chain, 3, 10)
+        await wait_live(orderer)
+        await asyncio.sleep(0.2)
+        before = counting.reads
+        await asyncio.sleep(1.0)
+        assert counting.reads - before <= 1, f"{counting.reads - before} reads in an idle second"
+        for height in (4, 5, 6):
+            await append_more(client, tmp_path / "writer", lease, 1)
+            assert await wait_height(chain, height, 5) < 5  # woken by the watch, not the 30 s resync
+        assert orderer.watch.opened == 1
+    finally:
+        await orderer.stop()
+        chain.close()
+
+
+class SilentWatchClient(EtcdClient):
+    """A watch that is created and then says nothing, as a stream to an etcd member cut off from its peers."""
+
+    async def watch(self, key: bytes):
+        yield rpc_pb2.WatchResponse(created=True)
+        await asyncio.Event().wait()
+
+
+async def test_a_silent_watch_is_noticed_and_opened_again(tmp_path: Path, etcd1: EtcdCluster) -> None:
+    client = SilentWatchClient(etcd1.endpoints)
+    lease = await write_log(client, tmp_path / "writer", 2)
+    settings = ReplicationSettings(node_id="reader", poll_interval=0.05, resync_interval=0.5)
+    orderer, chain = reader(tmp_path, client, settings)
+    try:
+        await orderer.start()
+        await wait_height(chain, 2, 10)
+        await wait_live(orderer)
+        await asyncio.sleep(0.6)  # the first resync read after the watch: nothing moved, nothing to reopen
+        assert orderer.watch.opened == 1
+        await append_more(client, tmp_path / "writer", lease, 1)
+        await wait_height(chain, 3, 5)  # the resync read finds it
+        deadline = time.monotonic() + 5
+        while orderer.watch.opened < 2:  # and, since the watch said nothing, opens it again
+            assert time.monotonic() < deadline, "the silent watch was never opened again"
+            await asyncio.sleep(0.01)
+    finally:
+        await orderer.stop()
+        chain.close()

@@ -1,7 +1,7 @@
 """A small async client for etcd's v3 gRPC API (the subset in rpc.proto beside this file).
 
-Only what the replicated orderer needs: range, put, delete, txn, leases and
-compaction. Every call goes to the endpoint that answered last; when that
+Only what the replicated orderer needs: range, put, delete, txn, leases,
+compaction and a watch on one key. Every call goes to the endpoint that answered last; when that
 member cannot answer (UNAVAILABLE, a timeout, no leader, an internal error) it
 tries the next one, and raises `EtcdUnavailable` when none answers (no quorum,
 all members down). A request etcd refuses for what it is (a compacted revision,
@@ -17,7 +17,8 @@ to (docs/performance.md, eighth pass).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 from urllib.parse import urlsplit
@@ -104,6 +105,7 @@ class _Endpoint:
     channel: grpc.aio.Channel
     kv: rpc_pb2_grpc.KVAsyncStub
     lease: rpc_pb2_grpc.LeaseAsyncStub
+    watch: rpc_pb2_grpc.WatchAsyncStub
 
 
 def _target(url: str) -> tuple[str, bool]:
@@ -139,7 +141,8 @@ class EtcdClient:
                 channel = grpc.aio.insecure_channel(target, options=_OPTIONS)
             kv: rpc_pb2_grpc.KVAsyncStub = rpc_pb2_grpc.KVStub(channel)
             lease: rpc_pb2_grpc.LeaseAsyncStub = rpc_pb2_grpc.LeaseStub(channel)
-            self._open[index] = _Endpoint(channel, kv, lease)
+            watch: rpc_pb2_grpc.WatchAsyncStub = rpc_pb2_grpc.WatchStub(channel)
+            self._open[index] = _Endpoint(channel, kv, lease, watch)
         return self._open[index]
 
     async def call(self, what: str, send: Callable[[_Endpoint], Awaitable[T]]) -> T:
@@ -206,3 +209,24 @@ class EtcdClient:
     async def revoke(self, lease: int) -> None:
         request = rpc_pb2.LeaseRevokeRequest(ID=lease)
         await self.call("lease revoke", lambda e: e.lease.LeaseRevoke(request, timeout=self.timeout))
+
+    # ---- watch ----
+    async def watch(self, key: bytes) -> AsyncIterator[rpc_pb2.WatchResponse]:
+        """etcd's answers on a watch of `key` from now on (the first says the watch was created), on the
+        endpoint that answered last, until the stream ends; EtcdUnavailable when it breaks."""
+        index = self._current
+        closing = asyncio.Event()
+
+        async def requests() -> AsyncIterator[rpc_pb2.WatchRequest]:
+            yield rpc_pb2.WatchRequest(create_request=rpc_pb2.WatchCreateRequest(key=key))
+            await closing.wait()  # the stream stays open for etcd's answers
+
+        call = self._endpoint(index).watch.Watch(requests())
+        try:
+            async for response in call:
+                yield response
+        except grpc.aio.AioRpcError as err:
+            raise EtcdUnavailable(f"watch on {self.endpoints[index]}: {err.code().name} {err.details()}") from err
+        finally:
+            closing.set()
+            call.cancel()

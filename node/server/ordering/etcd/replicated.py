@@ -1,15 +1,14 @@
 """The `etcd` orderer: replicated nodes ordering blocks through a fenced log in etcd.
 
-Every member runs one loop that owns its chain: it reads the log after its
-applied height, applies each block in order (the transition checks the state
-root), and, when it is the elected leader and has applied the whole log,
-builds the next block (sealing the oldest open block of its pending state,
-whose messages were executed at admission: node/server/write/pending.py)
-and appends it with the fenced transaction (etcd_log). Only after the append succeeded does the leader
-commit the block it built; if the append's answer is lost, the block is
-applied from the log like any other. A block whose state root differs from
-ours halts the member: it logs the difference, stops taking writes
-(STATE_DIVERGED) and reports NOT_SERVING; reads keep working.
+Every member runs one loop that owns its chain: it reads the log after its applied height when the log watch
+(watch.py) says it moved, and once per resync interval anyway (every poll interval while the watch is not
+live), applies each block in order (the transition checks the state root), and, when it is the elected leader
+and has applied the whole log, builds the next block (sealing the oldest open block of its pending state,
+whose messages were executed at admission: node/server/write/pending.py) and appends it with the fenced
+transaction (etcd_log). Only after the append succeeded does the leader commit the block it built; if the
+append's answer is lost, the block is applied from the log like any other. A block whose state root differs
+from ours halts the member: it logs the difference, stops taking writes (STATE_DIVERGED) and reports
+NOT_SERVING; reads keep working.
 
 Followers forward accepted submissions to the leader (forwarding.py), which
 does not verify again what a member proves it verified (membership.py). With
@@ -42,6 +41,7 @@ from node.server.ordering.etcd.client import EtcdClient, EtcdUnavailable, op_del
 from node.server.ordering.etcd.election import Election
 from node.server.ordering.etcd.join import served_snapshots, snapshot_doc
 from node.server.ordering.etcd.log import BlockLog, Keys
+from node.server.ordering.etcd.watch import LogWatch
 from node.server.snapshots import SnapshotManager
 from node.server.write.forwarding import Forwarder, no_leader
 from node.server.write.mempool import Mempool
@@ -55,7 +55,8 @@ PUBLISH_WAIT = 5.0  # how long a finished snapshot job waits for its listing in 
 class ReplicationSettings:
     node_id: str
     lease_ttl: int = 3
-    poll_interval: float = 0.05
+    poll_interval: float = 0.05  # how often the log is read while the watch is not live, or not caught up
+    resync_interval: float = 1.0  # how often it is read anyway while the watch is live
     block_interval: float = 0.2
     empty_block_interval: float = 5.0
     max_lag_blocks: int = 10
@@ -99,6 +100,8 @@ class ReplicatedOrderer:
         self.blocks_executed_again = 0  # blocks it built by executing the mempool's messages again
         self._last_block = clock()
         self._stopping = asyncio.Event()
+        self._wake = asyncio.Event()  # the log moved (the watch), or stop
+        self.watch = LogWatch(client, keys.next, self._wake)
         self._tasks: list[asyncio.Task[None]] = []
         self._published_snapshot: tuple[str, int] = ("", 0)  # (snapshot name, lease) as last published
         self._publishing = asyncio.Lock()  # one listing write at a time: an older one never lands last
@@ -150,6 +153,7 @@ class ReplicatedOrderer:
         await self.election.start()
         self._loop = asyncio.get_running_loop()
         self.snapshots.listen(self._snapshots_changed)
+        self.watch.start()
         self._tasks = [
             asyncio.create_task(self._run(), name="replicated-orderer"),
             asyncio.create_task(self._maintain(), name="replicated-maintenance"),
@@ -157,9 +161,11 @@ class ReplicatedOrderer:
 
     async def stop(self) -> None:
         self._stopping.set()
+        self._wake.set()
         for task in self._tasks:
             await task
         self._tasks = []
+        await self.watch.stop()
         if self.election is not None:
             await self.election.stop()
         await self.forwarder.close()
@@ -170,12 +176,23 @@ class ReplicatedOrderer:
         next_block_at = self.clock() + self.settings.block_interval
         warned = 0.0
         while not self._stopping.is_set():
-            wait = self.settings.poll_interval
+            woken = self._wake.is_set()
+            self._wake.clear()  # before the read: an append after it wakes the next round
+            live = self.watch.live
+            wait = self.settings.resync_interval if live else self.settings.poll_interval
+            backoff = False  # after a failure: wait it out even if the log moves meanwhile
             try:
                 assert self.election is not None
                 if self.election.lease and self.election.lease != self._published_snapshot[1]:
                     await self._publish_snapshot()  # a new lease: list our snapshot now, not a tick later
-                if not self.halted and await self._catch_up():
+                known = self._next
+                caught_up = not self.halted and await self._catch_up()
+                if live and not woken and not self._wake.is_set() and known and self._next > known:
+                    log.info("the log moved without a word from the watch; opening it again")
+                    await self.watch.restart()
+                if not caught_up:
+                    wait = min(wait, self.settings.poll_interval)  # more to read, or the log is not there yet
+                else:
                     assert self.election is not None
                     if self.election.is_leader:
                         now = self.clock()
@@ -186,18 +203,19 @@ class ReplicatedOrderer:
                                 await self._produce()
                         wait = min(wait, max(0.0, next_block_at - self.clock()))
             except EtcdUnavailable as exc:
+                wait = min(wait, self.settings.poll_interval)
                 if time.monotonic() - warned > 5:
                     log.warning("etcd unavailable; retrying: %s", exc)
                     warned = time.monotonic()
             except InvalidBlock as exc:
                 self._halt(f"STATE DIVERGED: block {exc.number} from the log does not match this node's state: {exc}")
             except StorageFailed:  # logged once by StorageHealth; the block is retried from the log
-                wait = max(wait, self.applier.storage.retry_after_ms / 1000)
+                wait, backoff = max(wait, self.applier.storage.retry_after_ms / 1000), True
             except Exception:  # a long-running loop never dies on one bad round
                 log.exception("replication round failed; retrying")
-                wait = max(wait, 0.5)
+                wait, backoff = max(wait, 0.5), True
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stopping.wait(), wait)
+                await asyncio.wait_for((self._stopping if backoff else self._wake).wait(), wait)
 
     def _halt(self, why: str) -> None:
         if not self.halted:
