@@ -12,7 +12,7 @@ behind Envoy's round robin.
   spread over the three replicated nodes), counted until the last message reaches a SubscribeMessages
   stream;
 - node CPU per committed message: user + system CPU of every node process over the saturated phase, divided
-  by the messages committed (etcd's own CPU not counted);
+  by the messages committed; etcd's three members' CPU is given beside it (it shares the machine);
 - leader admission CPU: one node given the cluster secret takes batches as a leader takes forwarded ones,
   alternately with the member proof (not verified again) and without (verified), node CPU per committed
   message of each, rounds interleaved so drifting load from other tenants falls on both alike;
@@ -109,24 +109,32 @@ def cpu_seconds(pids: list[int]) -> float:
 
 
 def measure(
-    targets: list[str], nodes: list[NodeProcess], messages: int, clients: int, paced: float
+    targets: list[str],
+    nodes: list[NodeProcess],
+    messages: int,
+    clients: int,
+    paced: float,
+    etcd: EtcdCluster | None = None,
 ) -> dict[str, float]:
     """Throughput, and node CPU per committed message: on a shared machine the CPU a message costs is the
-    steadier figure (throughput is what the other tenants leave over, divided by it)."""
+    steadier figure (throughput is what the other tenants leave over, divided by it). With `etcd`, its
+    members' CPU per committed message too (they share the machine with the nodes)."""
     load = signed_load(nodes[0], clients, messages)
     pids = [n.proc.pid for n in nodes if n.proc is not None]
-    before = cpu_seconds(pids)
+    etcd_pids = [m.proc.pid for m in etcd.members if m.proc is not None] if etcd is not None else []
+    before, etcd_before = cpu_seconds(pids), cpu_seconds(etcd_pids)
     saturated = asyncio.run(phase(targets, targets[0], load))
-    cpu_ms = (cpu_seconds(pids) - before) * 1000 / max(saturated["committed"], 1)
-    if not paced:
-        return {"rate": saturated["rate"], "cpu_ms": cpu_ms}
-    calm = asyncio.run(phase(targets, targets[0], signed_load(nodes[0], clients, int(paced * 5)), rate=paced))
-    return {
+    committed = max(saturated["committed"], 1)
+    cpu_ms = (cpu_seconds(pids) - before) * 1000 / committed
+    out = {
         "rate": saturated["rate"],
         "cpu_ms": cpu_ms,
-        "p50_ms": calm["p50_ms"],
-        "p99_ms": calm["p99_ms"],
+        "etcd_ms": (cpu_seconds(etcd_pids) - etcd_before) * 1000 / committed,
     }
+    if paced:
+        calm = asyncio.run(phase(targets, targets[0], signed_load(nodes[0], clients, int(paced * 5)), rate=paced))
+        out |= {"p50_ms": calm["p50_ms"], "p99_ms": calm["p99_ms"]}
+    return out
 
 
 def replicated(
@@ -139,7 +147,7 @@ def replicated(
         if spy is not None:
             spy.mkdir(parents=True, exist_ok=True)
             spies = profile([n.proc.pid for n in nodes.nodes if n.proc is not None], spy, 12)
-        return measure(targets, nodes.nodes, ns.messages, ns.clients, paced)
+        return measure(targets, nodes.nodes, ns.messages, ns.clients, paced, etcd)
     finally:
         for p in spies:
             p.wait()
@@ -332,6 +340,12 @@ def report(
     cpu = [x["secret"]["cpu_ms"] / x["solo"]["cpu_ms"] for x in rounds]
     cpu_plain = [x["plain"]["cpu_ms"] / x["solo"]["cpu_ms"] for x in rounds]
     print(f"node CPU per committed message ÷ solo's, with the secret: {spread(cpu)}; without: {spread(cpu_plain)}")
+    etcd_us = [x["secret"]["etcd_ms"] * 1000 for x in rounds]
+    node_us = [x["secret"]["cpu_ms"] * 1000 for x in rounds]
+    print(
+        f"etcd CPU per committed message (3 members), with the secret: {statistics.median(etcd_us):.0f} µs "
+        f"({min(etcd_us):.0f}-{max(etcd_us):.0f}), beside the nodes' {statistics.median(node_us):.0f} µs"
+    )
     for key, label in (("p50_ms", "p50"), ("p99_ms", "p99")):
         print(
             f"commit latency {label}, paced {ns.paced_rate:.0f} msgs/s (round 1): solo {s[key]:.0f} ms, "
