@@ -43,6 +43,7 @@ from bench.bench_node import BATCH, Watcher, paced, percentile
 from bench.table import Row, emit
 from chain.v1 import message_pb2 as pb
 from chain.v1 import rpc_pb2, service_pb2_grpc
+from node.constants import UNIT_LINKS
 from node.server.write.forwarding import RETRY_AFTER_MS
 from node.server.write.membership import MemberProof
 from tests.fixtures.etcdproc import EtcdCluster
@@ -53,9 +54,9 @@ COMMON = ("--web-addr", "", "--verify-workers", "0", "--block-interval", "0.2")
 
 
 def signed_load(node: NodeProcess, clients: int, total: int) -> list[list[list[pb.Message]]]:
-    with node.client() as c:
-        actors = funded_actors(c, node.authority(), clients)
     per = total // clients
+    with node.client() as c:  # enough storage for every follow: past the quota they would be refused
+        actors = funded_actors(c, node.authority(), clients, units=-(-per // UNIT_LINKS))
     return [
         [[a.b.follow(os.urandom(20)) for _ in range(min(BATCH, per - i))] for i in range(0, per, BATCH)] for a in actors
     ]
