@@ -9,6 +9,11 @@ module raises as the same `grpc.aio.AioRpcError` so gateway/errors.py maps it ex
 
 - A lone read waits one loop turn at most: the first read of a turn schedules the send with `call_soon`;
   reads queued before it runs join it, up to `max_items` (a full batch is sent at once).
+- At most `max_in_flight` batch calls are out at once per channel: the reads of a turn that ends while
+  that many are out wait for the first of them to come back and go with every read queued meanwhile
+  (a full batch still goes at once). Under load batches grow instead of calls multiplying: the node
+  answers calls one after another on one event loop anyway, and both sides pay per call, not per read.
+  When nothing is out, nothing waits.
 - Each item carries its own deadline (what is left of the request timeout); the batch call's deadline is
   the latest of them.
 - A failure of the whole call (UNAVAILABLE, DEADLINE_EXCEEDED, ...) is every item's failure, so
@@ -40,6 +45,7 @@ M = TypeVar("M", bound=Message)
 
 PATH = "/chain.v1.ReadBatchService/ReadBatch"
 REPROBE = 30.0  # seconds of direct calls after a node said UNIMPLEMENTED
+MAX_IN_FLIGHT = 2  # batch calls out at once per channel; reads of later turns wait for one to come back
 STATUS = MappingProxyType({code.value[0]: code for code in grpc.StatusCode})
 
 
@@ -82,9 +88,10 @@ def traced() -> bool:
 class ReadBatcher:
     """Coalesces the reads sent over one channel (one per upstream, gateway/nodes.py)."""
 
-    def __init__(self, channel: grpc.aio.Channel, max_items: int) -> None:
+    def __init__(self, channel: grpc.aio.Channel, max_items: int, max_in_flight: int = MAX_IN_FLIGHT) -> None:
         self._channel = channel
         self.max_items = 0 if traced() else max_items
+        self.max_in_flight = max(1, max_in_flight)
         self._batch: Any = channel.unary_unary(
             PATH,
             request_serializer=pb.ReadBatchRequest.SerializeToString,
@@ -125,14 +132,25 @@ class ReadBatcher:
 
     def _turn_ended(self) -> None:
         self._scheduled = False
-        self._send_pending()
+        if len(self._sending) < self.max_in_flight:
+            self._send_pending()  # else the next call to come back sends them (_sent)
 
     def _send_pending(self) -> None:
         items, self._pending = self._pending, []
         if items:
             task = asyncio.get_running_loop().create_task(self._send(items))
             self._sending.add(task)
-            task.add_done_callback(self._sending.discard)
+            task.add_done_callback(self._sent)
+
+    def _sent(self, task: asyncio.Task[None]) -> None:
+        self._sending.discard(task)
+        if task.cancelled():  # the gateway is stopping: what waited for this call goes no further
+            items, self._pending = self._pending, []
+            for item in items:
+                if not item.future.done():
+                    item.future.set_exception(_error(grpc.StatusCode.CANCELLED, "gateway stopping"))
+        elif self._pending and not self._scheduled and len(self._sending) < self.max_in_flight:
+            self._send_pending()
 
     async def _send(self, items: list[_Item]) -> None:
         now = asyncio.get_running_loop().time()
