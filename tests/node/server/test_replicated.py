@@ -7,19 +7,13 @@ import time
 from pathlib import Path
 
 from node.chain import Chain
-from node.server.events import EventHub
-from node.server.ordering.applier import BlockApplier
 from node.server.ordering.etcd import rpc_pb2
 from node.server.ordering.etcd.client import EtcdClient, op_put
 from node.server.ordering.etcd.log import BlockLog, Keys
 from node.server.ordering.etcd.replicated import ReplicatedOrderer, ReplicationSettings
-from node.server.snapshots import SnapshotManager
-from node.server.write.forwarding import Forwarder
-from node.server.write.mempool import Mempool
-from node.server.write.pipeline import Pipeline
-from node.server.write.verify import Verifier
 from node.state.params import ChainParams
 from tests.fixtures.etcdproc import EtcdCluster
+from tests.fixtures.orderer import etcd_member
 
 KEYS = Keys(b"/orderer-test/")
 PARAMS = ChainParams(genesis_time_ms=1_800_000_000_000)
@@ -45,26 +39,10 @@ async def write_log(client: EtcdClient, path: Path, blocks: int) -> int:
 async def test_not_serving_while_more_than_max_lag_behind(tmp_path: Path, etcd1: EtcdCluster) -> None:
     client = EtcdClient(etcd1.endpoints)
     lease = await write_log(client, tmp_path / "writer", 30)
-    chain = Chain.open(tmp_path / "reader", PARAMS)
-    verifier = Verifier(0, 262144)
-    mempool = Mempool(100)
-    pipeline = Pipeline(chain, mempool, verifier)
     settings = ReplicationSettings(
         node_id="reader", poll_interval=0.1, max_lag_blocks=10, fetch_limit=2, empty_block_interval=0.5
     )
-    orderer = ReplicatedOrderer(
-        chain,
-        mempool,
-        BlockApplier(chain, mempool, pipeline, EventHub(100)),
-        Forwarder(pipeline, mempool, max_batch=100),
-        SnapshotManager(chain, tmp_path / "snapshots"),
-        client,
-        KEYS,
-        settings,
-        part_bytes=1 << 20,
-    )
-    orderer.addr = "127.0.0.1:2"
-    try:
+    async with etcd_member(tmp_path / "reader", client, KEYS, PARAMS, settings) as (orderer, chain):
         assert not orderer.serving  # the log has not been read yet
         await orderer.start()
         seen: list[tuple[int, bool]] = []
@@ -85,31 +63,6 @@ async def test_not_serving_while_more_than_max_lag_behind(tmp_path: Path, etcd1:
             await asyncio.sleep(0.05)
         assert orderer.role == "leader" and orderer.leader == "127.0.0.1:2"
         assert (await BlockLog(client, KEYS).tail(30, 5)).entries[0][0] == 31
-    finally:
-        await orderer.stop()
-        pipeline.close()
-        chain.close()
-        verifier.close()
-
-
-def reader(tmp_path: Path, client: EtcdClient, settings: ReplicationSettings) -> tuple[ReplicatedOrderer, Chain]:
-    chain = Chain.open(tmp_path / "reader", PARAMS)
-    verifier = Verifier(0, 262144)
-    mempool = Mempool(100)
-    pipeline = Pipeline(chain, mempool, verifier)
-    orderer = ReplicatedOrderer(
-        chain,
-        mempool,
-        BlockApplier(chain, mempool, pipeline, EventHub(100)),
-        Forwarder(pipeline, mempool, max_batch=100),
-        SnapshotManager(chain, tmp_path / "snapshots"),
-        client,
-        KEYS,
-        settings,
-        part_bytes=1 << 20,
-    )
-    orderer.addr = "127.0.0.1:2"
-    return orderer, chain
 
 
 async def append_more(client: EtcdClient, path: Path, lease: int, blocks: int) -> None:
@@ -154,9 +107,8 @@ async def test_a_member_reads_the_log_when_the_watch_says_it_moved(tmp_path: Pat
     client = EtcdClient(etcd1.endpoints)
     lease = await write_log(client, tmp_path / "writer", 3)
     settings = ReplicationSettings(node_id="reader", poll_interval=0.05, resync_interval=30.0)
-    orderer, chain = reader(tmp_path, client, settings)
-    orderer.log = counting = CountingLog(client, KEYS)
-    try:
+    async with etcd_member(tmp_path / "reader", client, KEYS, PARAMS, settings) as (orderer, chain):
+        orderer.log = counting = CountingLog(client, KEYS)
         await orderer.start()
         await wait_height(chain, 3, 10)
         await wait_live(orderer)
@@ -168,9 +120,6 @@ async def test_a_member_reads_the_log_when_the_watch_says_it_moved(tmp_path: Pat
             await append_more(client, tmp_path / "writer", lease, 1)
             assert await wait_height(chain, height, 5) < 5  # woken by the watch, not the 30 s resync
         assert orderer.watch.opened == 1
-    finally:
-        await orderer.stop()
-        chain.close()
 
 
 class SilentWatchClient(EtcdClient):
@@ -185,8 +134,7 @@ async def test_a_silent_watch_is_noticed_and_opened_again(tmp_path: Path, etcd1:
     client = SilentWatchClient(etcd1.endpoints)
     lease = await write_log(client, tmp_path / "writer", 2)
     settings = ReplicationSettings(node_id="reader", poll_interval=0.05, resync_interval=0.5)
-    orderer, chain = reader(tmp_path, client, settings)
-    try:
+    async with etcd_member(tmp_path / "reader", client, KEYS, PARAMS, settings) as (orderer, chain):
         await orderer.start()
         await wait_height(chain, 2, 10)
         await wait_live(orderer)
@@ -198,6 +146,3 @@ async def test_a_silent_watch_is_noticed_and_opened_again(tmp_path: Path, etcd1:
         while orderer.watch.opened < 2:  # and, since the watch said nothing, opens it again
             assert time.monotonic() < deadline, "the silent watch was never opened again"
             await asyncio.sleep(0.01)
-    finally:
-        await orderer.stop()
-        chain.close()
