@@ -31,8 +31,9 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from types import MappingProxyType
 from typing import Any, Generic, TypeVar
 
@@ -44,6 +45,7 @@ from chain.v1 import read_batch_service_pb2 as pb
 M = TypeVar("M", bound=Message)
 
 PATH = "/chain.v1.ReadBatchService/ReadBatch"
+STOPPING = "gateway stopping"  # the details of a read cut short by the gateway's stop
 REPROBE = 30.0  # seconds of direct calls after a node said UNIMPLEMENTED
 MAX_IN_FLIGHT = 2  # batch calls out at once per channel; reads of later turns wait for one to come back
 STATUS = MappingProxyType({code.value[0]: code for code in grpc.StatusCode})
@@ -69,6 +71,13 @@ def _error(
     code: grpc.StatusCode, details: str, trailers: Sequence[tuple[str, str]] = (), debug: str | None = None
 ) -> grpc.aio.AioRpcError:
     return grpc.aio.AioRpcError(code, grpc.aio.Metadata(), grpc.aio.Metadata(*trailers), details, debug)
+
+
+def _fail(items: Sequence[_Item], error: Callable[[], BaseException]) -> None:
+    """Each read still waiting gets its own copy of `error`."""
+    for item in items:
+        if not item.future.done():
+            item.future.set_exception(error())
 
 
 def _copy(err: grpc.aio.AioRpcError) -> grpc.aio.AioRpcError:
@@ -146,9 +155,7 @@ class ReadBatcher:
         self._sending.discard(task)
         if task.cancelled():  # the gateway is stopping: what waited for this call goes no further
             items, self._pending = self._pending, []
-            for item in items:
-                if not item.future.done():
-                    item.future.set_exception(_error(grpc.StatusCode.CANCELLED, "gateway stopping"))
+            _fail(items, partial(_error, grpc.StatusCode.CANCELLED, STOPPING))
         elif self._pending and not self._scheduled and len(self._sending) < self.max_in_flight:
             self._send_pending()
 
@@ -168,17 +175,13 @@ class ReadBatcher:
                 self.fallbacks += 1
                 await asyncio.gather(*(self._fall_back(i, now) for i in items))
                 return
-            for item in items:
-                if not item.future.done():
-                    item.future.set_exception(_copy(err))
+            _fail(items, partial(_copy, err))
             return
         except BaseException as exc:  # cancelled (the gateway is stopping), or a fault of this process
             cancelled = isinstance(exc, asyncio.CancelledError)
             code = grpc.StatusCode.CANCELLED if cancelled else grpc.StatusCode.INTERNAL
-            details = "gateway stopping" if cancelled else "read batch failed"
-            for item in items:
-                if not item.future.done():
-                    item.future.set_exception(_error(code, details))
+            details = STOPPING if cancelled else "read batch failed"
+            _fail(items, partial(_error, code, details))
             raise
         self.batched_items += len(items)
         for n, item in enumerate(items):
