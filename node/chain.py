@@ -16,6 +16,7 @@ import logging
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from types import TracebackType
 
 from google.protobuf.message import DecodeError
 
@@ -25,31 +26,76 @@ from node.crypto.ed25519 import Ed25519Verifier
 from node.errors import DataCorrupted, InvariantBroken
 from node.merkle import InvalidChange, MerkleError, NodeStore
 from node.merkle.store import RecentNodes
+from node.query.heads import HeadMemo
 from node.state.access import StateAccess
 from node.state.params import ChainParams
 from node.state.transition import BlockOutput, apply_block, build_block, genesis_writes
 from node.storage import schema
+from node.storage.fault import StoreFault
 from node.storage.identity import write_identity_file
 from node.storage.integrity import (
     REMEDY_FOREIGN,
     check_contents,
     check_files,
-    check_record,
     identity_of,
     is_fresh,
     refuse,
 )
 from node.storage.kv import Overlay
-from node.storage.lmdb_store import LmdbNodeView, LmdbReadView, LmdbStore, RecordCheck
+from node.storage.lmdb_store import LmdbNodeView, LmdbReadView, LmdbStore, ReadSnapshot
 from node.storage.writer import WriteDamaged, WriterLost, WriterProcess
 
 log = logging.getLogger("chain.store")
 
 
+def damage_of(exc: BaseException, fault: StoreFault) -> DataCorrupted | None:
+    """What a read that raised `exc` says about the store: DataCorrupted (latched in `fault`) for a missing or
+    malformed tree node, a value that does not match its leaf, or a stored record that does not parse; None
+    for anything else (raised as it is)."""
+    if isinstance(exc, InvalidChange):
+        return None
+    if isinstance(exc, MerkleError):
+        return fault.record(str(exc))
+    if isinstance(exc, DecodeError):
+        return fault.record(f"a stored record does not decode: {exc}")
+    return None
+
+
+class Reading:
+    """`Chain.read()`: one LMDB read transaction and its views, with the store's fault check on the way in
+    and the damage mapping of `Chain.guarded` on the way out. A class rather than two stacked generator
+    context managers: every read RPC opens one (3.7 -> 1.5 us each)."""
+
+    __slots__ = ("_snapshot", "_store")
+
+    def __init__(self, store: LmdbStore) -> None:
+        self._store = store
+        self._snapshot: ReadSnapshot | None = None
+
+    def __enter__(self) -> tuple[LmdbReadView, LmdbNodeView]:
+        fault = self._store.fault
+        if fault.problem is not None:
+            raise DataCorrupted(fault.problem)
+        snapshot = self._snapshot = self._store.begin_read()
+        return snapshot.view, snapshot.nodes
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        snapshot = self._snapshot
+        if snapshot is not None:
+            self._snapshot = None
+            snapshot.close()
+        if exc is not None and isinstance(exc, Exception):
+            damage = damage_of(exc, self._store.fault)
+            if damage is not None:
+                raise damage from None
+
+
 class Chain:
-    def __init__(self, store: LmdbStore, params: ChainParams) -> None:
+    def __init__(self, store: LmdbStore, params: ChainParams, heads: HeadMemo | None = None) -> None:
+        """`heads`: the memo whose `check` the store runs on every record it reads (node/query/heads.py)."""
         self.store = store
         self.params = params
+        self.heads = heads or HeadMemo()
         self.verifier = Ed25519Verifier()
         # the tree nodes the latest blocks committed: building the next block reads them from memory
         self.recent_nodes = RecentNodes()
@@ -72,7 +118,8 @@ class Chain:
         if is_fresh(path):
             return cls._create(path, params or ChainParams(), sync)
         file_identity = check_files(path)  # before LMDB maps the file
-        store = LmdbStore(path, sync=sync, check=check_record)
+        heads = HeadMemo()
+        store = LmdbStore(path, sync=sync, check=heads.check)
         try:
             contents = check_contents(store, file_identity)
             if params is not None and params != contents.params:
@@ -85,37 +132,37 @@ class Chain:
             store.commit({schema.meta_key(schema.META_IDENTITY): contents.identity.encode()}, {})
         if file_identity is None:
             write_identity_file(path, contents.identity)
-        return cls(store, contents.params)
+        return cls(store, contents.params, heads)
 
     @classmethod
-    def open_reader(cls, path: Path | str, check: RecordCheck = check_record) -> Chain:
+    def open_reader(cls, path: Path | str) -> Chain:
         """The store of a running node opened read-only (a read worker, node/server/readers): it cannot
-        write; each read sees the newest block the node committed. StoreRefused as `open` when damaged.
-        `check` is the record check of every read (a worker's remembers the head it passed, node/query/heads.py)."""
-        store = LmdbStore(path, check=check, readonly=True)
+        write; each read sees the newest block the node committed. StoreRefused as `open` when damaged."""
+        heads = HeadMemo()
+        store = LmdbStore(path, check=heads.check, readonly=True)
         try:
             contents = check_contents(store, None)
         except BaseException:
             store.close()
             raise
-        return cls(store, contents.params)
+        return cls(store, contents.params, heads)
 
     @classmethod
     def _create(cls, path: Path, params: ChainParams, sync: bool) -> Chain:
         """Genesis in one transaction (with the identity record), then the identity file beside it."""
         identity = identity_of(params)
-        store = LmdbStore(path, sync=sync, check=check_record)
+        heads = HeadMemo()
+        store = LmdbStore(path, sync=sync, check=heads.check)
         writes = genesis_writes(params)
         writes[schema.meta_key(schema.META_IDENTITY)] = identity.encode()
         store.commit(writes, {})
         write_identity_file(path, identity)
-        return cls(store, params)
+        return cls(store, params, heads)
 
-    @contextmanager
-    def read(self) -> Iterator[tuple[LmdbReadView, LmdbNodeView]]:
-        """A consistent read; DataCorrupted once the store failed an integrity check (now or before)."""
-        with self.guarded(), self.store.read() as views:
-            yield views
+    def read(self) -> Reading:
+        """A consistent read (`with chain.read() as (view, nodes)`); DataCorrupted once the store failed an
+        integrity check (now or before)."""
+        return Reading(self.store)
 
     @contextmanager
     def guarded(self) -> Iterator[None]:
@@ -126,12 +173,11 @@ class Chain:
             raise DataCorrupted(fault.problem)
         try:
             yield
-        except InvalidChange:
-            raise
-        except MerkleError as err:  # a missing or malformed tree node, a value that does not match its leaf
-            raise fault.record(str(err)) from None
-        except DecodeError as err:  # a stored record that does not parse
-            raise fault.record(f"a stored record does not decode: {err}") from None
+        except Exception as exc:
+            damage = damage_of(exc, fault)
+            if damage is None:
+                raise
+            raise damage from None
 
     def head(self) -> block_pb2.Block:
         with self.read() as (view, _):

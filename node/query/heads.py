@@ -8,11 +8,13 @@ that a head record byte-for-byte equal to the last one it passed is passed again
 of the bytes); its `block` hands out the block decoded from those bytes. The record itself is still read in
 each call's own transaction, so a read sees the newest committed head as before: nothing to invalidate.
 
-    memo = HeadMemo()
-    chain = Chain.open_reader(path, check=memo.check)
-    reader = Reader(view, nodes, heads=memo)     # reader.head(): the memo's block while the record is unchanged
+    chain = Chain.open(path)                     # or open_reader: its store checks records with chain.heads.check
+    reader = Reader(view, nodes, chain.heads)    # reader.head(): the memo's block while the record is unchanged
 
-The block `block` returns is shared between calls: read it, never change it.
+Every `Chain` owns one (the node's main process answers reads too: the ReadBatch calls of the gateway, and
+every read when it runs without workers). Threads share it: the decoded block and the bytes it came from
+are kept as one pair, swapped in one assignment. The block `block` returns is shared between calls: read
+it, never change it.
 """
 
 from __future__ import annotations
@@ -28,8 +30,7 @@ HEAD_KEY = schema.meta_key(schema.META_HEAD)
 class HeadMemo:
     def __init__(self) -> None:
         self._passed: bytes | None = None  # the last head record the check passed
-        self._raw: bytes | None = None
-        self._block: block_pb2.Block | None = None
+        self._decoded: tuple[bytes, block_pb2.Block] | None = None  # (record, its block): one attribute
 
     def check(self, key: bytes, value: bytes) -> str | None:
         """node.storage.integrity.check_record, remembering the last head record it passed."""
@@ -42,7 +43,8 @@ class HeadMemo:
 
     def block(self, raw: bytes) -> block_pb2.Block:
         """The head block stored as `raw` (decoded once per distinct record)."""
-        if raw != self._raw or self._block is None:
-            self._block = decode(block_pb2.Block, raw)
-            self._raw = raw
-        return self._block
+        decoded = self._decoded
+        if decoded is None or decoded[0] != raw:
+            decoded = (raw, decode(block_pb2.Block, raw))
+            self._decoded = decoded
+        return decoded[1]

@@ -240,24 +240,28 @@ class Reader:
         return total
 
     def get_account(self, req: rpc_pb2.GetAccountRequest) -> rpc_pb2.GetAccountResponse:
-        """Any 20-byte address is an account: missing state reads as zero counters."""
+        """Any 20-byte address is an account: missing state reads as zero counters. The records are parsed
+        straight into the response (no record decoded and then copied into it)."""
         owner = need("owner_address", req.owner_address, ADDRESS_LEN)
-        account = self._load(state_pb2.Account, schema.account_key(owner)) or state_pb2.Account(owner_address=owner)
-        now = self.head().header.timestamp_ms // 1000
-        units = self.active_units(owner, now)
-        account.storage_units = units
-        keys, _ = scan_page(
-            self.view, schema.signers_prefix(owner), "", MAX_PAGE_SIZE, self._records(state_pb2.KeyEntry)
-        )
-        custody, _ = scan_page(
-            self.view, schema.custody_keys_prefix(owner), "", MAX_PAGE_SIZE, self._records(state_pb2.CustodyKey)
-        )
-        verifications, _ = scan_page(
-            self.view, schema.verifications_prefix(owner), "", MAX_PAGE_SIZE, self._records(state_pb2.Verification)
-        )
-        return rpc_pb2.GetAccountResponse(
-            account=account, keys=keys, custody_keys=custody, verifications=verifications, storage_units=units
-        )
+        out = rpc_pb2.GetAccountResponse()
+        raw = self.view.get(schema.account_key(owner))
+        if raw is None:
+            out.account.owner_address = owner
+        else:
+            out.account.ParseFromString(raw)
+        units = self.active_units(owner, self.head().header.timestamp_ms // 1000)
+        out.account.storage_units = units
+        out.storage_units = units
+        for into, prefix in (
+            (out.keys, schema.signers_prefix(owner)),
+            (out.custody_keys, schema.custody_keys_prefix(owner)),
+            (out.verifications, schema.verifications_prefix(owner)),
+        ):
+            for _key, raw in self.view.scan(prefix):
+                if len(into) == MAX_PAGE_SIZE:
+                    break
+                into.add().ParseFromString(raw)
+        return out
 
     def get_account_activity(self, req: rpc_pb2.GetAccountActivityRequest) -> rpc_pb2.GetAccountActivityResponse:
         owner = need("owner_address", req.owner_address, ADDRESS_LEN)

@@ -56,29 +56,34 @@ class LmdbReadView:
         return out
 
     def scan(self, prefix: bytes, start: bytes | None = None, reverse: bool = False) -> Iterator[tuple[bytes, bytes]]:
+        # one generator for the forward scan (every listing and every GetAccount runs several): no inner
+        # generator to resume per item
         check = self._check
         try:
-            for key, value in self._scan(prefix, start, reverse):
+            cursor = self._txn.cursor(db=self._db)
+            if reverse:
+                for key, value in self._scan_reverse(cursor, prefix, start):
+                    if check is not None:
+                        self._checked(check, key, value)
+                    yield key, value
+                return
+            if not cursor.set_range(start if start is not None and start > prefix else prefix):
+                return
+            for raw_key, raw_value in cursor:
+                key = bytes(raw_key)
+                if not key.startswith(prefix):
+                    return
+                value = bytes(raw_value)
                 if check is not None:
-                    problem = check(key, value)
-                    if problem is not None:
-                        raise self._fault.record(problem)
+                    self._checked(check, key, value)
                 yield key, value
         except DAMAGE_ERRORS as err:
             raise self._fault.record(f"LMDB: {err}") from None
 
-    def _scan(self, prefix: bytes, start: bytes | None, reverse: bool) -> Iterator[tuple[bytes, bytes]]:
-        cursor = self._txn.cursor(db=self._db)
-        if reverse:
-            yield from self._scan_reverse(cursor, prefix, start)
-            return
-        if not cursor.set_range(start if start is not None and start > prefix else prefix):
-            return
-        for raw_key, value in cursor:
-            key = bytes(raw_key)
-            if not key.startswith(prefix):
-                return
-            yield key, bytes(value)
+    def _checked(self, check: RecordCheck, key: bytes, value: bytes) -> None:
+        problem = check(key, value)
+        if problem is not None:
+            raise self._fault.record(problem)
 
     @staticmethod
     def _scan_reverse(cursor: Any, prefix: bytes, start: bytes | None) -> Iterator[tuple[bytes, bytes]]:

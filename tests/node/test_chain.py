@@ -11,8 +11,10 @@ from pathlib import Path
 import pytest
 
 from chain.v1 import message_pb2 as pb
+from chain.v1 import rpc_pb2
 from node.chain import Chain
-from node.errors import InvariantBroken
+from node.errors import DataCorrupted, InvalidArgument, InvariantBroken
+from node.query.reader import Reader
 from node.state.params import ChainParams
 from node.storage import schema
 from tests.harness import Harness, recomputed_root
@@ -122,3 +124,39 @@ def test_a_read_only_opener_in_another_process_sees_new_blocks_and_cannot_write(
         reader.kill()
         reader.wait()
     assert h.chain.store.entry_count() > 0 and h.chain.height > before  # the writer's store is untouched
+
+
+# ---- damage found by a read (Chain.read maps it and latches the store's fault) ----
+
+
+def test_a_stored_record_that_does_not_parse_latches_the_fault(tmp_path):
+    h = Harness(tmp_path / "chain")
+    actor = h.actor()
+    h.chain.store.commit({schema.account_key(actor.address): b"\xff\xff\xff"}, {})  # a record damaged in place
+    request = rpc_pb2.GetAccountRequest(owner_address=actor.address)
+    with pytest.raises(DataCorrupted, match="does not decode"), h.chain.read() as (view, nodes):
+        Reader(view, nodes).get_account(request)
+    with pytest.raises(DataCorrupted), h.chain.read():  # latched: every later read refuses at once
+        pass
+
+
+def test_a_value_that_does_not_match_its_leaf_latches_the_fault(tmp_path):
+    h = Harness(tmp_path / "chain")
+    actor = h.actor()
+    key = schema.account_key(actor.address)
+    with h.chain.read() as (view, _):
+        sound = view.get(key)
+    assert sound is not None
+    h.chain.store.commit({key: sound + b"\x08\x01"}, {})  # parses, but the tree holds the old value's hash
+    with pytest.raises(DataCorrupted), h.chain.read() as (view, nodes):
+        Reader(view, nodes).get_operation_proof(rpc_pb2.GetOperationProofRequest(key=key))
+    assert h.chain.store.fault.problem is not None
+
+
+def test_a_refusal_inside_a_read_is_not_damage(tmp_path):
+    h = Harness(tmp_path / "chain")
+    with pytest.raises(InvalidArgument), h.chain.read() as (view, nodes):
+        Reader(view, nodes).get_account(rpc_pb2.GetAccountRequest(owner_address=b"\x01"))
+    assert h.chain.store.fault.problem is None
+    with h.chain.read() as (view, _):  # the transaction was closed; the store serves on
+        assert view.get(schema.account_key(b"\x01" * 20)) is None

@@ -24,7 +24,6 @@ from google.protobuf.message import Message
 from chain.v1 import keychain_service_pb2, rpc_pb2, service_pb2
 from node.chain import Chain
 from node.errors import NotFound
-from node.query.heads import HeadMemo
 from node.query.reader import Reader
 
 if TYPE_CHECKING:
@@ -90,7 +89,7 @@ def local_paths() -> frozenset[str]:
     return frozenset(f"/{service.full_name}/{name}" for service, name in names)
 
 
-def local_handlers(chain: Chain, relay: Relay, heads: HeadMemo | None = None) -> dict[str, Handler]:
+def local_handlers(chain: Chain, relay: Relay) -> dict[str, Handler]:
     """A handler per local method path; GetMessage falls back to the main process for a hash the store
     does not hold (the main process remembers messages it dropped, and says so)."""
     out: dict[str, Handler] = {}
@@ -98,17 +97,17 @@ def local_handlers(chain: Chain, relay: Relay, heads: HeadMemo | None = None) ->
         for name in names:
             path = f"/{service.full_name}/{name}"
             fallback = relay(path) if name == "GetMessage" else None
-            out[path] = _handler(chain, service.methods_by_name[name], fallback, heads)
+            out[path] = _handler(chain, service.methods_by_name[name], fallback)
     return out
 
 
-def _handler(chain: Chain, method: MethodDescriptor, fallback: Handler | None, heads: HeadMemo | None) -> Handler:
+def _handler(chain: Chain, method: MethodDescriptor, fallback: Handler | None) -> Handler:
     query = SPECIAL.get(method.name) or getattr(Reader, _snake(method.name))
     request_class = message_factory.GetMessageClass(method.input_type)
 
     def read(request: Any) -> Message:
         with chain.read() as (view, nodes):
-            return query(Reader(view, nodes, heads), request)
+            return query(Reader(view, nodes, chain.heads), request)
 
     async def call(request: Any, context: Any) -> Message:
         if fallback is None or fallback.unary_unary is None:

@@ -33,7 +33,6 @@ import uvloop
 from node.chain import Chain
 from node.listen import grpc_add_port
 from node.observability.logs import configure_logging
-from node.query.heads import HeadMemo
 from node.server.readers.local import local_handlers, local_paths
 from node.server.readers.relay import Relay
 from node.server.readers.served import served
@@ -135,12 +134,11 @@ async def serve(settings: WorkerSettings) -> None:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     await loop.connect_read_pipe(lambda: _ParentWatch(stop), sys.stdin)  # first: a start-up can be long
-    heads = HeadMemo()
-    chain = Chain.open_reader(Path(settings.data_dir), check=heads.check)
+    chain = Chain.open_reader(Path(settings.data_dir))
     relay = Relay(settings.main_target, settings.max_receive_bytes)
     await _unless(stop, relay.wait_ready(60.0))
     shipper = RpcShipper(local_paths())
-    table = await _routes(relay, local_handlers(chain, relay.handler, heads), shipper if settings.metrics else None)
+    table = await _routes(relay, local_handlers(chain, relay.handler), shipper if settings.metrics else None)
     options = [
         ("grpc.max_receive_message_length", settings.max_receive_bytes),
         ("grpc.max_send_message_length", 64 * 1024 * 1024),

@@ -70,8 +70,9 @@ class ChainServicer(service_pb2_grpc.ChainServiceServicer):
         self.node = node
 
     def _read(self, fn: Callable[[Reader], T]) -> T:
-        with self.node.chain.read() as (view, nodes):
-            return fn(Reader(view, nodes))
+        chain = self.node.chain
+        with chain.read() as (view, nodes):
+            return fn(Reader(view, nodes, chain.heads))
 
     # ---- writes ----
     async def SubmitMessage(
