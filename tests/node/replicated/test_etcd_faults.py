@@ -1,8 +1,11 @@
-"""etcd member loss on a 3-member cluster: one lost keeps committing; quorum lost stops writes, not reads."""
+"""etcd member loss on a 3-member cluster: one lost keeps committing; quorum lost stops writes, not reads; the
+nodes' log watches move off a member that dies."""
 
 from __future__ import annotations
 
+import re
 import time
+import urllib.request
 from pathlib import Path
 
 import grpc
@@ -58,6 +61,45 @@ def test_member_loss_and_quorum_loss(tmp_path: Path, etcd3: EtcdCluster) -> None
                     assert reason_of(err) == "NOT_LEADER"
                     assert time.monotonic() < deadline
                     time.sleep(0.5)
+        height = max(status(n).block_height for n in nodes.nodes)
+        wait_height(nodes.nodes, height)
+        assert_same_chain(nodes.nodes, height)
+    finally:
+        nodes.stop()
+
+
+WATCHERS = re.compile(r"^etcd_debugging_mvcc_watcher_total (\S+)$", re.MULTILINE)
+
+
+def watchers(url: str) -> int:
+    """The watchers an etcd member holds now (its own gauge, read from its /metrics)."""
+    with urllib.request.urlopen(url + "/metrics", timeout=5) as resp:
+        found = WATCHERS.search(resp.read().decode())
+    assert found is not None, "etcd does not export etcd_debugging_mvcc_watcher_total"
+    return int(float(found.group(1)))
+
+
+def test_log_watches_move_to_a_live_member_when_theirs_dies(tmp_path: Path, etcd3: EtcdCluster) -> None:
+    """Each node watches the log on one etcd member (node/server/ordering/etcd/watch.py). Killed, that member
+    takes the watches with it: every node must open its watch again on a member that lives (else it polls
+    the log 20 times a second for good), and the followers must go on applying what the leader commits."""
+    nodes = ReplicaSet(tmp_path, etcd3).start(3)
+    try:
+        urls = etcd3.endpoints
+        deadline = time.monotonic() + 20
+        while sum(held := [watchers(u) for u in urls]) < len(nodes.nodes):
+            assert time.monotonic() < deadline, f"the nodes' log watches did not open: {held}"
+            time.sleep(0.2)
+        victim = max(range(len(urls)), key=lambda i: held[i])
+        etcd3.kill(victim)
+        alive = [u for i, u in enumerate(urls) if i != victim]
+        deadline = time.monotonic() + 30
+        while sum(moved := [watchers(u) for u in alive]) < len(nodes.nodes):
+            assert time.monotonic() < deadline, f"log watches held by the live members: {moved}"
+            time.sleep(0.2)
+        with nodes.nodes[0].client(timeout=10) as c:
+            actor = funded_actors(c, nodes.authority(), 1)[0]
+            c.commit(actor.b.project_create("after-the-move"), timeout=30)
         height = max(status(n).block_height for n in nodes.nodes)
         wait_height(nodes.nodes, height)
         assert_same_chain(nodes.nodes, height)
