@@ -25,10 +25,6 @@ class RpcShipper:
         self._local = local
         self._histogram = Histogram("rpc.server.duration", "ms", "shipped to the main process", MS_BUCKETS)
 
-    @property
-    def rpc_duration(self) -> RpcShipper:
-        return self
-
     def record(self, amount: float, attributes: Attributes | None = None) -> None:
         attrs = attributes or {}
         if f"/{attrs.get('rpc.service')}/{attrs.get('rpc.method')}" not in self._local:
