@@ -5,7 +5,8 @@
 A node (with a populated account: delegated keys, a custody key), `chain-gateway` in front of it (once per
 `--workers` count: one process, then `--workers 2`) and a bare aiohttp app answering the gateway's own
 response bytes from memory in as many serving processes, each its own process on loopback; `wrk` (Debian
-package, installed by `make bench`) is the load generator for all, one after the other in the same run.
+package, installed by `make bench`) is the load generator for all, in the same run: the gateway and the bare
+app are up together and measured in alternating slices (`--slices`), summed per side.
 
 Why the bare app gets the same number of processes: the row measures how close the gateway's REST path is
 to aiohttp's floor, not how many processes it runs. A two-worker gateway against a one-process bare app
@@ -62,25 +63,42 @@ def wrk(url: str, seconds: float, connections: int, threads: int = 2, script: st
     return float(rps.group(1)), int(bad.group(1)) if bad else 0
 
 
-async def measure(
-    url: str, pids: list[int], ns: argparse.Namespace, profile: str = "", node: list[int] | None = None
-) -> tuple[float, float, float]:
-    """(req/s, CPU µs per request of `pids`, of `node`) under wrk; optionally `pids[0]` sampled by py-spy."""
-    await asyncio.to_thread(wrk, url, 2, ns.connections, 2, ns.script)  # warm-up
-    spy = None
-    if profile:
-        spy = subprocess.Popen(
-            [str(Path(sys.executable).parent / "py-spy"), "record", "-o", profile, "-f", "raw", "-p", str(pids[0]),
-             "-d", str(int(ns.seconds)), "--gil"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
+@dataclass
+class Tally:
+    """What one side's slices added up to: requests answered, its processes' CPU, the node's CPU."""
+
+    requests: float = 0.0
+    cpu: float = 0.0
+    node_cpu: float = 0.0
+    seconds: float = 0.0
+
+    @property
+    def rps(self) -> float:
+        return self.requests / self.seconds
+
+    def us_per_request(self, cpu: float) -> float:
+        return cpu / self.requests * 1e6
+
+
+async def run_slice(url: str, pids: list[int], seconds: float, ns: argparse.Namespace, into: Tally,
+                    node: list[int] | None = None) -> None:  # fmt: skip
+    """One wrk run of `seconds` against `url`, added to `into` (its req/s and the CPU `pids` and `node` used)."""
     before, node_before = cpu_seconds(pids), cpu_seconds(node or [])
-    rps, bad = await asyncio.to_thread(wrk, url, ns.seconds, ns.connections, 2, ns.script)
-    cpu, node_cpu = cpu_seconds(pids) - before, cpu_seconds(node or []) - node_before
-    if spy is not None:
-        spy.wait(30)
+    rps, bad = await asyncio.to_thread(wrk, url, seconds, ns.connections, 2, ns.script)
+    into.cpu += cpu_seconds(pids) - before
+    into.node_cpu += cpu_seconds(node or []) - node_before
     assert bad == 0, f"{bad} non-2xx answers"
-    return rps, cpu / (rps * ns.seconds) * 1e6, node_cpu / (rps * ns.seconds) * 1e6
+    into.requests += rps * seconds
+    into.seconds += seconds
+
+
+def spy_on(pid: int, out: str, seconds: float) -> subprocess.Popen[bytes]:
+    """py-spy sampling `pid` (raw collapsed stacks into `out`) for `seconds`."""
+    return subprocess.Popen(
+        [str(Path(sys.executable).parent / "py-spy"), "record", "-o", out, "-f", "raw", "-p", str(pid),
+         "-d", str(int(seconds)), "--gil"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -104,31 +122,44 @@ class Pair:
 
 
 async def measure_pair(node: NodeProcess, paths: list[str], workers: int, ns: argparse.Namespace) -> tuple[Pair, int]:
-    """The gateway with `workers` processes, then the bare app with as many, back to back; wrk rotates over
+    """The gateway with `workers` processes and the bare app with as many, both up, measured in alternating
+    slices (bare, gateway, bare, gateway, ...; `--slices`) and summed: this host's speed moves within a
+    minute, so each side sees the same moments (one run each, back to back, once credited the gateway with
+    a pass because the bare app's minute was slow, docs/performance.md, ninth pass). wrk rotates over
     `paths` (one per account) on both, and the bare app answers each with the gateway's own bytes."""
     extra = ["--workers", str(workers)] if workers > 1 else []
     gateway, port = await start_gateway(node, *extra, *ns.gateway_args)
     bodies: dict[str, bytes] = {}
+    bare: Bare | None = None
     try:
-        url = f"http://127.0.0.1:{port}{paths[0]}"
+        gw_url = f"http://127.0.0.1:{port}{paths[0]}"
         async with aiohttp.ClientSession() as s:
             for path in paths:
                 async with s.get(f"http://127.0.0.1:{port}{path}") as r:
                     body = await r.read()
                     assert r.status == 200, body
                 bodies[path.rpartition("/")[2]] = body
-        profile = ns.profile if workers == 1 else ""
-        node_pids = family(node.proc.pid) if node.proc is not None else []
-        gw_rps, gw_us, node_us = await measure(url, family(gateway.pid), ns, profile, node_pids)
+        bare = Bare(bodies, workers)
+        bare_url = f"http://127.0.0.1:{bare.port}{paths[0]}"
+        for url in (bare_url, gw_url):  # warm-up: first connections, caches, the node's read path
+            await asyncio.to_thread(wrk, url, 2, ns.connections, 2, ns.script)
+        part = max(1, round(ns.seconds / ns.slices))  # wrk -d takes whole seconds
+        gw_pids, node_pids = family(gateway.pid), family(node.proc.pid) if node.proc is not None else []
+        spy = spy_on(gw_pids[0], ns.profile, ns.seconds * 2 + 2) if ns.profile and workers == 1 else None
+        gw, plain = Tally(), Tally()
+        for _ in range(ns.slices):
+            await run_slice(bare_url, bare.pids, part, ns, plain)
+            await run_slice(gw_url, gw_pids, part, ns, gw, node_pids)
+        if spy is not None:
+            spy.wait(ns.seconds * 2 + 30)
     finally:
         gateway.terminate()
         await gateway.wait()
-    bare = Bare(bodies, workers)
-    try:
-        bare_rps, bare_us, _ = await measure(f"http://127.0.0.1:{bare.port}{paths[0]}", bare.pids, ns)
-    finally:
-        bare.stop()
-    return Pair(workers, gw_rps, gw_us, bare_rps, bare_us, node_us), sum(map(len, bodies.values())) // len(bodies)
+        if bare is not None:
+            bare.stop()
+    pair = Pair(workers, gw.rps, gw.us_per_request(gw.cpu), plain.rps, plain.us_per_request(plain.cpu),
+                gw.us_per_request(gw.node_cpu))  # fmt: skip
+    return pair, sum(map(len, bodies.values())) // len(bodies)
 
 
 async def main_async(ns: argparse.Namespace) -> None:
@@ -145,7 +176,8 @@ async def main_async(ns: argparse.Namespace) -> None:
                 pairs.append(pair)
         finally:
             node.stop()
-    load = f"wrk -t2 -c{ns.connections} -d{ns.seconds:g}s"
+    part = max(1, round(ns.seconds / ns.slices))
+    load = f"wrk -t2 -c{ns.connections}, {ns.slices} alternating slices of {part} s per side"
     print(
         f"\n### REST GET /v1/accounts/{{ownerAddress}} over {ns.accounts} accounts in turn, ~{size}-byte JSON, {load}\n"
     )
@@ -173,6 +205,7 @@ def main() -> None:
     parser.add_argument("--connections", type=int, default=32)
     parser.add_argument("--workers", type=lambda t: [int(w) for w in t.split(",") if w], default=[1, 2])
     parser.add_argument("--accounts", type=int, default=1000, help="accounts wrk's GETs rotate over")
+    parser.add_argument("--slices", type=int, default=3, help="bare/gateway alternations per pair (see measure_pair)")
     parser.add_argument("--profile", default="", help="py-spy raw output file for the one-process gateway's run")
     parser.add_argument("--gateway-arg", dest="gateway_args", action="append", default=[])
     asyncio.run(main_async(parser.parse_args()))
