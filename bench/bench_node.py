@@ -304,7 +304,12 @@ def main() -> None:
             print("preparing and signing the workload...", file=sys.stderr, flush=True)
             per_client = workload(node, ns.clients, ns.messages)
             assert node.proc is not None
+            # the ingest rows' unit, one core's bare Ed25519 verifies/s, taken just before and just after the
+            # phase they divide (the node idle meanwhile) and averaged: this host's speed moves within a minute,
+            # and one figure taken after every phase once moved the rows by a quarter (docs/performance.md)
+            verify_before = bare_ed25519_rate()
             w, per_message, _ = measured_phase(node, per_client)
+            verify_after = bare_ed25519_rate()
             # the same traffic with a chain-gateway attached (its feeds follow the node; no SSE clients), right
             # after a control phase of the same size without it (later phases run on a larger state, so the
             # control goes first: any drift counts against the gateway)
@@ -339,7 +344,7 @@ def main() -> None:
             c.close()
         finally:
             node.stop()
-    verify_rate = bare_ed25519_rate()  # the ingest rows' unit: one core's bare Ed25519 verifies/s, this run
+    verify_rate = (verify_before + verify_after) / 2
     # the bare baseline, same process as the clients, same shapes
     proc, conn = echo_in_subprocess()
     target = f"127.0.0.1:{conn.recv()}"
@@ -371,7 +376,8 @@ def main() -> None:
         f"block interval 200 ms)"
     )
     print(
-        f"\nbare Ed25519 verify (one core, `cryptography`): {verify_rate:,.0f}/s; committed msgs/s ÷ that: "
+        f"\nbare Ed25519 verify (one core, `cryptography`): {verify_rate:,.0f}/s (before the phase "
+        f"{verify_before:,.0f}, after {verify_after:,.0f}); committed msgs/s ÷ that: "
         f"{w['commit_rate'] / verify_rate:.2f}; node CPU (main process + verify workers) per committed message: "
         f"{per_message * 1e6:.0f} µs = {per_message * verify_rate:.2f} verifies"
     )
