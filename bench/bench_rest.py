@@ -92,6 +92,11 @@ async def run_slice(url: str, pids: list[int], seconds: float, ns: argparse.Name
     into.seconds += seconds
 
 
+def slice_seconds(ns: argparse.Namespace) -> int:
+    """One slice's wrk run: `--seconds` per side cut in `--slices` (wrk -d takes whole seconds)."""
+    return max(1, round(float(ns.seconds) / int(ns.slices)))
+
+
 def spy_on(pid: int, out: str, seconds: float) -> subprocess.Popen[bytes]:
     """py-spy sampling `pid` (raw collapsed stacks into `out`) for `seconds`."""
     return subprocess.Popen(
@@ -143,15 +148,16 @@ async def measure_pair(node: NodeProcess, paths: list[str], workers: int, ns: ar
         bare_url = f"http://127.0.0.1:{bare.port}{paths[0]}"
         for url in (bare_url, gw_url):  # warm-up: first connections, caches, the node's read path
             await asyncio.to_thread(wrk, url, 2, ns.connections, 2, ns.script)
-        part = max(1, round(ns.seconds / ns.slices))  # wrk -d takes whole seconds
+        part = slice_seconds(ns)
         gw_pids, node_pids = family(gateway.pid), family(node.proc.pid) if node.proc is not None else []
-        spy = spy_on(gw_pids[0], ns.profile, ns.seconds * 2 + 2) if ns.profile and workers == 1 else None
+        both_sides = 2 * ns.slices * part  # the spy sees the gateway's slices and, idle, the bare app's
+        spy = spy_on(gw_pids[0], ns.profile, both_sides + 2) if ns.profile and workers == 1 else None
         gw, plain = Tally(), Tally()
         for _ in range(ns.slices):
             await run_slice(bare_url, bare.pids, part, ns, plain)
             await run_slice(gw_url, gw_pids, part, ns, gw, node_pids)
         if spy is not None:
-            spy.wait(ns.seconds * 2 + 30)
+            spy.wait(both_sides + 30)
     finally:
         gateway.terminate()
         await gateway.wait()
@@ -176,8 +182,7 @@ async def main_async(ns: argparse.Namespace) -> None:
                 pairs.append(pair)
         finally:
             node.stop()
-    part = max(1, round(ns.seconds / ns.slices))
-    load = f"wrk -t2 -c{ns.connections}, {ns.slices} alternating slices of {part} s per side"
+    load = f"wrk -t2 -c{ns.connections}, {ns.slices} alternating slices of {slice_seconds(ns)} s per side"
     print(
         f"\n### REST GET /v1/accounts/{{ownerAddress}} over {ns.accounts} accounts in turn, ~{size}-byte JSON, {load}\n"
     )

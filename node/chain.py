@@ -48,6 +48,12 @@ from node.storage.writer import WriteDamaged, WriterLost, WriterProcess
 log = logging.getLogger("chain.store")
 
 
+def refuse_if_latched(fault: StoreFault) -> None:
+    """DataCorrupted at once when the store already failed an integrity check: no read starts."""
+    if fault.problem is not None:
+        raise DataCorrupted(fault.problem)
+
+
 def damage_of(exc: BaseException, fault: StoreFault) -> DataCorrupted | None:
     """What a read that raised `exc` says about the store: DataCorrupted (latched in `fault`) for a missing or
     malformed tree node, a value that does not match its leaf, or a stored record that does not parse; None
@@ -59,6 +65,12 @@ def damage_of(exc: BaseException, fault: StoreFault) -> DataCorrupted | None:
     if isinstance(exc, DecodeError):
         return fault.record(f"a stored record does not decode: {exc}")
     return None
+
+
+def _memo_store(path: Path | str, **options: bool) -> tuple[LmdbStore, HeadMemo]:
+    """The store at `path`, checking every record it reads through a new head memo (and that memo)."""
+    heads = HeadMemo()
+    return LmdbStore(path, check=heads.check, **options), heads
 
 
 class Reading:
@@ -73,9 +85,7 @@ class Reading:
         self._snapshot: ReadSnapshot | None = None
 
     def __enter__(self) -> tuple[LmdbReadView, LmdbNodeView]:
-        fault = self._store.fault
-        if fault.problem is not None:
-            raise DataCorrupted(fault.problem)
+        refuse_if_latched(self._store.fault)
         snapshot = self._snapshot = self._store.begin_read()
         return snapshot.view, snapshot.nodes
 
@@ -84,7 +94,7 @@ class Reading:
         if snapshot is not None:
             self._snapshot = None
             snapshot.close()
-        if exc is not None and isinstance(exc, Exception):
+        if isinstance(exc, Exception):
             damage = damage_of(exc, self._store.fault)
             if damage is not None:
                 raise damage from None
@@ -92,7 +102,9 @@ class Reading:
 
 class Chain:
     def __init__(self, store: LmdbStore, params: ChainParams, heads: HeadMemo | None = None) -> None:
-        """`heads`: the memo whose `check` the store runs on every record it reads (node/query/heads.py)."""
+        """`heads`: the memo whose `check` the store runs on every record it reads (node/query/heads.py), as
+        `open`, `open_reader` and `_create` build it (`_memo_store`); without one, a fresh memo that only
+        decodes the head (a store opened elsewhere, with its own check)."""
         self.store = store
         self.params = params
         self.heads = heads or HeadMemo()
@@ -118,8 +130,7 @@ class Chain:
         if is_fresh(path):
             return cls._create(path, params or ChainParams(), sync)
         file_identity = check_files(path)  # before LMDB maps the file
-        heads = HeadMemo()
-        store = LmdbStore(path, sync=sync, check=heads.check)
+        store, heads = _memo_store(path, sync=sync)
         try:
             contents = check_contents(store, file_identity)
             if params is not None and params != contents.params:
@@ -138,8 +149,7 @@ class Chain:
     def open_reader(cls, path: Path | str) -> Chain:
         """The store of a running node opened read-only (a read worker, node/server/readers): it cannot
         write; each read sees the newest block the node committed. StoreRefused as `open` when damaged."""
-        heads = HeadMemo()
-        store = LmdbStore(path, check=heads.check, readonly=True)
+        store, heads = _memo_store(path, readonly=True)
         try:
             contents = check_contents(store, None)
         except BaseException:
@@ -151,8 +161,7 @@ class Chain:
     def _create(cls, path: Path, params: ChainParams, sync: bool) -> Chain:
         """Genesis in one transaction (with the identity record), then the identity file beside it."""
         identity = identity_of(params)
-        heads = HeadMemo()
-        store = LmdbStore(path, sync=sync, check=heads.check)
+        store, heads = _memo_store(path, sync=sync)
         writes = genesis_writes(params)
         writes[schema.meta_key(schema.META_IDENTITY)] = identity.encode()
         store.commit(writes, {})
@@ -169,8 +178,7 @@ class Chain:
         """Reads of stored data inside (any snapshot of this store): DataCorrupted, latched, on a damaged
         tree node or record; DataCorrupted at once when the store already failed an integrity check."""
         fault = self.store.fault
-        if fault.problem is not None:
-            raise DataCorrupted(fault.problem)
+        refuse_if_latched(fault)
         try:
             yield
         except Exception as exc:

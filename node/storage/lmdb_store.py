@@ -50,9 +50,7 @@ class LmdbReadView:
             return None
         out = bytes(value)
         if self._check is not None:
-            problem = self._check(key, out)
-            if problem is not None:
-                raise self._fault.record(problem)
+            self._checked(self._check, key, out)
         return out
 
     def scan(self, prefix: bytes, start: bytes | None = None, reverse: bool = False) -> Iterator[tuple[bytes, bytes]]:
