@@ -7,6 +7,14 @@ lost quorum) or is revoked (clean stop), and the next campaign wins. A member
 believes it leads only while its last successful keep-alive is younger than
 the TTL; that belief only saves futile work: safety comes from the fenced
 append (etcd_log), which compares the leader key's lease with the writer's.
+
+When it reads: each member holds a watch on the `leader` key (watch.py). While
+the watch is live a member reads the key when the watch reports a change (a
+leader's key deleted: it campaigns at once) and otherwise once per keep-alive
+(every TTL/3); while the watch is not live it reads every `poll` seconds, as
+it always did. A scheduled read that finds the key changed without a word
+from the watch opens the watch again (a stream to an etcd member cut off
+from its peers stays open and says nothing).
 """
 
 from __future__ import annotations
@@ -29,8 +37,10 @@ from node.server.ordering.etcd.client import (
     op_range,
 )
 from node.server.ordering.etcd.log import Keys
+from node.server.ordering.etcd.watch import KeyWatch
 
 log = logging.getLogger("chain.election")
+MIN_WAIT = 0.01  # seconds between rounds at least, while the watch is live
 
 
 @dataclass(frozen=True)
@@ -52,6 +62,7 @@ class Election:
         poll: float,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """`poll`: how often the leader key is read while its watch is not live."""
         self.client = client
         self.keys = keys
         self.node_id = node_id
@@ -66,6 +77,9 @@ class Election:
         self._last_keepalive = 0.0
         self._last_seen = 0.0  # when the leader key was last read (or written)
         self._stopping = asyncio.Event()
+        self._wake = asyncio.Event()  # the leader key changed (the watch), or stop
+        self.watch = KeyWatch(client, keys.leader, self._wake, what="leader")
+        self._revision: int | None = None  # the leader key's mod revision at the last read (0: absent)
         self._task: asyncio.Task[None] | None = None
 
     @property
@@ -85,14 +99,17 @@ class Election:
         return self.leader
 
     async def start(self) -> None:
+        self.watch.start()
         self._task = asyncio.create_task(self._run(), name="election")
 
     async def stop(self) -> None:
         """Stop campaigning and give up leadership at once (revoking the lease deletes the leader key)."""
         self._stopping.set()
+        self._wake.set()
         if self._task is not None:
             await self._task
             self._task = None
+        await self.watch.stop()
         if self.lease:
             try:
                 await self.client.revoke(self.lease)
@@ -102,14 +119,24 @@ class Election:
 
     async def _run(self) -> None:
         while not self._stopping.is_set():
+            woken = self._wake.is_set()
+            self._wake.clear()  # before the read: a change after it wakes the next round
+            live = self.watch.live
+            wait = self.poll
             try:
+                known = self._revision
                 await self._round()
+                if live:
+                    if not woken and not self._wake.is_set() and known is not None and self._revision != known:
+                        log.info("the leader key changed without a word from the watch; opening it again")
+                        await self.watch.restart()
+                    wait = max(MIN_WAIT, self.ttl / 3 - (self.clock() - self._last_keepalive))  # next keep-alive
             except EtcdUnavailable as exc:
                 log.warning("etcd unavailable: %s", exc)
             except Exception:  # a long-running loop never dies on one bad round
                 log.exception("election round failed")
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stopping.wait(), self.poll)
+                await asyncio.wait_for(self._wake.wait(), wait)
 
     async def _round(self) -> None:
         now = self.clock()
@@ -143,6 +170,9 @@ class Election:
             won = result.succeeded
             kvs = [] if won else result.ranges(0)
         self._last_seen = self.clock()
+        # what the next scheduled read compares with (unknown after our own put: its revision is the
+        # transaction's, and the watch reports that put anyway)
+        self._revision = None if won else int(kvs[0].mod_revision) if kvs else 0
         if won:
             leader = Leader(self.node_id, self.addr, self.lease)
         else:

@@ -41,7 +41,7 @@ from node.server.ordering.etcd.client import EtcdClient, EtcdUnavailable, op_del
 from node.server.ordering.etcd.election import Election
 from node.server.ordering.etcd.join import served_snapshots, snapshot_doc
 from node.server.ordering.etcd.log import BlockLog, Keys
-from node.server.ordering.etcd.watch import LogWatch
+from node.server.ordering.etcd.watch import KeyWatch
 from node.server.snapshots import SnapshotManager
 from node.server.write.forwarding import Forwarder, no_leader
 from node.server.write.mempool import Mempool
@@ -101,7 +101,7 @@ class ReplicatedOrderer:
         self._last_block = clock()
         self._stopping = asyncio.Event()
         self._wake = asyncio.Event()  # the log moved (the watch), or stop
-        self.watch = LogWatch(client, keys.next, self._wake)
+        self.watch = KeyWatch(client, keys.next, self._wake, what="log")
         self._tasks: list[asyncio.Task[None]] = []
         self._published_snapshot: tuple[str, int] = ("", 0)  # (snapshot name, lease) as last published
         self._publishing = asyncio.Lock()  # one listing write at a time: an older one never lands last
