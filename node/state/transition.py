@@ -41,7 +41,7 @@ from node.state.params import ChainParams
 from node.state.registry import REGISTRY
 from node.state.structural import validate_structure
 from node.storage import schema
-from node.storage.kv import DictView, Overlay, ReadView
+from node.storage.kv import DictView, MemoView, Overlay, ReadView
 
 
 @dataclass(frozen=True)
@@ -146,6 +146,7 @@ def genesis_writes(params: ChainParams) -> dict[bytes, bytes | None]:
 # ---------------------------------------------------------------- prologue
 def start_block(base: ReadView) -> BlockStart:
     """The parent (the stored head), the new block's number and its first event id."""
+    base = MemoView(base)  # the block's messages read the same records (signer, account, grants) again and again
     overlay = Overlay(base)
     st = StateAccess(overlay)
     parent = st.head()

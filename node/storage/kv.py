@@ -53,6 +53,28 @@ class DictView:
             yield k, self._items[k]
 
 
+class MemoView:
+    """A view of one fixed snapshot that remembers what each `get` answered (absent keys too).
+
+    A block's messages read the same few records again and again (the signer's account, its delegated
+    key, its storage grants): over a snapshot that cannot change under it (an LMDB read transaction) the
+    second read is a dict lookup. Scans and failed reads are passed through, never remembered."""
+
+    def __init__(self, base: ReadView) -> None:
+        self._base = base
+        self._got: dict[bytes, bytes | None] = {}
+
+    def get(self, key: bytes) -> bytes | None:
+        try:
+            return self._got[key]
+        except KeyError:
+            value = self._got[key] = self._base.get(key)
+            return value
+
+    def scan(self, prefix: bytes, start: bytes | None = None, reverse: bool = False) -> Iterator[tuple[bytes, bytes]]:
+        return self._base.scan(prefix, start, reverse)
+
+
 class Overlay:
     """Buffered writes (None = delete) over a base view."""
 

@@ -48,7 +48,7 @@ from node.state.transition import (
     check_time,
     seal_block,
 )
-from node.storage.kv import Overlay, ReadView
+from node.storage.kv import MemoView, Overlay, ReadView
 
 # An open block older than this when it is cut is executed again at the cut's time instead (its
 # timestamp would lag the wall clock by more than a block is ever expected to wait; docs/state.md).
@@ -82,8 +82,8 @@ class PendingBlocks:
 
     def __init__(self, params: ChainParams, base: ReadView, *, flat: bool = False) -> None:
         self.params = params
-        self.base = base
-        st = StateAccess(Overlay(base))
+        self.base: ReadView = MemoView(base)  # the messages of a block read the same records again and again
+        st = StateAccess(Overlay(self.base))
         head = st.head()
         if head is None:
             raise InvariantBroken("the store has no genesis block")
@@ -92,7 +92,7 @@ class PendingBlocks:
         self.flat = flat
         self.max_bytes = MAX_BLOCK_BYTES
         self.blocks: list[OpenBlock] = []
-        self._flat_overlay = Overlay(base)
+        self._flat_overlay = Overlay(self.base)
 
     @property
     def height(self) -> int:
@@ -235,7 +235,7 @@ class PendingBlocks:
     def drop_committed(self, base: ReadView) -> PendingBlocks:
         """The blocks above the oldest one, which was committed, over the new committed state `base`."""
         moved = PendingBlocks(self.params, base)
-        previous: ReadView = base
+        previous = moved.base
         for block in self.blocks[1:]:
             block.overlay = block.overlay.rebase(previous)
             previous = block.overlay
@@ -254,7 +254,7 @@ class PendingBlocks:
         pending messages (their effects stay: `base` holds them now)."""
         moved = PendingBlocks(self.params, base, flat=True)
         if self.flat:
-            moved._flat_overlay = self._flat_overlay.rebase(base)
+            moved._flat_overlay = self._flat_overlay.rebase(moved.base)
         else:
             for block in self.blocks:
                 moved._flat_overlay.update(block.overlay.writes)

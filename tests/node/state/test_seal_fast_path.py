@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import contextlib
 import random
+from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
@@ -169,3 +172,55 @@ def test_key_prefixes_are_the_stored_format() -> None:
         assert schema._p(prefix, owner, other) == bytes([int(prefix)]) + owner + other
     assert schema.message_key(b"\x07" * 32) == b"\x61" + b"\x07" * 32
     assert schema.event_key(3) == b"\x62" + (3).to_bytes(8, "big")
+
+
+class CountingReads:
+    """A read view that counts how often each key is read from it (the store's view underneath)."""
+
+    def __init__(self, view: Any) -> None:
+        self.view = view
+        self.gets: Counter[bytes] = Counter()
+
+    def get(self, key: bytes) -> bytes | None:
+        self.gets[key] += 1
+        return cast(bytes | None, self.view.get(key))
+
+    def scan(self, prefix: bytes, start: bytes | None = None, reverse: bool = False) -> Iterator[tuple[bytes, bytes]]:
+        return cast(Iterator[tuple[bytes, bytes]], self.view.scan(prefix, start, reverse))
+
+
+def test_a_block_reads_each_record_of_the_store_once(tmp_path: Path) -> None:
+    """The messages of one block read the same records (the signer's account, its key, its grants) again and
+    again: the pending state (admission) and a follower's `apply_block` read each from the store once."""
+    h = Harness(tmp_path / "leader")
+    actor = h.actor(units=3)
+    follower = Chain.open(tmp_path / "follower", h.chain.params)
+    for number in range(1, h.chain.height + 1):
+        with h.chain.read() as (view, _):
+            stored = view.get(schema.block_key(number))
+        assert stored is not None
+        replay_plain(follower, block_pb2.Block.FromString(stored))
+    msgs = [actor.b.follow(bytes([i]) * 20) for i in range(1, 41)]
+    account = schema.account_key(actor.address)
+
+    snapshot = h.chain.store.begin_read()
+    admitted = CountingReads(snapshot.view)
+    pending = PendingBlocks(h.chain.params, admitted)
+    for msg in msgs:
+        pending.admit(msg, h.now * 1000)
+    assert len(pending.blocks) == 1 and len(pending.blocks[0].body.applied) == len(msgs)
+    seal = pending.sealer(h.chain.tree_nodes(snapshot.nodes), h.now * 1000)
+    assert seal is not None
+    out = seal()
+    snapshot.close()
+    assert admitted.gets[account] == 1, admitted.gets.most_common(3)
+    assert max(admitted.gets.values()) == 1, admitted.gets.most_common(3)
+
+    with follower.read() as (view, nodes):
+        applied = CountingReads(view)
+        again = apply_block(applied, nodes, follower.params, out.block)
+    assert again.block.header.state_root == out.block.header.state_root
+    assert applied.gets[account] == 1, applied.gets.most_common(3)
+    assert max(applied.gets.values()) == 1, applied.gets.most_common(3)
+    h.chain.close()
+    follower.close()
