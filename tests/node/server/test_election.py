@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 
 import pytest
 
@@ -25,12 +26,24 @@ async def until(predicate: Callable[[], bool], timeout: float) -> float:
     return time.monotonic() - start
 
 
-async def test_one_leader_then_handover(etcd1: EtcdCluster) -> None:
-    clients = [EtcdClient(etcd1.endpoints) for _ in range(3)]
-    members = [Election(c, KEYS, f"m{i}", f"127.0.0.1:{9000 + i}", ttl=2, poll=0.05) for i, c in enumerate(clients)]
+@contextlib.asynccontextmanager
+async def running(clients: Sequence[EtcdClient], *, ttl: int, poll: float) -> AsyncIterator[list[Election]]:
+    """One started member per client (ids m0, m1, ...); stopped, and their clients closed, on the way out."""
+    members = [Election(c, KEYS, f"m{i}", f"127.0.0.1:{9000 + i}", ttl=ttl, poll=poll) for i, c in enumerate(clients)]
     try:
         for m in members:
             await m.start()
+        yield members
+    finally:
+        for m in members:
+            await m.stop()
+        for c in clients:
+            await c.close()
+
+
+async def test_one_leader_then_handover(etcd1: EtcdCluster) -> None:
+    clients = [EtcdClient(etcd1.endpoints) for _ in range(3)]
+    async with running(clients, ttl=2, poll=0.05) as members:
         await until(lambda: all(m.current is not None for m in members), 5)
         leaders = [m for m in members if m.is_leader]
         assert len(leaders) == 1
@@ -51,11 +64,6 @@ async def test_one_leader_then_handover(etcd1: EtcdCluster) -> None:
         second.lease = 0
         third = next(m for m in rest if m is not second)
         await until(lambda: third.is_leader, 6)
-    finally:
-        for m in members:
-            await m.stop()
-        for c in clients:
-            await c.close()
 
 
 async def test_restarted_member_clears_its_stale_key(etcd1: EtcdCluster) -> None:
@@ -109,10 +117,7 @@ async def test_an_idle_member_reads_the_leader_key_once_per_keep_alive(etcd1: Et
     """With the watch live a member reads `leader` once per keep-alive (TTL/3), not every poll: four times a
     second per member before, a linearizable read through etcd's leader each."""
     clients = [CountingClient(etcd1.endpoints, KEYS.leader) for _ in range(2)]
-    members = [Election(c, KEYS, f"m{i}", f"127.0.0.1:{9000 + i}", ttl=3, poll=0.05) for i, c in enumerate(clients)]
-    try:
-        for m in members:
-            await m.start()
+    async with running(clients, ttl=3, poll=0.05) as members:
         for m in members:
             await live(m)
         before = [c.reads for c in clients]
@@ -120,11 +125,6 @@ async def test_an_idle_member_reads_the_leader_key_once_per_keep_alive(etcd1: Et
         reads = [c.reads - b for c, b in zip(clients, before, strict=True)]
         assert all(r <= 3 for r in reads), f"{reads} reads of the leader key in 2 idle seconds (poll 0.05 s)"
         assert sum(m.is_leader for m in members) == 1
-    finally:
-        for m in members:
-            await m.stop()
-        for c in clients:
-            await c.close()
 
 
 async def test_the_watch_elects_the_next_leader_at_once(etcd1: EtcdCluster) -> None:
@@ -132,10 +132,7 @@ async def test_the_watch_elects_the_next_leader_at_once(etcd1: EtcdCluster) -> N
     says so, not at their next scheduled read: with a 10 s poll and TTL 9 (a read every 3 s) the hand-over
     still takes well under a second."""
     clients = [EtcdClient(etcd1.endpoints) for _ in range(2)]
-    members = [Election(c, KEYS, f"m{i}", f"127.0.0.1:{9000 + i}", ttl=9, poll=10.0) for i, c in enumerate(clients)]
-    try:
-        for m in members:
-            await m.start()
+    async with running(clients, ttl=9, poll=10.0) as members:
         for m in members:
             await live(m)
         first = next(m for m in members if m.is_leader)
@@ -144,11 +141,6 @@ async def test_the_watch_elects_the_next_leader_at_once(etcd1: EtcdCluster) -> N
         await first.stop()
         took = await until(lambda: other.is_leader, 5)
         assert took < 1.0, f"the next leader took {took:.2f} s"
-    finally:
-        for m in members:
-            await m.stop()
-        for c in clients:
-            await c.close()
 
 
 async def test_a_silent_leader_watch_is_noticed_and_opened_again(etcd1: EtcdCluster) -> None:
