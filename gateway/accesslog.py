@@ -8,6 +8,11 @@ default format — `%a %t "%r" %s %b "%{Referer}i" "%{User-Agent}i"` — this wr
 f-string and the timestamp formatted once per second; for any other format it defers to aiohttp's logger.
 The line's fields are not repeated as `extra` attributes of the record (no formatter here reads them), and
 the record names no caller (`Logger.info` would walk the stack for one; no formatter here shows it).
+
+When the process logs through the one handler `configure_logging` installed and nothing else would see the
+record (node/observability/logs.py, `sole_handler`), no record is made at all: the handler writes the text it
+would have written for it (`LogHandler.write_line`), about a tenth of a GET's instructions less. Under any
+other set-up (a log capture, a second handler) the record is made and handled as before.
 """
 
 from __future__ import annotations
@@ -19,6 +24,8 @@ from aiohttp.abc import AbstractAccessLogger
 from aiohttp.web_log import AccessLogger
 from aiohttp.web_request import BaseRequest
 from aiohttp.web_response import StreamResponse
+
+from node.observability.logs import sole_handler
 
 DEFAULT_FORMAT = AccessLogger.LOG_FORMAT
 
@@ -57,9 +64,12 @@ class LeanAccessLogger(AbstractAccessLogger):
                 f"{response.status} {response.body_length} "
                 f'"{headers.get("Referer", "-")}" "{headers.get("User-Agent", "-")}"'
             )
-            # the record made here, not by `Logger.info`: no caller lookup (a frame walk per request)
             logger = self.logger
-            if logger.isEnabledFor(logging.INFO):
+            out = sole_handler(logger, logging.INFO)
+            if out is not None:  # the process's one handler and nothing else: the line without a record
+                out.write_line(logger.name, logging.INFO, line)
+            elif logger.isEnabledFor(logging.INFO):
+                # the record made here, not by `Logger.info`: no caller lookup (a frame walk per request)
                 logger.handle(logger.makeRecord(logger.name, logging.INFO, __file__, 0, line, (), None))
         except Exception:
             self.logger.exception("Error in logging")

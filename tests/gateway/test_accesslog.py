@@ -3,6 +3,7 @@ for real requests to an app served on loopback, and defers to aiohttp's logger f
 
 from __future__ import annotations
 
+import io
 import logging
 import re
 from typing import Any
@@ -13,6 +14,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from aiohttp.web_log import AccessLogger
 
 from gateway.accesslog import LeanAccessLogger
+from node.observability.logs import configure_logging
 
 STAMP = re.compile(r"\[\d\d/\w{3}/\d{4}:\d\d:\d\d:\d\d [+-]\d{4}\]")
 
@@ -56,3 +58,37 @@ async def test_same_line_as_aiohttp(caplog: pytest.LogCaptureFixture) -> None:
 async def test_other_formats_are_aiohttp_s(caplog: pytest.LogCaptureFixture) -> None:
     ours = await lines(caplog, LeanAccessLogger, access_log_format="%s %r")
     assert ours[0] == "201 GET /v1/hello/a?x=1&y=%20 HTTP/1.1"
+
+
+async def test_lines_reach_the_configured_handler_without_records(
+    caplog: pytest.LogCaptureFixture, root_handlers: None
+) -> None:
+    """Logging set up as the gateway sets it up (one handler, nothing else): the same lines, written by the
+    handler without a LogRecord made for any of them (a capture, as in the tests above, gets records)."""
+    theirs = await lines(caplog, AccessLogger)
+    out = io.StringIO()
+    configure_logging("info", "text", out)  # replaces the root's handlers (the capture's too) with its one
+    made: list[str] = []
+    factory = logging.getLogRecordFactory()
+
+    def counting(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        record = factory(*args, **kwargs)
+        made.append(record.name)
+        return record
+
+    logging.setLogRecordFactory(counting)
+    try:
+        server = TestServer(app(), host="127.0.0.1")
+        await server.start_server(access_log_class=LeanAccessLogger)
+        headers = {"Referer": "http://app.test/page", "User-Agent": "probe/1.0 (é)"}
+        async with TestClient(server) as client:
+            for path in ("/v1/hello/a?x=1&y=%20", "/v1/nowhere"):
+                await (await client.get(path, headers=headers)).read()
+            await (await client.get("/v1/hello/b")).read()
+    finally:
+        logging.setLogRecordFactory(factory)
+    assert "aiohttp.access" not in made
+    written = [line for line in out.getvalue().splitlines() if " INFO aiohttp.access " in line]
+    assert [STAMP.sub("T", line.split(" INFO aiohttp.access ", 1)[1]) for line in written] == [
+        STAMP.sub("T", line) for line in theirs
+    ]

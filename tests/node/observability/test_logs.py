@@ -2,34 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import logging
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 
-from node.observability.logs import TEXT_FORMAT, TextFormatter, configure_logging, handler
+from node.observability.logs import TEXT_FORMAT, TextFormatter, configure_logging, handler, sole_handler
 from node.server.config import parse_config
 from tests.fixtures.nodeproc import NodeProcess
-
-
-@pytest.fixture
-def root_handlers() -> Iterator[None]:
-    root = logging.getLogger()
-    saved, level = list(root.handlers), root.level
-    flags = (logging.logThreads, logging.logProcesses, logging.logMultiprocessing)
-    yield
-    logging.logThreads, logging.logProcesses, logging.logMultiprocessing = flags
-    for h in list(root.handlers):
-        root.removeHandler(h)
-    for h in saved:
-        root.addHandler(h)
-    root.setLevel(level)
 
 
 def test_json_lines_carry_the_active_span(root_handlers: None):
@@ -97,3 +83,107 @@ def test_node_writes_json_logs(tmp_path: Path):
     records = [json.loads(line) for line in node.stderr_lines if line.startswith("{")]
     assert any(r["logger"] == "chain.node" and r["message"] == "draining" for r in records), node.stderr_lines
     assert all({"time", "level", "logger", "message"} <= set(r) for r in records)
+
+
+def _record(name: str, level: int, message: str, created: float) -> logging.LogRecord:
+    record = logging.LogRecord(name, level, __file__, 1, message, (), None)
+    record.created = created
+    record.msecs = int((created - int(created)) * 1000) + 0.0  # as LogRecord computes it
+    return record
+
+
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_a_line_without_a_record_is_what_the_record_would_have_been(fmt: str):
+    """`write_line` writes, byte for byte, what handling a record of the same fields writes: inside and
+    outside a span, across second and millisecond boundaries, with `%` and non-ASCII text in the message."""
+    by_record, by_line = io.StringIO(), io.StringIO()
+    record_side, line_side = handler(fmt, by_record), handler(fmt, by_line)
+    start = time.time()
+    tracer = TracerProvider().get_tracer("test")
+    messages = ['127.0.0.1 [x] "GET /v1/a?q=%20 HTTP/1.1" 200 5 "-" "probe/1.0 (é)"', "100% done", ""]
+    for n, offset in enumerate((0.0, 0.0004, 0.5, 0.999, 1.0, 1.001, 59.9994, 3600.25, -86400.75)):
+        message = messages[n % len(messages)]
+        for level in (logging.INFO, logging.WARNING):
+            record_side.handle(_record("aiohttp.access", level, message, start + offset))
+            line_side.write_line("aiohttp.access", level, message, created=start + offset)
+            with tracer.start_as_current_span("work"):
+                record_side.handle(_record("chain.test", level, message, start + offset))
+                line_side.write_line("chain.test", level, message, created=start + offset)
+    assert by_line.getvalue() == by_record.getvalue()
+    assert by_line.getvalue().count("\n") == 36 and "trace_id" in by_line.getvalue()
+
+
+def test_lines_of_a_loop_turn_are_written_together_and_in_order():
+    out = io.StringIO()
+    h = handler("text", out)
+    log = logging.getLogger("chain.test.order")
+    log.propagate, log.level = False, logging.INFO
+    log.addHandler(h)
+    writes: list[str] = []
+    real_write = out.write
+
+    def write(text: str) -> int:
+        writes.append(text)
+        return real_write(text)
+
+    out.write = write  # type: ignore[method-assign]
+
+    async def turn() -> None:
+        h.write_line("a", logging.INFO, "one")
+        h.write_line("a", logging.INFO, "two")
+        assert out.getvalue() == ""  # held until the turn ends
+        await asyncio.sleep(0)
+        assert len(writes) == 1 and [line.split(" ", 3)[3] for line in out.getvalue().splitlines()] == [
+            "a one",
+            "a two",
+        ]
+        h.write_line("a", logging.INFO, "three")
+        log.warning("a record")  # writes what is held first
+        h.write_line("a", logging.INFO, "four")
+        h.flush()  # so does a flush (and close, at exit)
+
+    try:
+        asyncio.run(turn())
+    finally:
+        log.removeHandler(h)
+    assert [line.split(" ", 3)[3] for line in out.getvalue().splitlines()] == [
+        "a one",
+        "a two",
+        "a three",
+        "chain.test.order a record",
+        "a four",
+    ]
+    h.write_line("a", logging.INFO, "five")  # no loop on this thread: written at once
+    assert out.getvalue().endswith(" INFO a five\n")
+
+
+def test_sole_handler_only_when_nothing_else_would_see_the_record(root_handlers: None):
+    """A line may skip its record only when the record would reach the one handler configure_logging
+    installed and nothing else; every other set-up answers None (make a record)."""
+    configure_logging("info", "text", io.StringIO())
+    log = logging.getLogger("chain.test.sole")
+    (installed,) = logging.getLogger().handlers
+    assert sole_handler(log, logging.INFO) is installed
+    assert sole_handler(log, logging.DEBUG) is None  # below the root's level: no record at all
+    other = logging.StreamHandler(io.StringIO())
+    for undo, change in (
+        (lambda: logging.getLogger().removeHandler(other), lambda: logging.getLogger().addHandler(other)),
+        (lambda: log.removeHandler(other), lambda: log.addHandler(other)),
+        (lambda: log.removeFilter(_deny), lambda: log.addFilter(_deny)),
+        (lambda: installed.setLevel(logging.NOTSET), lambda: installed.setLevel(logging.WARNING)),
+        (lambda: installed.removeFilter(_deny), lambda: installed.addFilter(_deny)),
+        (lambda: installed.setFormatter(TextFormatter()), lambda: installed.setFormatter(logging.Formatter())),
+        (lambda: setattr(log, "propagate", True), lambda: setattr(log, "propagate", False)),
+        (lambda: setattr(log, "disabled", False), lambda: setattr(log, "disabled", True)),
+        (lambda: logging.disable(logging.NOTSET), lambda: logging.disable(logging.INFO)),
+    ):
+        change()
+        try:
+            assert sole_handler(log, logging.INFO) is None
+        finally:
+            undo()
+        assert sole_handler(log, logging.INFO) is installed
+
+
+def _deny(record: logging.LogRecord) -> bool:
+    return False
