@@ -22,9 +22,10 @@ import resource
 import sys
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from multiprocessing.connection import Connection
 from pathlib import Path
+from typing import Any, Protocol
 
 import aiohttp
 import grpc
@@ -44,7 +45,15 @@ def raise_fd_limit(wanted: int) -> int:
     return target
 
 
-def bare_main(conn: Connection, body: bytes | Mapping[str, bytes], port: int) -> None:
+class Pipe(Protocol):
+    """What `bare_main` needs of its parent: the port goes out, anything coming back means stop."""
+
+    def send(self, obj: Any) -> None: ...
+
+    def recv(self) -> Any: ...
+
+
+def bare_main(conn: Pipe, body: bytes | Mapping[str, bytes], port: int) -> None:
     """One bare aiohttp process answering `body` (or, given a mapping, the body of the path's account: a dict
     lookup, 404 for another); `port` 0 picks one, else it joins that port (SO_REUSEPORT)."""
 
@@ -130,15 +139,18 @@ async def grpc_rps(target: str, owner: bytes, seconds: float, concurrency: int) 
     return count / seconds
 
 
-async def start_gateway(node: NodeProcess, *extra: str) -> tuple[asyncio.subprocess.Process, int]:
+async def start_gateway(
+    node: NodeProcess, *extra: str, wrap: Sequence[str] = (), timeout: float = 30.0
+) -> tuple[asyncio.subprocess.Process, int]:
+    """`chain-gateway` in front of `node` (under `wrap`, e.g. valgrind, when given) and its HTTP port."""
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "gateway.main", "--http-addr", "127.0.0.1:0", "--node-addr", node.grpc_target,
+        *wrap, sys.executable, "-m", "gateway.main", "--http-addr", "127.0.0.1:0", "--node-addr", node.grpc_target,
         "--node-web-url", node.web_url, "--metrics-addr", "127.0.0.1:0", *extra,
         cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)),
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
     )  # fmt: skip
     assert proc.stdout is not None
-    line = await asyncio.wait_for(proc.stdout.readline(), 30)
+    line = await asyncio.wait_for(proc.stdout.readline(), timeout)
     return proc, int(json.loads(line)["http_port"])
 
 

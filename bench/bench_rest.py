@@ -17,12 +17,23 @@ connections instead, gateway/workers.py).
 Printed: req/s of each pair, their ratio, and the CPU per GET of each (from /proc, summed over the
 gateway's parent and workers). The table row is the best same-process-count ratio, naming its configuration.
 `--profile FILE` also samples the one-process gateway with py-spy during its run (raw collapsed stacks).
+
+Instructions per GET (`--instructions N`, 0 skips): the one-process gateway and one bare process, each run
+under valgrind's callgrind (Debian `valgrind`, installed by `make bench`), answer N GETs of the same
+rotation from an aiohttp client keeping 16 in flight, counted only between `callgrind_control -i on` and
+`off` (start-up and a warm-up of 200 GETs left out). Instructions do not depend on what else the host is
+doing, so this figure repeats to within ~1% where req/s and CPU per GET move by ±20%
+(docs/performance.md, eleventh pass). It counts user-space instructions of every thread of the process,
+not system calls or cache misses, and under callgrind's slowdown the gateway's batches are larger than in
+the wrk run: a figure for comparing commits of the same path, not a throughput.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
+import os
 import re
 import shutil
 import subprocess
@@ -30,13 +41,14 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 
-from bench.bench_gateway import Bare, start_gateway
+from bench.bench_gateway import Bare, bare_main, start_gateway
 from bench.bench_sse import cpu_seconds, family
 from bench.table import Row, emit
-from tests.fixtures.nodeproc import NodeProcess
+from tests.fixtures.nodeproc import ROOT, NodeProcess
 from tests.fixtures.replicaset import funded_actors
 
 
@@ -168,6 +180,87 @@ async def measure_pair(node: NodeProcess, paths: list[str], workers: int, ns: ar
     return pair, sum(map(len, bodies.values())) // len(bodies)
 
 
+IN_FLIGHT = 16  # GETs the instruction count's client keeps in flight
+
+
+def callgrind(out: Path) -> list[str]:
+    """valgrind's callgrind with counting off until `callgrind_control -i on`, writing `out`."""
+    return ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}"]
+
+
+def counted(out: Path) -> int:
+    """The instructions a callgrind output file counted (its `totals:` line, else `summary:`)."""
+    totals = [int(line.split()[1]) for line in out.read_text().splitlines() if line.startswith(("totals:", "summary:"))]
+    assert totals, f"no totals in {out}"
+    return max(totals)
+
+
+async def gets(port: int, paths: list[str], n: int) -> None:
+    """`n` GETs over `paths` in turn, `IN_FLIGHT` at a time, each answered 200."""
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=IN_FLIGHT)) as session:
+        order = iter(range(n))
+
+        async def one_client() -> None:
+            for i in order:
+                async with session.get(f"http://127.0.0.1:{port}{paths[i % len(paths)]}") as r:
+                    await r.read()
+                    assert r.status == 200, r.status
+
+        await asyncio.gather(*(one_client() for _ in range(IN_FLIGHT)))
+
+
+async def instructions_per_get(
+    proc: asyncio.subprocess.Process, port: int, paths: list[str], n: int, out: Path
+) -> float:
+    """Warm `proc` up, count its instructions over `n` GETs, stop it, and divide."""
+    await gets(port, paths, 200)
+    subprocess.run(["callgrind_control", "-i", "on", str(proc.pid)], check=True, capture_output=True)
+    await gets(port, paths, n)
+    subprocess.run(["callgrind_control", "-i", "off", str(proc.pid)], check=True, capture_output=True)
+    proc.terminate()
+    await proc.wait()
+    return counted(out) / n
+
+
+async def measure_instructions(node: NodeProcess, paths: list[str], n: int, work: Path) -> tuple[float, float]:
+    """(gateway, bare) instructions per GET, each process alone under callgrind; the bare app answers each
+    path with the gateway's own bytes, as in the wrk pairs."""
+    gw_out, bare_out = work / "gateway.callgrind", work / "bare.callgrind"
+    gateway, port = await start_gateway(node, wrap=callgrind(gw_out), timeout=600)
+    bodies: dict[str, str] = {}
+    async with aiohttp.ClientSession() as s:
+        for path in paths:
+            async with s.get(f"http://127.0.0.1:{port}{path}") as r:
+                bodies[path.rpartition("/")[2]] = (await r.read()).hex()
+    gw = await instructions_per_get(gateway, port, paths, n, gw_out)
+    (work / "bodies.json").write_text(json.dumps(bodies))
+    bare = await asyncio.create_subprocess_exec(
+        *callgrind(bare_out), sys.executable, "-m", "bench.bench_rest", "--serve-bare", str(work / "bodies.json"),
+        cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)), stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
+    )  # fmt: skip
+    assert bare.stdout is not None
+    bare_port = int(json.loads(await asyncio.wait_for(bare.stdout.readline(), 600))["http_port"])
+    plain = await instructions_per_get(bare, bare_port, paths, n, bare_out)
+    return gw, plain
+
+
+class StdioPipe:
+    """`bare_main`'s parent when it runs as its own command: the port printed as JSON, stop at stdin's end."""
+
+    def send(self, obj: Any) -> None:
+        print(json.dumps({"http_port": obj}), flush=True)
+
+    def recv(self) -> Any:
+        return sys.stdin.read()
+
+
+def serve_bare(bodies_file: str) -> None:
+    """The bench's bare aiohttp app (bench_gateway.bare_main) as a command, for valgrind to run."""
+    bodies = {k: bytes.fromhex(v) for k, v in json.loads(Path(bodies_file).read_text()).items()}
+    bare_main(StdioPipe(), bodies, 0)
+
+
 async def main_async(ns: argparse.Namespace) -> None:
     assert shutil.which("wrk"), "wrk is not installed (make bench installs the Debian package)"
     pairs: list[Pair] = []
@@ -180,6 +273,9 @@ async def main_async(ns: argparse.Namespace) -> None:
             for workers in ns.workers:
                 pair, size = await measure_pair(node, paths, workers, ns)
                 pairs.append(pair)
+            counts = None
+            if ns.instructions and shutil.which("valgrind"):
+                counts = await measure_instructions(node, paths[:100], ns.instructions, Path(d))
         finally:
             node.stop()
     load = f"wrk -t2 -c{ns.connections}, {ns.slices} alternating slices of {slice_seconds(ns)} s per side"
@@ -196,10 +292,19 @@ async def main_async(ns: argparse.Namespace) -> None:
             f"| {p.label} | {p.gw_rps:,.0f} | {p.bare_rps:,.0f} | {p.ratio:.3f} "
             f"| {p.gw_us:,.0f} µs | {p.bare_us:,.0f} µs | {p.node_us:,.0f} µs |"
         )
+    instructions = ""
+    if counts is not None:
+        gw_count, bare_count = counts
+        print(f"\n### Instructions per GET (callgrind, {ns.instructions:,} GETs, {IN_FLIGHT} in flight)\n")
+        print("| chain-gateway | bare aiohttp | bare ÷ gateway |\n|---:|---:|---:|")
+        print(f"| {gw_count:,.0f} | {bare_count:,.0f} | {bare_count / gw_count:.3f} |")
+        instructions = f"; callgrind: {gw_count / 1000:,.0f}k instructions per GET, bare {bare_count / 1000:,.0f}k"
+    elif ns.instructions:
+        print("\n(instructions per GET not counted: valgrind is not installed)")
     best = max(pairs, key=lambda p: p.ratio)
     how = (
         f"{best.label}: {best.gw_rps:,.0f} ÷ {best.bare_rps:,.0f} req/s of a {best.workers}-process bare app "
-        f"({load}); gateway {best.gw_us:,.0f} µs CPU per GET, bare {best.bare_us:,.0f} µs"
+        f"({load}); gateway {best.gw_us:,.0f} µs CPU per GET, bare {best.bare_us:,.0f} µs{instructions}"
     )
     emit(Row("rest_ratio", best.ratio, how))
 
@@ -213,7 +318,13 @@ def main() -> None:
     parser.add_argument("--slices", type=int, default=3, help="bare/gateway alternations per pair (see measure_pair)")
     parser.add_argument("--profile", default="", help="py-spy raw output file for the one-process gateway's run")
     parser.add_argument("--gateway-arg", dest="gateway_args", action="append", default=[])
-    asyncio.run(main_async(parser.parse_args()))
+    parser.add_argument("--instructions", type=int, default=2000, help="GETs counted under callgrind (0 skips)")
+    parser.add_argument("--serve-bare", default="", help=argparse.SUPPRESS)  # the bare app, run by valgrind
+    ns = parser.parse_args()
+    if ns.serve_bare:
+        serve_bare(ns.serve_bare)
+        return
+    asyncio.run(main_async(ns))
 
 
 if __name__ == "__main__":
