@@ -30,10 +30,12 @@ from chain.v1 import block_pb2
 from gateway.events.model import Event, Kind
 from gateway.events.service import EventService
 from node.errors import Reason
+from node.observability.histogram import Key, series_key
 from node.observability.metrics import MetricsEndpoint
 from node.server.telemetry.node_metrics import SECONDS_BUCKETS
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+INTERNAL = Reason.INTERNAL.value  # a request whose handler raised, until the error middleware answers
 
 
 def reason_of(response: web.StreamResponse) -> str:
@@ -58,6 +60,7 @@ def route_of(request: web.Request) -> str:
 class GatewayMetrics:
     def __init__(self, endpoint: MetricsEndpoint) -> None:
         self.meter = meter = endpoint.meter
+        self._keys: dict[tuple[str, str, int, str], Key] = {}  # see _key
         # recorded on every request: the endpoint's lean histogram (node/observability/histogram.py)
         self.http_duration = endpoint.histogram(
             "http.server.request.duration",
@@ -91,7 +94,7 @@ class GatewayMetrics:
     @web.middleware
     async def middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         started = time.perf_counter()
-        status, reason = 500, Reason.INTERNAL.value
+        status, reason = 500, INTERNAL
         try:
             response = await handler(request)
             status, reason = response.status, reason_of(response)
@@ -100,15 +103,22 @@ class GatewayMetrics:
             status, reason = exc.status, ""
             raise
         finally:
-            self.http_duration.record(
-                time.perf_counter() - started,
-                {
-                    "http.request.method": request.method,
-                    "http.route": route_of(request),
-                    "http.response.status_code": status,
-                    "chain.reason_code": reason,
-                },
-            )
+            key = self._keys.get((request.method, route_of(request), status, reason))
+            if key is None:
+                key = self._key(request.method, route_of(request), status, reason)
+            self.http_duration.record_key(time.perf_counter() - started, key)
+
+    def _key(self, method: str, route: str, status: int, reason: str) -> Key:
+        """The series key of one (method, route, status, reason): made once, kept for the next request (the
+        four are bounded: llhttp's methods, the route templates, HTTP statuses, the reason codes)."""
+        attributes: dict[str, str | int] = {
+            "http.request.method": method,
+            "http.route": route,
+            "http.response.status_code": status,
+            "chain.reason_code": reason,
+        }
+        key = self._keys[(method, route, status, reason)] = series_key(attributes)
+        return key
 
     # ---- events ----
     def watch(self, service: EventService) -> None:

@@ -42,6 +42,11 @@ _NAME = re.compile(r"[^a-zA-Z0-9:]+")
 _LABEL = re.compile(r"[^a-zA-Z0-9]+")
 
 
+def series_key(attributes: Attributes) -> Key:
+    """The key a series is kept under: the attributes' pairs, in the order given."""
+    return tuple(attributes.items())
+
+
 def _label_value(value: str | int) -> str:
     return value if isinstance(value, str) else json.dumps(value)
 
@@ -60,7 +65,11 @@ class Histogram:
         self._lock = threading.Lock()
 
     def record(self, amount: float, attributes: Attributes | None = None) -> None:
-        key: Key = tuple(attributes.items()) if attributes else ()
+        self.record_key(amount, series_key(attributes) if attributes else ())
+
+    def record_key(self, amount: float, key: Key) -> None:
+        """`record` with the attributes given as their `series_key`, which a caller recording the same few
+        attribute sets on every request makes once and keeps."""
         index = bisect_left(self.bounds, amount)
         with self._lock:
             series = self._series_of(key)
@@ -71,7 +80,7 @@ class Histogram:
         """Add a series recorded elsewhere with the same buckets; False (nothing added) when its shape differs."""
         if len(counts) != len(self.bounds) + 1:
             return False
-        key: Key = tuple(attributes.items())
+        key = series_key(attributes)
         with self._lock:
             series = self._series_of(key)
             for index, count in enumerate(counts):

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
-from node.observability.histogram import Attributes, Histogram
+from node.observability.histogram import Attributes, Histogram, series_key
 from node.observability.metrics import MetricsEndpoint
 from node.server.readers.shipping import RpcShipper, replay
 from node.server.telemetry.node_metrics import MS_BUCKETS, SECONDS_BUCKETS, NodeMetrics
@@ -161,3 +161,13 @@ def test_records_from_many_threads_during_scrapes_all_count() -> None:
         assert len(count) == 1 and count[0].endswith(" 20000.0"), count
     finally:
         endpoint.stop()
+
+
+def test_a_kept_series_key_records_what_the_attributes_record() -> None:
+    by_attributes, by_key = Histogram("x", "s", "d", SECONDS_BUCKETS), Histogram("x", "s", "d", SECONDS_BUCKETS)
+    keys = [series_key(attrs) for attrs in ATTRS]
+    for amount in AMOUNTS:
+        for attrs, key in zip(ATTRS, keys, strict=True):
+            by_attributes.record(amount, attrs)
+            by_key.record_key(amount, key)
+    assert by_key.take() == by_attributes.take() != []
