@@ -11,7 +11,7 @@ the record names no caller (`Logger.info` would walk the stack for one; no forma
 
 When the process logs through the one handler `configure_logging` installed and nothing else would see the
 record (node/observability/logs.py, `sole_handler`), no record is made at all: the handler writes the text it
-would have written for it (`LogHandler.write_line`), about a tenth of a GET's instructions less. Under any
+would have written for it (`LogHandler.write_line`): about 7% of the instructions of a REST GET. Under any
 other set-up (a log capture, a second handler) the record is made and handled as before.
 """
 
