@@ -161,12 +161,10 @@ class ReadBatcher:
 
     async def _send(self, items: list[_Item]) -> None:
         now = asyncio.get_running_loop().time()
-        request = pb.ReadBatchRequest(
-            items=[
-                pb.ReadBatchItem(method=i.method, request=i.request, timeout_ms=max(1, int((i.deadline - now) * 1000)))
-                for i in items
-            ]
-        )
+        request = pb.ReadBatchRequest()
+        add = request.items.add  # each item made in place (a list of items would be copied in)
+        for i in items:
+            add(method=i.method, request=i.request, timeout_ms=max(1, int((i.deadline - now) * 1000)))
         try:
             response = await self._batch(request, timeout=max(0.001, max(i.deadline for i in items) - now))
         except grpc.aio.AioRpcError as err:

@@ -96,11 +96,19 @@ class ReadBatchServicer(pb_grpc.ReadBatchServiceServicer):
     async def ReadBatch(self, request: pb.ReadBatchRequest, context: ServicerContext) -> pb.ReadBatchResponse:
         loop = asyncio.get_running_loop()
         received = loop.time()
-        return pb.ReadBatchResponse(results=[await self._one(item, received, loop) for item in request.items])
+        out = pb.ReadBatchResponse()
+        add = out.results.add  # each result made in place (a list of results would be copied in)
+        for item in request.items:
+            result = add()
+            failed = await self._one(item, received, loop, result)
+            if failed is not None:
+                result.MergeFrom(failed)
+        return out
 
     async def _one(
-        self, item: pb.ReadBatchItem, received: float, loop: asyncio.AbstractEventLoop
-    ) -> pb.ReadBatchResult:
+        self, item: pb.ReadBatchItem, received: float, loop: asyncio.AbstractEventLoop, into: pb.ReadBatchResult
+    ) -> pb.ReadBatchResult | None:
+        """Answers `item` into `into` (its response bytes), or returns its failure."""
         handler = self._handlers.get(item.method)
         if handler is None or handler.unary_unary is None:
             return _failed(grpc.StatusCode.UNIMPLEMENTED, f"{item.method} is not a batchable read")
@@ -127,7 +135,8 @@ class ReadBatchServicer(pb_grpc.ReadBatchServiceServicer):
         if deadline is not None and loop.time() > deadline:
             return _failed(grpc.StatusCode.DEADLINE_EXCEEDED, DEADLINE)
         serialize = handler.response_serializer
-        return pb.ReadBatchResult(response=serialize(response) if serialize is not None else response)
+        into.response = serialize(response) if serialize is not None else response
+        return None
 
 
 def add_read_batch(server: grpc.aio.Server, handlers: Mapping[str, Handler]) -> None:
