@@ -138,6 +138,18 @@ class Pair:
         return "chain-gateway" + (f" --workers {self.workers}" if self.workers > 1 else "")
 
 
+async def gateway_bodies(port: int, paths: list[str]) -> dict[str, bytes]:
+    """The gateway's answer to each path, by the path's last segment (the account), for the bare app."""
+    bodies: dict[str, bytes] = {}
+    async with aiohttp.ClientSession() as s:
+        for path in paths:
+            async with s.get(f"http://127.0.0.1:{port}{path}") as r:
+                body = await r.read()
+                assert r.status == 200, body
+            bodies[path.rpartition("/")[2]] = body
+    return bodies
+
+
 async def measure_pair(node: NodeProcess, paths: list[str], workers: int, ns: argparse.Namespace) -> tuple[Pair, int]:
     """The gateway with `workers` processes and the bare app with as many, both up, measured in alternating
     slices (bare, gateway, bare, gateway, ...; `--slices`) and summed: this host's speed moves within a
@@ -146,16 +158,10 @@ async def measure_pair(node: NodeProcess, paths: list[str], workers: int, ns: ar
     `paths` (one per account) on both, and the bare app answers each with the gateway's own bytes."""
     extra = ["--workers", str(workers)] if workers > 1 else []
     gateway, port = await start_gateway(node, *extra, *ns.gateway_args)
-    bodies: dict[str, bytes] = {}
     bare: Bare | None = None
     try:
         gw_url = f"http://127.0.0.1:{port}{paths[0]}"
-        async with aiohttp.ClientSession() as s:
-            for path in paths:
-                async with s.get(f"http://127.0.0.1:{port}{path}") as r:
-                    body = await r.read()
-                    assert r.status == 200, body
-                bodies[path.rpartition("/")[2]] = body
+        bodies = await gateway_bodies(port, paths)
         bare = Bare(bodies, workers)
         bare_url = f"http://127.0.0.1:{bare.port}{paths[0]}"
         for url in (bare_url, gw_url):  # warm-up: first connections, caches, the node's read path
@@ -227,13 +233,9 @@ async def measure_instructions(node: NodeProcess, paths: list[str], n: int, work
     path with the gateway's own bytes, as in the wrk pairs."""
     gw_out, bare_out = work / "gateway.callgrind", work / "bare.callgrind"
     gateway, port = await start_gateway(node, wrap=callgrind(gw_out), timeout=600)
-    bodies: dict[str, str] = {}
-    async with aiohttp.ClientSession() as s:
-        for path in paths:
-            async with s.get(f"http://127.0.0.1:{port}{path}") as r:
-                bodies[path.rpartition("/")[2]] = (await r.read()).hex()
+    bodies = await gateway_bodies(port, paths)
     gw = await instructions_per_get(gateway, port, paths, n, gw_out)
-    (work / "bodies.json").write_text(json.dumps(bodies))
+    (work / "bodies.json").write_text(json.dumps({owner: body.hex() for owner, body in bodies.items()}))
     bare = await asyncio.create_subprocess_exec(
         *callgrind(bare_out), sys.executable, "-m", "bench.bench_rest", "--serve-bare", str(work / "bodies.json"),
         cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)), stdin=asyncio.subprocess.PIPE,

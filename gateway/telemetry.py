@@ -57,10 +57,22 @@ def route_of(request: web.Request) -> str:
     return resource.canonical if resource is not None else "unmatched"
 
 
+def request_series(method: str, route: str, status: int, reason: str) -> Key:
+    """The series key of one (method, route, status, reason). The middleware makes each once and keeps it:
+    the four are bounded (llhttp's methods, the route templates, HTTP statuses, the reason codes)."""
+    attributes: dict[str, str | int] = {
+        "http.request.method": method,
+        "http.route": route,
+        "http.response.status_code": status,
+        "chain.reason_code": reason,
+    }
+    return series_key(attributes)
+
+
 class GatewayMetrics:
     def __init__(self, endpoint: MetricsEndpoint) -> None:
         self.meter = meter = endpoint.meter
-        self._keys: dict[tuple[str, str, int, str], Key] = {}  # see _key
+        self._keys: dict[tuple[str, str, int, str], Key] = {}  # request_series, by its four arguments
         # recorded on every request: the endpoint's lean histogram (node/observability/histogram.py)
         self.http_duration = endpoint.histogram(
             "http.server.request.duration",
@@ -103,22 +115,11 @@ class GatewayMetrics:
             status, reason = exc.status, ""
             raise
         finally:
-            key = self._keys.get((request.method, route_of(request), status, reason))
+            which = (request.method, route_of(request), status, reason)
+            key = self._keys.get(which)
             if key is None:
-                key = self._key(request.method, route_of(request), status, reason)
+                key = self._keys[which] = request_series(*which)
             self.http_duration.record_key(time.perf_counter() - started, key)
-
-    def _key(self, method: str, route: str, status: int, reason: str) -> Key:
-        """The series key of one (method, route, status, reason): made once, kept for the next request (the
-        four are bounded: llhttp's methods, the route templates, HTTP statuses, the reason codes)."""
-        attributes: dict[str, str | int] = {
-            "http.request.method": method,
-            "http.route": route,
-            "http.response.status_code": status,
-            "chain.reason_code": reason,
-        }
-        key = self._keys[(method, route, status, reason)] = series_key(attributes)
-        return key
 
     # ---- events ----
     def watch(self, service: EventService) -> None:

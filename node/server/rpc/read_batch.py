@@ -99,16 +99,17 @@ class ReadBatchServicer(pb_grpc.ReadBatchServiceServicer):
         out = pb.ReadBatchResponse()
         add = out.results.add  # each result made in place (a list of results would be copied in)
         for item in request.items:
-            result = add()
-            failed = await self._one(item, received, loop, result)
-            if failed is not None:
-                result.MergeFrom(failed)
+            answer = await self._one(item, received, loop)
+            if isinstance(answer, bytes):
+                add(response=answer)
+            else:
+                add().CopyFrom(answer)
         return out
 
     async def _one(
-        self, item: pb.ReadBatchItem, received: float, loop: asyncio.AbstractEventLoop, into: pb.ReadBatchResult
-    ) -> pb.ReadBatchResult | None:
-        """Answers `item` into `into` (its response bytes), or returns its failure."""
+        self, item: pb.ReadBatchItem, received: float, loop: asyncio.AbstractEventLoop
+    ) -> bytes | pb.ReadBatchResult:
+        """The item's response bytes, or its failed result."""
         handler = self._handlers.get(item.method)
         if handler is None or handler.unary_unary is None:
             return _failed(grpc.StatusCode.UNIMPLEMENTED, f"{item.method} is not a batchable read")
@@ -135,8 +136,8 @@ class ReadBatchServicer(pb_grpc.ReadBatchServiceServicer):
         if deadline is not None and loop.time() > deadline:
             return _failed(grpc.StatusCode.DEADLINE_EXCEEDED, DEADLINE)
         serialize = handler.response_serializer
-        into.response = serialize(response) if serialize is not None else response
-        return None
+        answer: bytes = serialize(response) if serialize is not None else response
+        return answer
 
 
 def add_read_batch(server: grpc.aio.Server, handlers: Mapping[str, Handler]) -> None:
