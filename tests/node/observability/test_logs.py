@@ -187,3 +187,37 @@ def test_sole_handler_only_when_nothing_else_would_see_the_record(root_handlers:
 
 def _deny(record: logging.LogRecord) -> bool:
     return False
+
+
+class _FullDisk(io.StringIO):
+    """A stream whose writes fail as a full disk's do (the first `failures` of them)."""
+
+    def __init__(self, failures: int) -> None:
+        super().__init__()
+        self.failures = failures
+
+    def write(self, text: str) -> int:
+        if self.failures:
+            self.failures -= 1
+            raise OSError(28, "No space left on device")
+        return super().write(text)
+
+
+def test_a_failed_write_of_held_lines_is_reported_not_raised(capsys: pytest.CaptureFixture[str]):
+    """As StreamHandler.emit: a write that fails goes to handleError (a report on stderr) and the caller
+    goes on; the next turn's lines are written once the stream takes writes again."""
+    out = _FullDisk(failures=1)
+    h = handler("text", out)
+
+    async def turns() -> None:
+        h.write_line("a", logging.INFO, "lost")
+        await asyncio.sleep(0)  # the turn's write fails: reported, not raised into the loop
+        h.write_line("a", logging.INFO, "kept")
+        await asyncio.sleep(0)
+
+    asyncio.run(turns())
+    assert "No space left on device" in capsys.readouterr().err
+    assert [line.split(" ", 3)[3] for line in out.getvalue().splitlines()] == ["a kept"]
+    out.failures = 1
+    h.write_line("a", logging.INFO, "no loop")  # written at once, and failing the same way
+    assert "No space left on device" in capsys.readouterr().err
