@@ -18,6 +18,9 @@ module raises as the same `grpc.aio.AioRpcError` so gateway/errors.py maps it ex
   the latest of them.
 - A failure of the whole call (UNAVAILABLE, DEADLINE_EXCEEDED, ...) is every item's failure, so
   `NodePool.read` retries UNAVAILABLE on the next node as it does for a direct call.
+- Each batch goes as a message of one long-lived ReadStream per channel (gateway/readstream.py), about a
+  third of a unary call's cost on both sides; what the stream cannot carry (the node ended it, or is older
+  than it) goes as a ReadBatch call.
 - A node without the RPC (an older node during a rollout) answers UNIMPLEMENTED: the batch's items are
   sent as direct calls, and so is every read for the next `REPROBE` seconds; then batching is tried again.
 - `max_items` 0 (`--read-batch 0`) sends every read as a direct call; so does a channel made while
@@ -41,12 +44,13 @@ import grpc
 from google.protobuf.message import Message
 
 from chain.v1 import read_batch_service_pb2 as pb
+from gateway.readstream import REPROBE, ReadStream, Resend
 
 M = TypeVar("M", bound=Message)
 
 PATH = "/chain.v1.ReadBatchService/ReadBatch"
 STOPPING = "gateway stopping"  # the details of a read cut short by the gateway's stop
-REPROBE = 30.0  # seconds of direct calls after a node said UNIMPLEMENTED
+DEADLINE = "Deadline Exceeded"  # the details grpc gives a call whose deadline passed
 MAX_IN_FLIGHT = 2  # batch calls out at once per channel; reads of later turns wait for one to come back
 STATUS = MappingProxyType({code.value[0]: code for code in grpc.StatusCode})
 
@@ -97,7 +101,9 @@ def traced() -> bool:
 class ReadBatcher:
     """Coalesces the reads sent over one channel (one per upstream, gateway/nodes.py)."""
 
-    def __init__(self, channel: grpc.aio.Channel, max_items: int, max_in_flight: int = MAX_IN_FLIGHT) -> None:
+    def __init__(
+        self, channel: grpc.aio.Channel, max_items: int, max_in_flight: int = MAX_IN_FLIGHT, stream: bool = True
+    ) -> None:
         self._channel = channel
         self.max_items = 0 if traced() else max_items
         self.max_in_flight = max(1, max_in_flight)
@@ -106,6 +112,7 @@ class ReadBatcher:
             request_serializer=pb.ReadBatchRequest.SerializeToString,
             response_deserializer=pb.ReadBatchResponse.FromString,
         )
+        self._stream = ReadStream(channel) if stream else None  # None: every batch is a ReadBatch call
         self._direct: dict[str, Any] = {}  # path -> a bytes-in, bytes-out multicallable
         self._pending: list[_Item] = []
         self._scheduled = False
@@ -113,6 +120,7 @@ class ReadBatcher:
         self._sending: set[asyncio.Task[None]] = set()
         self.batched_items = 0  # reads answered from a ReadBatch answer (the tests read these two)
         self.fallbacks = 0  # batches a node refused with UNIMPLEMENTED
+        self.streamed = 0  # batches answered on the ReadStream
 
     async def read(self, rpc: Read[M], request: Message, timeout: float) -> M:
         raw = await self.call(rpc.path, request.SerializeToString(), timeout)
@@ -159,14 +167,32 @@ class ReadBatcher:
         elif self._pending and not self._scheduled and len(self._sending) < self.max_in_flight:
             self._send_pending()
 
+    async def _exchange(self, request: pb.ReadStreamRequest, deadline: float) -> pb.ReadBatchResponse:
+        """The batch's answer: on the stream when it can, else from a ReadBatch call."""
+        stream = self._stream
+        if stream is not None and stream.usable(asyncio.get_running_loop().time()):
+            try:
+                response = await stream.exchange(request, deadline)
+            except Resend:
+                pass
+            else:
+                self.streamed += 1
+                return response
+        left = deadline - asyncio.get_running_loop().time()
+        answer: pb.ReadBatchResponse = await self._batch(request.batch, timeout=max(0.001, left))
+        return answer
+
     async def _send(self, items: list[_Item]) -> None:
         now = asyncio.get_running_loop().time()
-        request = pb.ReadBatchRequest()
-        add = request.items.add  # each item made in place (a list of items would be copied in)
+        request = pb.ReadStreamRequest()
+        add = request.batch.items.add  # each item made in place (a list of items would be copied in)
         for i in items:
             add(method=i.method, request=i.request, timeout_ms=max(1, int((i.deadline - now) * 1000)))
         try:
-            response = await self._batch(request, timeout=max(0.001, max(i.deadline for i in items) - now))
+            response = await self._exchange(request, max(i.deadline for i in items))
+        except TimeoutError:  # the stream's wait ran out: what the call's deadline would have said
+            _fail(items, partial(_error, grpc.StatusCode.DEADLINE_EXCEEDED, DEADLINE))
+            return
         except grpc.aio.AioRpcError as err:
             if err.code() == grpc.StatusCode.UNIMPLEMENTED:
                 self._direct_until = now + REPROBE

@@ -60,7 +60,7 @@ from node.server.readers.worker import WorkerSettings
 from node.server.reflection import add_reflection_to_server, reflection_servicer
 from node.server.rpc.admin import AdminServicer
 from node.server.rpc.interceptors import ErrorInterceptor, Interceptor, TokenInterceptor
-from node.server.rpc.read_batch import add_read_batch, intercepted
+from node.server.rpc.read_batch import ReadBatchServicer, add_read_batch, intercepted
 from node.server.rpc.servicer import ChainServicer, KeychainServicer, NodeState
 from node.server.rpc.status import to_status
 from node.server.snapshots import SnapshotManager, restore
@@ -124,6 +124,7 @@ class NodeApp:
         self.telemetry = NodeTelemetry(tracer_provider, self.metrics)
         self.state: NodeState | None = None
         self._server: grpc.aio.Server | None = None
+        self._batches: ReadBatchServicer | None = None  # closed before the server stops: its streams end
         self._admin: grpc.aio.Server | None = None
         self._jobs: SnapshotJobs | None = None
         self._web_runner: object | None = None
@@ -381,7 +382,8 @@ class NodeApp:
              (keychain_service_pb2_grpc.add_KeychainServiceServicer_to_server, keychain_servicer))
         )  # fmt: skip
         wrap = interceptors[::-1]  # innermost first: the error mapping, then the metrics
-        add_read_batch(self._server, await intercepted({p: reads.registered[p] for p in local_paths()}, wrap))
+        batched = await intercepted({p: reads.registered[p] for p in local_paths()}, wrap)
+        self._batches = add_read_batch(self._server, batched)
         health_pb2_grpc.add_HealthServicer_to_server(self._health, self._server)
         sync = SnapshotSyncServicer(snapshots, rate=cfg.state_sync_rate)  # members state-sync from each other
         snapshot_sync_service_pb2_grpc.add_SnapshotSyncServiceServicer_to_server(sync, self._server)
@@ -489,6 +491,8 @@ class NodeApp:
             await self._web_runner.cleanup()  # type: ignore[attr-defined]
         if self.readers is not None:  # before the main server: their relayed calls end on it
             await self.readers.stop()
+        if self._batches is not None:  # the gateways' read streams end; what they had waiting comes as calls
+            self._batches.close()
         for server in (self._server, self._admin):
             if server is not None:
                 await server.stop(grace=1.0)

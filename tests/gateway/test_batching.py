@@ -1,5 +1,7 @@
 """The gateway's read coalescing (gateway/batching.py) against a ReadBatch server whose answers a test holds
-back, over a real loopback socket: how many batch calls go out and what each carries."""
+back, over a real loopback socket: how many batch calls go out and what each carries. The batches go as
+ReadBatch calls here (`stream=False`); tests/gateway/test_readstream.py covers the stream that carries
+them by default."""
 
 from __future__ import annotations
 
@@ -31,7 +33,7 @@ class HeldBatches(pb_grpc.ReadBatchServiceServicer):
 
 @pytest.fixture
 async def held() -> AsyncIterator[tuple[HeldBatches, grpc.aio.Channel]]:
-    servicer = HeldBatches()
+    servicer = HeldBatches()  # type: ignore[abstract]  # no ReadStream: these batches go as calls
     server = grpc.aio.server()
     pb_grpc.add_ReadBatchServiceServicer_to_server(servicer, server)
     port = server.add_insecure_port("127.0.0.1:0")
@@ -56,7 +58,7 @@ async def test_reads_wait_for_a_call_to_come_back_while_max_in_flight_are_out(
     held: tuple[HeldBatches, grpc.aio.Channel],
 ) -> None:
     servicer, channel = held
-    batcher = ReadBatcher(channel, max_items=64, max_in_flight=2)
+    batcher = ReadBatcher(channel, max_items=64, max_in_flight=2, stream=False)
     reads = await reads_in_separate_turns(batcher, servicer, 5)
     assert servicer.calls == [1, 1]  # two calls out; the three later reads wait
     servicer.release.set()
@@ -66,7 +68,7 @@ async def test_reads_wait_for_a_call_to_come_back_while_max_in_flight_are_out(
 
 async def test_a_full_batch_goes_at_once_even_while_calls_are_out(held: tuple[HeldBatches, grpc.aio.Channel]) -> None:
     servicer, channel = held
-    batcher = ReadBatcher(channel, max_items=2, max_in_flight=1)
+    batcher = ReadBatcher(channel, max_items=2, max_in_flight=1, stream=False)
     reads = await reads_in_separate_turns(batcher, servicer, 3)  # 1 goes; 2 and 3 fill a batch
     assert servicer.calls == [1, 2]
     servicer.release.set()
@@ -76,7 +78,7 @@ async def test_a_full_batch_goes_at_once_even_while_calls_are_out(held: tuple[He
 async def test_a_lone_read_does_not_wait_when_nothing_is_out(held: tuple[HeldBatches, grpc.aio.Channel]) -> None:
     servicer, channel = held
     servicer.release.set()
-    batcher = ReadBatcher(channel, max_items=64, max_in_flight=1)
+    batcher = ReadBatcher(channel, max_items=64, max_in_flight=1, stream=False)
     for i in range(3):
         assert await asyncio.wait_for(batcher.call(METHOD, bytes([i]), 10), 5) == bytes([i])
     assert servicer.calls == [1, 1, 1]

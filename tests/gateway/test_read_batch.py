@@ -7,7 +7,8 @@ over real sockets against a real chain-node.
 - The gateway's answers with batching equal its answers without (`--read-batch 0`), for reads that succeed,
   reads the node refuses (404 with a reason, 400 naming the field) and requests the gateway refuses itself.
 - A node without the RPC (a relay of the public surface only: an older node) makes the gateway fall back
-  to direct calls, with the same answers.
+  to direct calls, with the same answers. (The batches go on the node's ReadStream when it has one:
+  tests/gateway/test_readstream.py, tests/node/server/test_read_stream.py.)
 """
 
 from __future__ import annotations
@@ -150,6 +151,7 @@ async def test_gateway_answers_equal_with_and_without_batching(make_gateway_clie
     statuses = {s for s, _ in with_batch}
     assert {200, 400, 404} <= statuses
     assert batched.app[NODES].upstreams[0].batcher.batched_items > 0
+    assert batched.app[NODES].upstreams[0].batcher.streamed > 0  # on the node's ReadStream
     assert plain.app[NODES].upstreams[0].batcher.batched_items == 0
 
 

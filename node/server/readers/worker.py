@@ -146,7 +146,7 @@ async def serve(settings: WorkerSettings) -> None:
     ]
     server = grpc.aio.server(options=options)
     server.add_generic_rpc_handlers((_Routes(table),))
-    add_read_batch(server, {path: table[path] for path in local_paths() if path in table})  # for the gateway
+    batches = add_read_batch(server, {path: table[path] for path in local_paths() if path in table})  # the gateway's
     grpc_add_port(server, "--grpc-addr", settings.grpc_addr)
     await server.start()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
@@ -154,6 +154,7 @@ async def serve(settings: WorkerSettings) -> None:
     shipping = asyncio.create_task(_ship(shipper, 1.0), name="ship-metrics") if settings.metrics else None
     _emit({"event": "worker-ready", "pid": os.getpid(), "index": settings.index})
     await stop.wait()
+    batches.close()  # the gateways' read streams end; what they had waiting comes as calls
     await server.stop(grace=1.0)
     if shipping is not None:
         shipping.cancel()

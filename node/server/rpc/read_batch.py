@@ -11,14 +11,23 @@ A method that is not a batchable read answers UNIMPLEMENTED for that item. An it
 own deadline from the batch's receipt: an item whose deadline has passed before it runs, or whose answer
 comes after it, answers DEADLINE_EXCEEDED (what a direct call would have seen).
 
-    await add_read_batch(server, {path: handler, ...}, metrics)   # node/server/app.py, readers/worker.py
+ReadStream carries the same batches over one long-lived call per gateway connection (a stream message
+costs both sides about a third of a unary call, docs/performance.md): each request is answered, in
+order, by one response echoing its id. `close()` (the node's stop, before its gRPC server's) ends every
+stream with status OK once the batch it is answering is written; an idle stream ends at once. The gateway
+sends what it had not had answered as ReadBatch calls, which the stopping server refuses as it refuses any
+new call (UNAVAILABLE), so they are retried on another node.
+
+    batches = add_read_batch(server, {path: handler, ...})   # node/server/app.py, readers/worker.py
+    ...
+    batches.close(); await server.stop(grace)
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import grpc
@@ -33,11 +42,13 @@ if TYPE_CHECKING:
     HandlerCallDetails = grpc.HandlerCallDetails
     Interceptor = grpc.aio.ServerInterceptor[Any, Any]
     ServicerContext = grpc.aio.ServicerContext[pb.ReadBatchRequest, pb.ReadBatchResponse]
+    StreamContext = grpc.aio.ServicerContext[pb.ReadStreamRequest, pb.ReadStreamResponse]
 else:
     Handler = grpc.RpcMethodHandler
     HandlerCallDetails = grpc.HandlerCallDetails
     Interceptor = grpc.aio.ServerInterceptor
     ServicerContext = grpc.aio.ServicerContext
+    StreamContext = grpc.aio.ServicerContext
 
 log = logging.getLogger("chain.rpc")
 PATH = "/chain.v1.ReadBatchService/ReadBatch"
@@ -92,11 +103,48 @@ class ReadBatchServicer(pb_grpc.ReadBatchServiceServicer):
     def __init__(self, handlers: Mapping[str, Handler]) -> None:
         # only unary handlers: a stream cannot be one item's answer
         self._handlers = {p: h for p, h in handlers.items() if h.unary_unary is not None}
+        self._closing = False
+        self._idle: set[asyncio.Task[Any]] = set()  # the streams waiting for their next request
+
+    def close(self) -> None:
+        """End every ReadStream: an idle one now, a busy one once its answer is written; no stream starts."""
+        self._closing = True
+        for task in self._idle:
+            task.cancel()  # caught in ReadStream, which returns: status OK
 
     async def ReadBatch(self, request: pb.ReadBatchRequest, context: ServicerContext) -> pb.ReadBatchResponse:
+        out = pb.ReadBatchResponse()
+        await self._answer(request, out)
+        return out
+
+    async def ReadStream(
+        self, requests: AsyncIterator[pb.ReadStreamRequest], context: StreamContext
+    ) -> AsyncIterator[pb.ReadStreamResponse]:
+        task = asyncio.current_task()
+        assert task is not None
+        if self._closing:  # opened after close(): ends at once
+            return
+        incoming = aiter(requests)
+        while not self._closing:
+            self._idle.add(task)
+            try:
+                request = await anext(incoming)
+            except StopAsyncIteration:  # the gateway closed its side
+                return
+            except asyncio.CancelledError:
+                if self._closing:  # close() woke this idle stream: end it
+                    task.uncancel()
+                    return
+                raise  # the call went away
+            finally:
+                self._idle.discard(task)
+            out = pb.ReadStreamResponse(id=request.id)
+            await self._answer(request.batch, out.batch)
+            yield out
+
+    async def _answer(self, request: pb.ReadBatchRequest, out: pb.ReadBatchResponse) -> None:
         loop = asyncio.get_running_loop()
         received = loop.time()
-        out = pb.ReadBatchResponse()
         add = out.results.add  # each result made in place (a list of results would be copied in)
         for item in request.items:
             answer = await self._one(item, received, loop)
@@ -104,7 +152,6 @@ class ReadBatchServicer(pb_grpc.ReadBatchServiceServicer):
                 add(response=answer)
             else:
                 add().CopyFrom(answer)
-        return out
 
     async def _one(
         self, item: pb.ReadBatchItem, received: float, loop: asyncio.AbstractEventLoop
@@ -140,6 +187,9 @@ class ReadBatchServicer(pb_grpc.ReadBatchServiceServicer):
         return answer
 
 
-def add_read_batch(server: grpc.aio.Server, handlers: Mapping[str, Handler]) -> None:
-    """Serve ReadBatch on `server`, answering items with `handlers` (already wrapped by the interceptors)."""
-    pb_grpc.add_ReadBatchServiceServicer_to_server(ReadBatchServicer(handlers), server)
+def add_read_batch(server: grpc.aio.Server, handlers: Mapping[str, Handler]) -> ReadBatchServicer:
+    """Serve ReadBatch and ReadStream on `server`, answering items with `handlers` (already wrapped by the
+    interceptors); the caller closes the servicer before it stops the server."""
+    servicer = ReadBatchServicer(handlers)
+    pb_grpc.add_ReadBatchServiceServicer_to_server(servicer, server)
+    return servicer

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n!chain/v1/read_batch_service.proto\x12\x08\x63hain.v1\"D\n\rReadBatchItem\x12\x0e\n\x06method\x18\x01 \x01(\t\x12\x0f\n\x07request\x18\x02 \x01(\x0c\x12\x12\n\ntimeout_ms\x18\x03 \x01(\r\":\n\x10ReadBatchRequest\x12&\n\x05items\x18\x01 \x03(\x0b\x32\x17.chain.v1.ReadBatchItem\".\n\x10ReadBatchTrailer\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t\"p\n\x0fReadBatchResult\x12\x0c\n\x04\x63ode\x18\x01 \x01(\r\x12\x0f\n\x07\x64\x65tails\x18\x02 \x01(\t\x12,\n\x08trailers\x18\x03 \x03(\x0b\x32\x1a.chain.v1.ReadBatchTrailer\x12\x10\n\x08response\x18\x04 \x01(\x0c\"?\n\x11ReadBatchResponse\x12*\n\x07results\x18\x01 \x03(\x0b\x32\x19.chain.v1.ReadBatchResult2X\n\x10ReadBatchService\x12\x44\n\tReadBatch\x12\x1a.chain.v1.ReadBatchRequest\x1a\x1b.chain.v1.ReadBatchResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n!chain/v1/read_batch_service.proto\x12\x08\x63hain.v1\"D\n\rReadBatchItem\x12\x0e\n\x06method\x18\x01 \x01(\t\x12\x0f\n\x07request\x18\x02 \x01(\x0c\x12\x12\n\ntimeout_ms\x18\x03 \x01(\r\":\n\x10ReadBatchRequest\x12&\n\x05items\x18\x01 \x03(\x0b\x32\x17.chain.v1.ReadBatchItem\".\n\x10ReadBatchTrailer\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t\"p\n\x0fReadBatchResult\x12\x0c\n\x04\x63ode\x18\x01 \x01(\r\x12\x0f\n\x07\x64\x65tails\x18\x02 \x01(\t\x12,\n\x08trailers\x18\x03 \x03(\x0b\x32\x1a.chain.v1.ReadBatchTrailer\x12\x10\n\x08response\x18\x04 \x01(\x0c\"?\n\x11ReadBatchResponse\x12*\n\x07results\x18\x01 \x03(\x0b\x32\x19.chain.v1.ReadBatchResult\"J\n\x11ReadStreamRequest\x12\n\n\x02id\x18\x01 \x01(\x04\x12)\n\x05\x62\x61tch\x18\x02 \x01(\x0b\x32\x1a.chain.v1.ReadBatchRequest\"L\n\x12ReadStreamResponse\x12\n\n\x02id\x18\x01 \x01(\x04\x12*\n\x05\x62\x61tch\x18\x02 \x01(\x0b\x32\x1b.chain.v1.ReadBatchResponse2\xa5\x01\n\x10ReadBatchService\x12\x44\n\tReadBatch\x12\x1a.chain.v1.ReadBatchRequest\x1a\x1b.chain.v1.ReadBatchResponse\x12K\n\nReadStream\x12\x1b.chain.v1.ReadStreamRequest\x1a\x1c.chain.v1.ReadStreamResponse(\x01\x30\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -41,6 +41,10 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_READBATCHRESULT']._serialized_end=337
   _globals['_READBATCHRESPONSE']._serialized_start=339
   _globals['_READBATCHRESPONSE']._serialized_end=402
-  _globals['_READBATCHSERVICE']._serialized_start=404
-  _globals['_READBATCHSERVICE']._serialized_end=492
+  _globals['_READSTREAMREQUEST']._serialized_start=404
+  _globals['_READSTREAMREQUEST']._serialized_end=478
+  _globals['_READSTREAMRESPONSE']._serialized_start=480
+  _globals['_READSTREAMRESPONSE']._serialized_end=556
+  _globals['_READBATCHSERVICE']._serialized_start=559
+  _globals['_READBATCHSERVICE']._serialized_end=724
 # @@protoc_insertion_point(module_scope)

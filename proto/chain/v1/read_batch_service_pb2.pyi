@@ -31,7 +31,7 @@ class ReadBatchItem(_message.Message):
     """The method's request, serialised."""
     timeout_ms: _builtins.int
     """This item's own deadline, in milliseconds from the node's receipt of the batch; 0 means none beyond the
-    batch call's own deadline.
+    batch call's own deadline (ReadStream: none).
     """
     def __init__(
         self,
@@ -145,3 +145,51 @@ class ReadBatchResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ReadBatchResponse: _TypeAlias = ReadBatchResponse  # noqa: Y015
+
+@_typing.final
+class ReadStreamRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    BATCH_FIELD_NUMBER: _builtins.int
+    id: _builtins.int
+    """The sender's number for this batch, echoed by its answer."""
+    @_builtins.property
+    def batch(self) -> Global___ReadBatchRequest: ...
+    def __init__(
+        self,
+        *,
+        id: _builtins.int = ...,
+        batch: Global___ReadBatchRequest | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["batch", b"batch"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["batch", b"batch", "id", b"id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReadStreamRequest: _TypeAlias = ReadStreamRequest  # noqa: Y015
+
+@_typing.final
+class ReadStreamResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    BATCH_FIELD_NUMBER: _builtins.int
+    id: _builtins.int
+    """The id of the request this answers."""
+    @_builtins.property
+    def batch(self) -> Global___ReadBatchResponse: ...
+    def __init__(
+        self,
+        *,
+        id: _builtins.int = ...,
+        batch: Global___ReadBatchResponse | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["batch", b"batch"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["batch", b"batch", "id", b"id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReadStreamResponse: _TypeAlias = ReadStreamResponse  # noqa: Y015

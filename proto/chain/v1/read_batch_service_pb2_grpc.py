@@ -44,6 +44,11 @@ class ReadBatchServiceStub:
                 request_serializer=chain_dot_v1_dot_read__batch__service__pb2.ReadBatchRequest.SerializeToString,
                 response_deserializer=chain_dot_v1_dot_read__batch__service__pb2.ReadBatchResponse.FromString,
                 _registered_method=True)
+        self.ReadStream = channel.stream_stream(
+                '/chain.v1.ReadBatchService/ReadStream',
+                request_serializer=chain_dot_v1_dot_read__batch__service__pb2.ReadStreamRequest.SerializeToString,
+                response_deserializer=chain_dot_v1_dot_read__batch__service__pb2.ReadStreamResponse.FromString,
+                _registered_method=True)
 
 
 class ReadBatchServiceServicer:
@@ -60,6 +65,16 @@ class ReadBatchServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ReadStream(self, request_iterator, context):
+        """The same batches over one long-lived stream per gateway connection: each request is answered by one
+        response carrying its id, in the order the requests came. The node ends the stream (status OK) when it
+        stops serving; the gateway sends what was unanswered as ReadBatch calls. A node without it answers
+        UNIMPLEMENTED and the gateway uses ReadBatch.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ReadBatchServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -67,6 +82,11 @@ def add_ReadBatchServiceServicer_to_server(servicer, server):
                     servicer.ReadBatch,
                     request_deserializer=chain_dot_v1_dot_read__batch__service__pb2.ReadBatchRequest.FromString,
                     response_serializer=chain_dot_v1_dot_read__batch__service__pb2.ReadBatchResponse.SerializeToString,
+            ),
+            'ReadStream': grpc.stream_stream_rpc_method_handler(
+                    servicer.ReadStream,
+                    request_deserializer=chain_dot_v1_dot_read__batch__service__pb2.ReadStreamRequest.FromString,
+                    response_serializer=chain_dot_v1_dot_read__batch__service__pb2.ReadStreamResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -101,6 +121,33 @@ class ReadBatchService:
             '/chain.v1.ReadBatchService/ReadBatch',
             chain_dot_v1_dot_read__batch__service__pb2.ReadBatchRequest.SerializeToString,
             chain_dot_v1_dot_read__batch__service__pb2.ReadBatchResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReadStream(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/chain.v1.ReadBatchService/ReadStream',
+            chain_dot_v1_dot_read__batch__service__pb2.ReadStreamRequest.SerializeToString,
+            chain_dot_v1_dot_read__batch__service__pb2.ReadStreamResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -39,6 +39,12 @@ class ReadBatchServiceStub:
     @_typing.overload
     def __new__(cls, channel: _aio.Channel) -> ReadBatchServiceAsyncStub: ...
     ReadBatch: _grpc.UnaryUnaryMultiCallable[_read_batch_service_pb2.ReadBatchRequest, _read_batch_service_pb2.ReadBatchResponse]
+    ReadStream: _grpc.StreamStreamMultiCallable[_read_batch_service_pb2.ReadStreamRequest, _read_batch_service_pb2.ReadStreamResponse]
+    """The same batches over one long-lived stream per gateway connection: each request is answered by one
+    response carrying its id, in the order the requests came. The node ends the stream (status OK) when it
+    stops serving; the gateway sends what was unanswered as ReadBatch calls. A node without it answers
+    UNIMPLEMENTED and the gateway uses ReadBatch.
+    """
 
 @_typing.type_check_only
 class ReadBatchServiceAsyncStub(ReadBatchServiceStub):
@@ -51,6 +57,12 @@ class ReadBatchServiceAsyncStub(ReadBatchServiceStub):
 
     def __init__(self, channel: _aio.Channel) -> None: ...
     ReadBatch: _aio.UnaryUnaryMultiCallable[_read_batch_service_pb2.ReadBatchRequest, _read_batch_service_pb2.ReadBatchResponse]  # type: ignore[assignment]
+    ReadStream: _aio.StreamStreamMultiCallable[_read_batch_service_pb2.ReadStreamRequest, _read_batch_service_pb2.ReadStreamResponse]  # type: ignore[assignment]
+    """The same batches over one long-lived stream per gateway connection: each request is answered by one
+    response carrying its id, in the order the requests came. The node ends the stream (status OK) when it
+    stops serving; the gateway sends what was unanswered as ReadBatch calls. A node without it answers
+    UNIMPLEMENTED and the gateway uses ReadBatch.
+    """
 
 class ReadBatchServiceServicer(metaclass=_abc_1.ABCMeta):
     """INTERNAL: not part of the public interface (docs/spec). The gateway coalesces the REST reads that arrive
@@ -66,5 +78,17 @@ class ReadBatchServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _read_batch_service_pb2.ReadBatchRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_read_batch_service_pb2.ReadBatchResponse, _abc.Awaitable[_read_batch_service_pb2.ReadBatchResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def ReadStream(
+        self,
+        request_iterator: _MaybeAsyncIterator[_read_batch_service_pb2.ReadStreamRequest],
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_read_batch_service_pb2.ReadStreamResponse], _abc.AsyncIterator[_read_batch_service_pb2.ReadStreamResponse]]:
+        """The same batches over one long-lived stream per gateway connection: each request is answered by one
+        response carrying its id, in the order the requests came. The node ends the stream (status OK) when it
+        stops serving; the gateway sends what was unanswered as ReadBatch calls. A node without it answers
+        UNIMPLEMENTED and the gateway uses ReadBatch.
+        """
 
 def add_ReadBatchServiceServicer_to_server(servicer: ReadBatchServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

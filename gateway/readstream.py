@@ -1,0 +1,143 @@
+"""One long-lived ReadStream call per node channel: the gateway's read batches as messages of a stream.
+
+A unary gRPC call costs this process ~300 µs of CPU and the node ~380 µs whatever it carries; a message on
+a stream already open costs each side ~110 µs (docs/performance.md, twelfth pass). So the ReadBatcher
+(gateway/batching.py) sends each batch as one `ReadStreamRequest` on a stream it keeps open, numbered, and
+waits for the response that carries its number (node/server/rpc/read_batch.py answers them in order).
+
+- The stream opens with the first batch and stays open; one that has ended is replaced by the next batch.
+- One write at a time: gRPC allows one message in flight per call, so the batches take turns.
+- A batch waits until the latest deadline of its items, then raises TimeoutError (the batcher answers its
+  items DEADLINE_EXCEEDED, as a call's deadline would). A write still held up then (a node that does not
+  read) resets the stream.
+- How the stream ends decides what each batch it had not answered gets:
+  - ended by the node with status OK (the node is stopping) -> `Resend`: the batcher sends it as a
+    ReadBatch call, which the stopping node refuses as any new call (UNAVAILABLE, retried elsewhere);
+  - refused with UNIMPLEMENTED (a node older than the RPC) -> `Resend`, and no stream is tried on this
+    channel for REPROBE seconds;
+  - reset by this process (a write held past its deadline) -> `Resend`;
+  - cancelled by this process otherwise (the channel closed: the gateway is stopping) -> cancelled;
+  - any other status (UNAVAILABLE: the node went away) -> that error, as the batch's call would have had.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import grpc
+
+from chain.v1 import read_batch_service_pb2 as pb
+
+PATH = "/chain.v1.ReadBatchService/ReadStream"
+REPROBE = 30.0  # seconds without a stream (or, gateway/batching.py, batches) after a node said UNIMPLEMENTED
+
+
+class Resend(Exception):
+    """The stream ended without answering this batch: send it as a ReadBatch call."""
+
+
+@dataclass(eq=False)
+class _Open:
+    """One stream call, the batches written on it and not yet answered (by id), and how it ended."""
+
+    call: Any  # grpc.aio.StreamStreamCall
+    waiting: dict[int, asyncio.Future[pb.ReadBatchResponse]] = field(default_factory=dict)
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    reset: bool = False  # cancelled by this process to be replaced (not: the gateway stopping)
+    ended: Callable[[asyncio.Future[pb.ReadBatchResponse]], None] | None = None  # settles what still waits
+
+
+class ReadStream:
+    """The ReadStream of one channel (one per upstream node, gateway/nodes.py)."""
+
+    def __init__(self, channel: grpc.aio.Channel) -> None:
+        self._start_call: Any = channel.stream_stream(
+            PATH,
+            request_serializer=pb.ReadStreamRequest.SerializeToString,
+            response_deserializer=pb.ReadStreamResponse.FromString,
+        )
+        self._open: _Open | None = None
+        self._ids = itertools.count(1)
+        self._readers: set[asyncio.Task[None]] = set()
+        self.refused_until = 0.0  # loop time until which no stream is tried (a node said UNIMPLEMENTED)
+        self.opened = 0  # streams started (the tests read it)
+
+    def usable(self, now: float) -> bool:
+        return now >= self.refused_until
+
+    async def exchange(self, request: pb.ReadStreamRequest, deadline: float) -> pb.ReadBatchResponse:
+        """`request`'s answer (its id is set here); raises Resend, TimeoutError at `deadline` (loop time),
+        the stream's error, or CancelledError when the channel closed."""
+        stream = self._open
+        if stream is None or stream.ended is not None:
+            stream = self._open = self._start()
+        request.id = ident = next(self._ids)
+        answer: asyncio.Future[pb.ReadBatchResponse] = asyncio.get_running_loop().create_future()
+        stream.waiting[ident] = answer  # from here on the reader settles it, whenever the stream ends
+        writing = True
+        try:
+            async with asyncio.timeout_at(deadline):
+                async with stream.lock:
+                    # a write that fails finds the stream ended: its reader settles `answer`
+                    with contextlib.suppress(grpc.aio.AioRpcError, asyncio.InvalidStateError):
+                        await stream.call.write(request)
+                writing = False
+                return await answer
+        except TimeoutError:
+            if writing:  # the write was cut short: this call cannot take another message
+                stream.reset = True
+                stream.call.cancel()
+            raise
+        finally:
+            stream.waiting.pop(ident, None)
+
+    def _start(self) -> _Open:
+        stream = _Open(self._start_call())
+        self.opened += 1
+        reader = asyncio.get_running_loop().create_task(self._read(stream))
+        self._readers.add(reader)  # held until it ends (the loop keeps only weak references)
+        reader.add_done_callback(self._readers.discard)
+        return stream
+
+    async def _read(self, stream: _Open) -> None:
+        """Hands each answer to its batch; when the stream ends, settles every batch still waiting."""
+        ended: Callable[[asyncio.Future[pb.ReadBatchResponse]], None]
+        try:
+            async for response in stream.call:
+                answer = stream.waiting.pop(response.id, None)
+                if answer is not None and not answer.done():
+                    answer.set_result(response.batch)
+            ended = _resend  # the node ended it with status OK: it is stopping
+        except asyncio.CancelledError:  # cancelled here: reset (to be replaced), or the channel closed
+            ended = _resend if stream.reset else _cancel
+        except grpc.aio.AioRpcError as err:
+            if err.code() == grpc.StatusCode.UNIMPLEMENTED:
+                self.refused_until = asyncio.get_running_loop().time() + REPROBE
+                ended = _resend
+            else:
+                ended = _raise(err)
+        stream.ended = ended
+        for answer in stream.waiting.values():
+            if not answer.done():
+                ended(answer)
+        stream.waiting.clear()
+
+
+def _resend(answer: asyncio.Future[Any]) -> None:
+    answer.set_exception(Resend())
+
+
+def _cancel(answer: asyncio.Future[Any]) -> None:
+    answer.cancel()
+
+
+def _raise(err: grpc.aio.AioRpcError) -> Callable[[asyncio.Future[Any]], None]:
+    def settle(answer: asyncio.Future[Any]) -> None:
+        answer.set_exception(err)  # the batcher gives each item its own copy
+
+    return settle
