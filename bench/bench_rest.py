@@ -24,8 +24,9 @@ rotation from an aiohttp client keeping 16 in flight, counted only between `call
 `off` (start-up and a warm-up of 200 GETs left out). Instructions do not depend on what else the host is
 doing, so this figure repeats to within ~1% where req/s and CPU per GET move by ±20%
 (docs/performance.md, eleventh pass). It counts user-space instructions of every thread of the process,
-not system calls or cache misses, and under callgrind's slowdown the gateway's batches are larger than in
-the wrk run: a figure for comparing commits of the same path, not a throughput.
+not system calls or cache misses, and under callgrind's slowdown the gateway's batches differ from the wrk
+run's (4-5 reads each on the read stream, ~11 under wrk): a figure for comparing commits of the same path
+and transport, not a throughput.
 """
 
 from __future__ import annotations
