@@ -89,8 +89,8 @@ class ReadStream:
                 writing = False
                 return await answer
         except TimeoutError:
-            if writing:  # the write was cut short: this call cannot take another message
-                stream.reset = True
+            if writing:  # the write was cut short, which ends the call (grpc cancels it): what waits on it
+                stream.reset = True  # is resent, not failed as if the gateway were stopping
                 stream.call.cancel()
             raise
         finally:

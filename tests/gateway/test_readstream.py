@@ -175,3 +175,31 @@ async def test_closing_the_channel_cancels_the_waiting_reads(serve: Serve) -> No
         await asyncio.wait_for(read, 5)
     assert (stopped.value.code(), stopped.value.details()) == (grpc.StatusCode.CANCELLED, STOPPING)
     assert node.calls == 0
+
+
+async def test_a_write_held_past_its_deadline_resets_the_stream(serve: Serve) -> None:
+    """A node that stopped reading: the batch whose write is still held at its deadline fails with
+    DEADLINE_EXCEEDED, and the stream is reset, so the batch queued behind it on that stream goes as a
+    ReadBatch call (not failed as if the gateway were stopping) and the next batch gets a new stream."""
+
+    class Deaf(Node):
+        async def ReadStream(self, requests: AsyncIterator[pb.ReadStreamRequest], context: Any) -> Any:
+            self.streams += 1
+            if self.streams == 1:  # the first stream never reads its requests
+                await asyncio.Event().wait()
+            async for request in requests:
+                yield await answer(request)
+
+    node = Deaf(answer)
+    batcher = ReadBatcher(await serve(node), max_items=64)
+    big = bytes(32 * 1024 * 1024)  # more than the stream's flow-control window: its write cannot finish
+    held = asyncio.create_task(batcher.call(METHOD, big, 0.5))
+    await asyncio.sleep(0.1)  # a later loop turn: a second batch, queued behind the held write
+    behind = asyncio.create_task(batcher.call(METHOD, b"b", 10))
+    with pytest.raises(grpc.aio.AioRpcError) as late:
+        await asyncio.wait_for(held, 5)
+    assert late.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+    assert await asyncio.wait_for(behind, 5) == b"b"
+    assert node.calls == 1  # the batch behind went as a call
+    assert await asyncio.wait_for(batcher.call(METHOD, b"c", 10), 5) == b"c"
+    assert (node.streams, batcher.streamed) == (2, 1)  # on a new stream
