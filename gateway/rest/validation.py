@@ -1,16 +1,17 @@
-"""Request validation against the OpenAPI document by openapi-core, as an aiohttp middleware.
+"""Request validation against the OpenAPI document by openapi-core, for the REST routes' handlers.
 
-Only the REST routes (route names starting with `rest.`) are validated here; other routes (SSE streams,
-the gRPC-web passthrough, the document itself) are left to their owners. A request that does not match
-its operation is answered 400 (415 for an unsupported Content-Type) with the error body naming the field:
+Each REST route's handler (gateway/rest/routes.py, `endpoint`) validates its request before it runs; other
+routes (SSE streams, the gRPC-web passthrough, the document itself) are left to their owners. A request
+that does not match its operation is answered 400 (415 for an unsupported Content-Type) with the error
+body naming the field:
 
     {"error": {"code": "INVALID_ARGUMENT", "message": "Invalid path parameter: ownerAddress",
                "details": {"field": "ownerAddress", "in": "path", "reason": "'0x12' does not match …"}}}
 
-Handlers receive the validated, converted values in `request[INPUTS]`. Requests without a body to an
-operation whose parameters are all path/query scalars (every read) take the compiled path of
-`gateway.rest.parameters` (same document, same validator library, a thousandth of the cost); the rest go
-through openapi-core's `unmarshal_request`.
+Requests without a body to an operation whose parameters are all path/query scalars (every read) take the
+compiled path of `gateway.rest.parameters` (same document, same validator library, a thousandth of the
+cost), bound to the route when it is added; the rest go through openapi-core's `unmarshal_request`
+(`validated`).
 """
 
 from __future__ import annotations
@@ -29,14 +30,12 @@ from openapi_core.validation.request.exceptions import (
     RequestBodyValidationError,
 )
 
-from gateway.errors import ApiError, Handler
-from gateway.keys import COMPILED, OPENAPI
+from gateway.errors import ApiError
+from gateway.keys import OPENAPI
 from gateway.rest.shapes import ONEOF_KEY
 from gateway.rest.table import Inputs
 from node.errors import Reason
 
-INPUTS: web.RequestKey[Inputs] = web.RequestKey("inputs", Inputs)
-REST_PREFIX = "rest."
 EMPTY_IS_ABSENT = frozenset({"cursor"})
 
 
@@ -136,28 +135,18 @@ class OpenAPIRequest:
         return self.request.content_type
 
 
-@web.middleware
-async def validation_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    name = request.match_info.route.name
-    if not name or not name.startswith(REST_PREFIX):
-        return await handler(request)
-    resource = request.match_info.route.resource
-    if not request.body_exists and resource is not None:
-        compiled = request.app[COMPILED].get((request.method, resource.canonical))
-        if compiled is not None:
-            request[INPUTS] = compiled.inputs(request.match_info, request.query)
-            return await handler(request)
+async def validated(request: web.Request) -> Inputs:
+    """The request's inputs checked by openapi-core against its operation (ApiError when they do not match)."""
     raw = await request.read() if request.body_exists else b""
     result = request.app[OPENAPI].unmarshal_request(OpenAPIRequest(request, raw or None))
     errors = list(result.errors)
     if errors:
         raise to_api_error(errors[0])
     params = result.parameters
-    request[INPUTS] = Inputs(
+    return Inputs(
         path=dict(params.path),
         query=dict(params.query),
         body=result.body,
         raw_body=raw,
         content_type=request.content_type,
     )
-    return await handler(request)
