@@ -18,9 +18,9 @@ module raises as the same `grpc.aio.AioRpcError` so gateway/errors.py maps it ex
   the latest of them.
 - A failure of the whole call (UNAVAILABLE, DEADLINE_EXCEEDED, ...) is every item's failure, so
   `NodePool.read` retries UNAVAILABLE on the next node as it does for a direct call.
-- Each batch goes as a message of one long-lived ReadStream per channel (gateway/readstream.py), about a
-  third of a unary call's cost on both sides; what the stream cannot carry (the node ended it, or is older
-  than it) goes as a ReadBatch call.
+- Each batch goes as a message of one long-lived ReadStream per channel (gateway/readstream.py), which
+  costs the node about a third of a unary call; what the stream cannot carry (the node ended it, or is
+  older than it) goes as a ReadBatch call.
 - A node without the RPC (an older node during a rollout) answers UNIMPLEMENTED: the batch's items are
   sent as direct calls, and so is every read for the next `REPROBE` seconds; then batching is tried again.
 - `max_items` 0 (`--read-batch 0`) sends every read as a direct call; so does a channel made while
