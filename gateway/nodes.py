@@ -123,11 +123,15 @@ class NodePool:
         return self.upstreams[next(self._next)]
 
     async def read(self, call: Callable[[Upstream], Awaitable[T]]) -> T:
-        """A read on the next node; on UNAVAILABLE, the next one, up to `read_retries` more times."""
+        """A read on the next node; on UNAVAILABLE, on the node after the one that refused it, up to
+        `read_retries` more times. (Not the pool's next pick: under concurrent reads the other reads move
+        the turn on between two tries, and a retry could land on the node that just refused it again.)"""
+        first = next(self._next)
+        count = len(self.upstreams)
         last: grpc.aio.AioRpcError | None = None
-        for _ in range(self._read_attempts):
+        for attempt in range(self._read_attempts):
             try:
-                return await call(self.pick())
+                return await call(self.upstreams[(first + attempt) % count])
             except grpc.aio.AioRpcError as err:
                 if err.code() != grpc.StatusCode.UNAVAILABLE:
                     raise

@@ -9,12 +9,14 @@ over real sockets against a real chain-node.
 - A node without the RPC (a relay of the public surface only: an older node) makes the gateway fall back
   to direct calls, with the same answers. (The batches go on the node's ReadStream when it has one:
   tests/gateway/test_readstream.py, tests/node/server/test_read_stream.py.)
+- While one of two nodes stops (a rolling restart), every GET through the gateway is answered.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -22,11 +24,12 @@ import pytest
 
 from chain.v1 import read_batch_service_pb2 as pb
 from chain.v1 import rpc_pb2
+from gateway.app import build_app
 from gateway.keys import NODES
 from node.server.readers.relay import Relay
 from tests.fixtures.actors import new_account
 from tests.fixtures.nodeproc import NodeProcess
-from tests.gateway.conftest import MakeClient
+from tests.gateway.conftest import MakeClient, gateway_config
 
 CHAIN = "/chain.v1.ChainService/"
 KEYCHAIN = "/chain.v1.KeychainService/"
@@ -205,3 +208,36 @@ def test_read_workers_answer_the_batch_themselves(tmp_path: Any) -> None:
         assert got[0][0] == 0 and got[0][3]  # the account read answered
     finally:
         node.stop()
+
+
+async def test_reads_go_on_while_a_node_stops(tmp_path: Path, aiohttp_client: Any) -> None:
+    """A rolling restart seen by the gateway: while one of its two nodes stops, every GET is answered. The
+    stopping node ends the gateway's read stream, what the stream had not answered goes as calls, which
+    the stopping node refuses (UNAVAILABLE), and those are retried on the other node."""
+    stopping = NodeProcess(tmp_path / "a", "--drain-seconds", "0.3").start()
+    other = NodeProcess(tmp_path / "b").start()
+    try:
+        addrs = (stopping.grpc_target, other.grpc_target)
+        client = await aiohttp_client(build_app(gateway_config(stopping, node_addrs=addrs, read_retries=2)))
+        path = "/v1/accounts/0x" + "11" * 20  # any address is an account, on either chain
+        statuses: list[int] = []
+        done = asyncio.Event()
+
+        async def read() -> None:
+            while not done.is_set():
+                async with client.get(path) as response:
+                    await response.read()
+                    statuses.append(response.status)
+
+        readers = [asyncio.create_task(read()) for _ in range(8)]
+        await asyncio.sleep(1.0)
+        streamed = client.app[NODES].upstreams[0].batcher.streamed
+        assert await asyncio.to_thread(stopping.stop) == 0  # SIGTERM: drain, end the streams, stop
+        await asyncio.sleep(0.5)  # and on after it is gone
+        done.set()
+        await asyncio.gather(*readers)
+        assert streamed > 0  # the stopping node was answering on its stream
+        assert len(statuses) > 100 and set(statuses) == {200}, sorted(set(statuses))
+    finally:
+        stopping.stop()
+        other.stop()
