@@ -19,8 +19,8 @@ module raises as the same `grpc.aio.AioRpcError` so gateway/errors.py maps it ex
 - A failure of the whole call (UNAVAILABLE, DEADLINE_EXCEEDED, ...) is every item's failure, so
   `NodePool.read` retries UNAVAILABLE on the next node as it does for a direct call.
 - Each batch goes as a message of one long-lived ReadStream per channel (gateway/readstream.py), which
-  costs the node about a third of a unary call; what the stream cannot carry (the node ended it, or is
-  older than it) goes as a ReadBatch call.
+  costs the node about a third of a unary call; what a stream that ended did not answer (whatever ended
+  it) goes as a ReadBatch call, whose outcome is the batch's.
 - A node without the RPC (an older node during a rollout) answers UNIMPLEMENTED: the batch's items are
   sent as direct calls, and so is every read for the next `REPROBE` seconds; then batching is tried again.
 - `max_items` 0 (`--read-batch 0`) sends every read as a direct call; so does a channel made while
@@ -45,12 +45,12 @@ from google.protobuf.message import Message
 
 from chain.v1 import read_batch_service_pb2 as pb
 from gateway.readstream import REPROBE, ReadStream, Resend
+from node.errors import DEADLINE_DETAILS
 
 M = TypeVar("M", bound=Message)
 
 PATH = "/chain.v1.ReadBatchService/ReadBatch"
 STOPPING = "gateway stopping"  # the details of a read cut short by the gateway's stop
-DEADLINE = "Deadline Exceeded"  # the details grpc gives a call whose deadline passed
 MAX_IN_FLIGHT = 2  # batch calls out at once per channel; reads of later turns wait for one to come back
 STATUS = MappingProxyType({code.value[0]: code for code in grpc.StatusCode})
 
@@ -191,7 +191,7 @@ class ReadBatcher:
         try:
             response = await self._exchange(request, max(i.deadline for i in items))
         except TimeoutError:  # the stream's wait ran out: what the call's deadline would have said
-            _fail(items, partial(_error, grpc.StatusCode.DEADLINE_EXCEEDED, DEADLINE))
+            _fail(items, partial(_error, grpc.StatusCode.DEADLINE_EXCEEDED, DEADLINE_DETAILS))
             return
         except grpc.aio.AioRpcError as err:
             if err.code() == grpc.StatusCode.UNIMPLEMENTED:

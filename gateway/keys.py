@@ -3,7 +3,8 @@
     app[CONFIG], app[NODES]       # set by gateway.app.build_app
     app[EVENTS]                   # the events service (gateway.events.routes)
     app[METRICS]                  # the gateway's instruments, when metrics are served
-    app[DOCUMENT], app[OPENAPI], app[COMPILED]   # the OpenAPI document and its compiled checks
+    app[DOCUMENT], app[OPENAPI]   # the OpenAPI document and its validator (the compiled checks sit on
+                                  # each REST route's handler, gateway/rest/routes.py)
     app[CORS]                     # the CORS rule (node.grpcweb.cors), shared with the node's gRPC-web
     app[GRPC_WEB_SESSION]         # the HTTP client of the gRPC-web passthrough
 
@@ -20,7 +21,6 @@ from openapi_core import OpenAPI
 from gateway.config import GatewayConfig
 from gateway.events.service import EventService
 from gateway.nodes import NodePool
-from gateway.rest.parameters import CompiledOperation
 from gateway.rest.shapes import Schema
 from gateway.telemetry import GatewayMetrics
 from node.grpcweb.cors import CorsPolicy
@@ -31,6 +31,5 @@ EVENTS: web.AppKey[EventService] = web.AppKey("events", EventService)
 METRICS: web.AppKey[GatewayMetrics] = web.AppKey("metrics", GatewayMetrics)
 DOCUMENT: web.AppKey[Schema] = web.AppKey("openapi_document", dict)
 OPENAPI: web.AppKey[OpenAPI] = web.AppKey("openapi", OpenAPI)
-COMPILED: web.AppKey[dict[tuple[str, str], CompiledOperation]] = web.AppKey("compiled_operations", dict)
 CORS: web.AppKey[CorsPolicy] = web.AppKey("cors", CorsPolicy)
 GRPC_WEB_SESSION: web.AppKey[aiohttp.ClientSession] = web.AppKey("grpc_web_session", aiohttp.ClientSession)

@@ -73,8 +73,8 @@ class ReadStream:
         return now >= self.refused_until
 
     async def exchange(self, request: pb.ReadStreamRequest, deadline: float) -> pb.ReadBatchResponse:
-        """`request`'s answer (its id is set here); raises Resend, TimeoutError at `deadline` (loop time),
-        the stream's error, or CancelledError when the channel closed."""
+        """`request`'s answer (its id is set here); raises Resend when the stream ended without it (whatever
+        the status), TimeoutError at `deadline` (loop time), or CancelledError when the channel closed."""
         stream = self._open
         if stream is None or stream.ended is not None:
             stream = self._open = self._start()

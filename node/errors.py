@@ -37,6 +37,8 @@ REASON_CODE = "reason-code"
 REASON_VALUES = "reason-values"
 RETRY_AFTER_MS = "retry-after-ms"
 FIELD = "field"
+# The details gRPC gives a call whose deadline passed (what a call answered some other way says too).
+DEADLINE_DETAILS = "Deadline Exceeded"
 
 # (key, value) pairs as grpc and grpc.aio hand them out (their stubs disagree on the item type).
 Metadata = Iterable[Any]

@@ -15,7 +15,7 @@ from aiohttp import hdrs, web
 from openapi_core import Config, OpenAPI
 
 from gateway.errors import Handler, setup_errors
-from gateway.keys import COMPILED, DOCUMENT, NODES, OPENAPI
+from gateway.keys import DOCUMENT, NODES, OPENAPI
 from gateway.rest import accounts, chain, projects, writes
 from gateway.rest.cors import setup_cors
 from gateway.rest.grpcweb import setup_grpc_web
@@ -90,7 +90,7 @@ def setup_rest(app: web.Application) -> None:
     # The document is checked against the OpenAPI 3.1 meta-schema by the tests (tests/gateway/test_openapi.py);
     # skipping the check here saves a second and a half per start.
     app[OPENAPI] = OpenAPI.from_dict(document, config=Config(spec_validator_cls=None))
-    compiled = app[COMPILED] = compile_operations(document, EMPTY_IS_ABSENT)
+    compiled = compile_operations(document, EMPTY_IS_ABSENT)  # kept only by the routes' handlers
     setup_cors(app)
     setup_errors(app)
     app.middlewares.append(fixed_path_middleware)

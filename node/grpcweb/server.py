@@ -23,7 +23,7 @@ import grpc
 import grpc.aio
 from aiohttp import web
 
-from node.errors import MessageRejected, Reason
+from node.errors import DEADLINE_DETAILS, MessageRejected, Reason
 from node.grpcweb.context import GrpcWebServicerContext
 from node.grpcweb.cors import CorsPolicy
 from node.grpcweb.responder import ClientGone, Responder, RpcStatus
@@ -367,7 +367,7 @@ class GrpcWebHandler:
             if not timeout.expired():
                 return self._map_exception(exc, ctx)
             ctx.mark_cancelled()
-            return RpcStatus(grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded")
+            return RpcStatus(grpc.StatusCode.DEADLINE_EXCEEDED, DEADLINE_DETAILS)
         except Exception as exc:
             return self._map_exception(exc, ctx)
         return RpcStatus(ctx.code(), ctx.details(), ctx.trailing_metadata())

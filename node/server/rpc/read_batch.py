@@ -34,6 +34,7 @@ import grpc
 
 from chain.v1 import read_batch_service_pb2 as pb
 from chain.v1 import read_batch_service_pb2_grpc as pb_grpc
+from node.errors import DEADLINE_DETAILS
 from node.grpcweb.context import GrpcWebServicerContext
 from node.grpcweb.wire import Metadata
 
@@ -52,7 +53,6 @@ else:
 
 log = logging.getLogger("chain.rpc")
 PATH = "/chain.v1.ReadBatchService/ReadBatch"
-DEADLINE = "Deadline Exceeded"  # the details grpc gives a call whose deadline passed
 
 
 class _NoSink:
@@ -162,7 +162,7 @@ class ReadBatchServicer(pb_grpc.ReadBatchServiceServicer):
             return _failed(grpc.StatusCode.UNIMPLEMENTED, f"{item.method} is not a batchable read")
         deadline = received + item.timeout_ms / 1000 if item.timeout_ms else None
         if deadline is not None and loop.time() >= deadline:
-            return _failed(grpc.StatusCode.DEADLINE_EXCEEDED, DEADLINE)
+            return _failed(grpc.StatusCode.DEADLINE_EXCEEDED, DEADLINE_DETAILS)
         context = GrpcWebServicerContext(
             method=item.method,
             invocation_metadata=(),
@@ -181,7 +181,7 @@ class ReadBatchServicer(pb_grpc.ReadBatchServiceServicer):
             log.exception("%s failed in a read batch", item.method)
             return _failed(grpc.StatusCode.INTERNAL, "internal error")
         if deadline is not None and loop.time() > deadline:
-            return _failed(grpc.StatusCode.DEADLINE_EXCEEDED, DEADLINE)
+            return _failed(grpc.StatusCode.DEADLINE_EXCEEDED, DEADLINE_DETAILS)
         serialize = handler.response_serializer
         answer: bytes = serialize(response) if serialize is not None else response
         return answer
