@@ -20,6 +20,11 @@ waits for the response that carries its number (node/server/rpc/read_batch.py an
   node's end of the stream makes grpc fail the call as INTERNAL ("Internal error from Core"), which is not
   the node's answer to anything (tests/gateway/test_read_batch.py, a node stopping under load, saw it in
   3 runs of 20 when the stream's status was passed on); a node that went away refuses the call at once.
+- Streams that keep ending without an answer are not reopened batch after batch: from the second such
+  stream in a row, no stream is tried on the channel for BACKOFF seconds, doubled with each further one
+  up to REPROBE; any answer on a stream ends the run. Falling back costs nothing but the saving: the
+  batches go as calls meanwhile. (A stopping node ends every new stream at once; a node whose streams
+  break, e.g. on a resource limit, would otherwise pay a stream's start and its failure per batch.)
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from chain.v1 import read_batch_service_pb2 as pb
 
 PATH = "/chain.v1.ReadBatchService/ReadStream"
 REPROBE = 30.0  # seconds without a stream (or, gateway/batching.py, batches) after a node said UNIMPLEMENTED
+BACKOFF = 0.5  # seconds without a stream after the second stream in a row that ended with no answer
 
 
 class Resend(Exception):
@@ -51,6 +57,7 @@ class _Open:
     waiting: dict[int, asyncio.Future[pb.ReadBatchResponse]] = field(default_factory=dict)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     reset: bool = False  # cancelled by this process to be replaced (not: the gateway stopping)
+    answered: bool = False  # a batch was answered on it
     ended: Callable[[asyncio.Future[pb.ReadBatchResponse]], None] | None = None  # settles what still waits
 
 
@@ -66,7 +73,8 @@ class ReadStream:
         self._open: _Open | None = None
         self._ids = itertools.count(1)
         self._readers: set[asyncio.Task[None]] = set()
-        self.refused_until = 0.0  # loop time until which no stream is tried (a node said UNIMPLEMENTED)
+        self.refused_until = 0.0  # loop time until which no stream is tried (UNIMPLEMENTED, or the back-off)
+        self.barren = 0  # streams in a row that ended without answering a batch
         self.opened = 0  # streams started (the tests read it)
 
     def usable(self, now: float) -> bool:
@@ -106,6 +114,15 @@ class ReadStream:
         reader.add_done_callback(self._readers.discard)
         return stream
 
+    def _back_off(self, stream: _Open) -> None:
+        """Counts the streams in a row that ended without an answer; from the second, no stream for a while."""
+        if stream.answered:
+            return
+        self.barren += 1
+        if self.barren >= 2:
+            pause = min(REPROBE, BACKOFF * 2 ** min(self.barren - 2, 8))  # the power bounded: no overflow
+            self.refused_until = max(self.refused_until, asyncio.get_running_loop().time() + pause)
+
     async def _read(self, stream: _Open) -> None:
         """Hands each answer to its batch; when the stream ends, settles every batch still waiting."""
         ended: Callable[[asyncio.Future[pb.ReadBatchResponse]], None]
@@ -114,6 +131,8 @@ class ReadStream:
                 answer = stream.waiting.pop(response.id, None)
                 if answer is not None and not answer.done():
                     answer.set_result(response.batch)
+                stream.answered = True
+                self.barren = 0
             ended = _resend  # the node ended it with status OK: it is stopping
         except asyncio.CancelledError:  # cancelled here: reset (to be replaced), or the channel closed
             ended = _resend if stream.reset else _cancel
@@ -121,6 +140,8 @@ class ReadStream:
             if err.code() == grpc.StatusCode.UNIMPLEMENTED:
                 self.refused_until = asyncio.get_running_loop().time() + REPROBE
             ended = _resend
+        if ended is _resend:
+            self._back_off(stream)
         stream.ended = ended
         for answer in stream.waiting.values():
             if not answer.done():

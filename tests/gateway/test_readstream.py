@@ -15,6 +15,7 @@ import pytest
 from chain.v1 import read_batch_service_pb2 as pb
 from chain.v1 import read_batch_service_pb2_grpc as pb_grpc
 from gateway.batching import STOPPING, ReadBatcher
+from gateway.readstream import BACKOFF
 
 METHOD = "/chain.v1.ChainService/GetAccount"
 
@@ -202,3 +203,41 @@ async def test_a_write_held_past_its_deadline_resets_the_stream(serve: Serve) ->
     assert node.calls == 1  # the batch behind went as a call
     assert await asyncio.wait_for(batcher.call(METHOD, b"c", 10), 5) == b"c"
     assert (node.streams, batcher.streamed) == (2, 1)  # on a new stream
+
+
+async def test_streams_that_keep_failing_are_left_alone_for_a_while(serve: Serve) -> None:
+    """From the second stream in a row that ends without an answer, the batches go as calls without a new
+    stream for BACKOFF seconds (doubling with each further one); a stream that answers ends the run."""
+    failing = True
+
+    class Refuses(Node):
+        async def ReadStream(self, requests: AsyncIterator[pb.ReadStreamRequest], context: Any) -> Any:
+            self.streams += 1
+            async for request in requests:
+                if failing:
+                    await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "no room for a stream")
+                yield await answer(request)
+
+    node = Refuses(answer)
+    batcher = ReadBatcher(await serve(node), max_items=64)
+    stream = batcher._stream
+    assert stream is not None
+
+    async def read(n: int) -> None:
+        assert await asyncio.wait_for(batcher.call(METHOD, bytes([n]), 10), 5) == bytes([n])
+
+    for n in range(6):  # every read answered, by a call
+        await read(n)
+    assert (node.streams, node.calls, batcher.streamed, stream.barren) == (2, 6, 0, 2)  # two tries, then calls
+    await asyncio.sleep(BACKOFF + 0.1)
+    await read(6)
+    await read(7)
+    assert (node.streams, node.calls, stream.barren) == (3, 8, 3)  # one more try; now 2 x BACKOFF without
+    await asyncio.sleep(BACKOFF + 0.1)
+    await read(8)
+    assert node.streams == 3  # still within the doubled pause
+    failing = False
+    await asyncio.sleep(BACKOFF)
+    for n in range(9, 12):
+        await read(n)
+    assert (node.streams, node.calls, batcher.streamed, stream.barren) == (4, 9, 3, 0)  # a stream again
