@@ -34,6 +34,7 @@ from node.storage import schema
 from node.storage.fault import StoreFault
 from node.storage.identity import write_identity_file
 from node.storage.integrity import (
+    CHECKED_KEYS,
     REMEDY_FOREIGN,
     check_contents,
     check_files,
@@ -70,7 +71,7 @@ def damage_of(exc: BaseException, fault: StoreFault) -> DataCorrupted | None:
 def _memo_store(path: Path | str, **options: bool) -> tuple[LmdbStore, HeadMemo]:
     """The store at `path`, checking every record it reads through a new head memo (and that memo)."""
     heads = HeadMemo()
-    return LmdbStore(path, check=heads.check, **options), heads
+    return LmdbStore(path, check=heads.check, checked=CHECKED_KEYS, **options), heads
 
 
 class Reading:

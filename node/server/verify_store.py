@@ -28,7 +28,7 @@ from chain.v1 import block_pb2
 from node.errors import DataCorrupted, StoreRefused
 from node.merkle.build import build_sorted
 from node.storage import schema
-from node.storage.integrity import check_contents, check_files, check_record
+from node.storage.integrity import CHECKED_KEYS, check_contents, check_files, check_record
 from node.storage.lmdb_store import LmdbReadView, LmdbStore
 
 EXIT_SOUND, EXIT_DAMAGED, EXIT_USAGE = 0, 1, 2
@@ -129,7 +129,7 @@ def verify(data_dir: Path, progress: Progress) -> Report:
 
     file_identity = check_files(data_dir, deep=True)
     phase("file")
-    store = LmdbStore(data_dir, sync=False, check=check_record)
+    store = LmdbStore(data_dir, sync=False, check=check_record, checked=CHECKED_KEYS)
     try:
         contents = check_contents(store, file_identity)
         head = contents.head

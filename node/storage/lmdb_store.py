@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
@@ -30,33 +31,60 @@ DEFAULT_MAP_SIZE = 64 * 1024**3
 DAMAGE_ERRORS = (lmdb.CorruptedError, lmdb.PageNotFoundError, lmdb.InvalidError, lmdb.VersionMismatchError)
 RecordCheck = Callable[[bytes, bytes], str | None]
 """(key, value) -> None when sound, else what is wrong."""
+EVERY_KEY = (b"",)  # the keys a check looks at, when it does not say (node.storage.integrity.CHECKED_KEYS)
+
+
+@dataclass(frozen=True)
+class CheckScope:
+    """The keys a record check looks at (`keys`: prefixes), made once per store, not per read."""
+
+    keys: tuple[bytes, ...]
+    firsts: frozenset[bytes] | None  # a scan prefix starting with none of these bytes reaches no such key
+
+    @classmethod
+    def of(cls, keys: tuple[bytes, ...]) -> CheckScope:
+        firsts = frozenset(k[:1] for k in keys)
+        return cls(keys, None if b"" in firsts else firsts)  # None: every scan may reach one
+
+
+EVERY = CheckScope.of(EVERY_KEY)
 
 
 class LmdbReadView:
     """A ReadView over one LMDB read transaction."""
 
-    def __init__(self, txn: Any, db: Any, fault: StoreFault | None = None, check: RecordCheck | None = None) -> None:
+    def __init__(
+        self,
+        txn: Any,
+        db: Any,
+        fault: StoreFault | None = None,
+        check: RecordCheck | None = None,
+        scope: CheckScope = EVERY,
+    ) -> None:
+        """`check` runs on the records whose keys start with one of `scope.keys` (it passes every other)."""
         self._txn = txn
         self._db = db
         self._fault = fault or StoreFault(Path("?"))
         self._check = check
+        self._checked_keys = scope.keys
+        self._checked_firsts = scope.firsts
 
     def get(self, key: bytes) -> bytes | None:
         try:
             value = self._txn.get(key, db=self._db)
         except DAMAGE_ERRORS as err:
             raise self._fault.record(f"LMDB: {err}") from None
-        if value is None:
-            return None
-        out = bytes(value)
-        if self._check is not None:
-            self._checked(self._check, key, out)
-        return out
+        if value is not None and self._check is not None and key.startswith(self._checked_keys):
+            self._checked(self._check, key, value)
+        return cast("bytes | None", value)
 
     def scan(self, prefix: bytes, start: bytes | None = None, reverse: bool = False) -> Iterator[tuple[bytes, bytes]]:
         # one generator for the forward scan (every listing and every GetAccount runs several): no inner
         # generator to resume per item
         check = self._check
+        firsts = self._checked_firsts
+        if firsts is not None and prefix and prefix[:1] not in firsts:
+            check = None  # no key under this prefix is one the check looks at
         try:
             cursor = self._txn.cursor(db=self._db)
             if reverse:
@@ -67,11 +95,9 @@ class LmdbReadView:
                 return
             if not cursor.set_range(start if start is not None and start > prefix else prefix):
                 return
-            for raw_key, raw_value in cursor:
-                key = bytes(raw_key)
+            for key, value in cursor:  # bytes: the transaction is not a buffers one
                 if not key.startswith(prefix):
                     return
-                value = bytes(raw_value)
                 if check is not None:
                     self._checked(check, key, value)
                 yield key, value
@@ -87,7 +113,7 @@ class LmdbReadView:
     def _scan_reverse(cursor: Any, prefix: bytes, start: bytes | None) -> Iterator[tuple[bytes, bytes]]:
         if start is not None:
             if cursor.set_range(start):
-                if bytes(cursor.key()) != start and not cursor.prev():
+                if cursor.key() != start and not cursor.prev():
                     return
             elif not cursor.last():
                 return
@@ -99,12 +125,12 @@ class LmdbReadView:
             elif not cursor.prev():
                 return
         while True:
-            key = bytes(cursor.key())
+            key = cursor.key()
             if not key.startswith(prefix):
                 if key < prefix:
                     return
             else:
-                yield key, bytes(cursor.value())
+                yield key, cursor.value()
             if not cursor.prev():
                 return
 
@@ -152,15 +178,18 @@ class LmdbStore:
         map_size: int = DEFAULT_MAP_SIZE,
         sync: bool = True,
         check: RecordCheck | None = None,
+        checked: tuple[bytes, ...] = EVERY_KEY,
         readonly: bool = False,
     ) -> None:
-        """`check`: the content check applied to every state record read (None: none). `readonly`: an
+        """`check`: the content check applied to the state records read whose keys start with one of
+        `checked` (None: none; node.storage.integrity.CHECKED_KEYS for check_record). `readonly`: an
         environment that cannot begin a write transaction (read workers beside the node's own process:
         LMDB serves many reader processes, each read transaction sees the newest committed block)."""
         self.path = Path(path)
         self.sync = sync
         self.fault = StoreFault(self.path)
         self._check = check
+        self._scope = CheckScope.of(checked)
         if not readonly:
             self.path.mkdir(parents=True, exist_ok=True)
         self._env = lmdb.open(
@@ -179,15 +208,16 @@ class LmdbStore:
     @contextmanager
     def read(self) -> Iterator[tuple[LmdbReadView, LmdbNodeView]]:
         """A consistent snapshot: state view and tree-node view of one transaction."""
-        with self._env.begin(buffers=True) as txn:
+        with self._env.begin() as txn:
             yield self._views(txn)
 
     def _views(self, txn: Any) -> tuple[LmdbReadView, LmdbNodeView]:
-        return LmdbReadView(txn, self._state, self.fault, self._check), LmdbNodeView(txn, self._tree, self.fault)
+        view = LmdbReadView(txn, self._state, self.fault, self._check, self._scope)
+        return view, LmdbNodeView(txn, self._tree, self.fault)
 
     def begin_read(self) -> ReadSnapshot:
         """A long-lived read snapshot (close it when done): the mempool validates against one."""
-        txn = self._env.begin(buffers=True)
+        txn = self._env.begin()
         return ReadSnapshot(txn, *self._views(txn))
 
     def commit(self, writes: Mapping[bytes, bytes | None], tree_nodes: Mapping[bytes, bytes]) -> None:

@@ -73,7 +73,7 @@ def verify_store(directory: Path, expected: Expected) -> block_pb2.Block:
     env = lmdb.open(str(directory), readonly=True, lock=False, max_dbs=4, readahead=False)
     try:
         state, tree = env.open_db(b"state", create=False), env.open_db(b"tree", create=False)
-        with env.begin(buffers=True) as txn:
+        with env.begin() as txn:  # bytes, as the store views expect
             view, nodes = LmdbReadView(txn, state), LmdbNodeView(txn, tree)
             head = StateAccess(Overlay(view)).head()
             if head is None:
@@ -107,7 +107,7 @@ def store_height(directory: Path) -> int | None:
     env = lmdb.open(str(directory), readonly=True, lock=False, max_dbs=4, readahead=False)
     try:
         state = env.open_db(b"state", create=False)
-        with env.begin(buffers=True) as txn:
+        with env.begin() as txn:  # bytes, as the store views expect
             head = StateAccess(Overlay(LmdbReadView(txn, state))).head()
     finally:
         env.close()
