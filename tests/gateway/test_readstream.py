@@ -229,15 +229,16 @@ async def test_streams_that_keep_failing_are_left_alone_for_a_while(serve: Serve
     for n in range(6):  # every read answered, by a call
         await read(n)
     assert (node.streams, node.calls, batcher.streamed, stream.barren) == (2, 6, 0, 2)  # two tries, then calls
-    await asyncio.sleep(BACKOFF + 0.1)
+    loop = asyncio.get_running_loop()
+    await asyncio.sleep(stream.refused_until - loop.time() + 0.05)
     await read(6)
     await read(7)
-    assert (node.streams, node.calls, stream.barren) == (3, 8, 3)  # one more try; now 2 x BACKOFF without
-    await asyncio.sleep(BACKOFF + 0.1)
+    assert (node.streams, node.calls, stream.barren) == (3, 8, 3)  # one more try, then calls again
+    assert stream.refused_until - loop.time() > BACKOFF  # for twice as long
     await read(8)
-    assert node.streams == 3  # still within the doubled pause
+    assert node.streams == 3
     failing = False
-    await asyncio.sleep(BACKOFF)
+    await asyncio.sleep(stream.refused_until - loop.time() + 0.05)
     for n in range(9, 12):
         await read(n)
     assert (node.streams, node.calls, batcher.streamed, stream.barren) == (4, 9, 3, 0)  # a stream again
