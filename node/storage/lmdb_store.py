@@ -148,12 +148,9 @@ class LmdbNodeView:
             value = self._txn.get(node_hash, db=self._db)
         except DAMAGE_ERRORS as err:
             raise self._fault.record(f"LMDB: {err}") from None
-        if value is None:
-            return None
-        out = bytes(value)
-        if blake3(out).digest() != node_hash:
+        if value is not None and blake3(value).digest() != node_hash:  # bytes: no transaction is a buffers one
             raise self._fault.record(f"tree node {node_hash.hex()[:16]} does not hash to its name")
-        return out
+        return cast("bytes | None", value)
 
 
 class ReadSnapshot:
