@@ -21,6 +21,7 @@ from gateway.app import build_app
 from gateway.config import GatewayConfig
 from gateway.connections import ConnectionGuard, GuardedSite
 from gateway.protocol import json_error_protocol
+from gateway.rest.routes import install_rest_lane
 from gateway.telemetry import GatewayMetrics
 from gateway.workers import Supervisor, channel_fd, handed_connections, supervise, tell_ready
 from node.errors import ConfigError, config_exit
@@ -77,6 +78,7 @@ async def _serve(config: GatewayConfig, metrics: GatewayMetrics | None, metrics_
         app, handler_cancellation=True, keepalive_timeout=config.idle_timeout, access_log_class=LeanAccessLogger
     )
     await runner.setup()
+    install_rest_lane(runner, app)  # REST reads skip the router walk and the app's wrapping (gateway/rest/lane.py)
     # What start-up built (the OpenAPI document and its validators, protobuf descriptors, the route table)
     # lives as long as the process: out of the collector's reach, a full collection no longer walks it.
     gc.freeze()

@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from types import MappingProxyType
 from typing import Any
 
@@ -109,11 +110,15 @@ class CompiledOperation:
     parameters: tuple[CompiledParameter, ...]
     empty_is_absent: frozenset[str]
 
+    @cached_property
+    def reads_query(self) -> bool:
+        """Has it query parameters? (If not, `inputs` never looks at the query: the caller need not parse it.)"""
+        return any(p.where == "query" for p in self.parameters)
+
     def inputs(self, path: Mapping[str, str], query: Mapping[str, str]) -> Inputs:
         values: dict[str, dict[str, Any]] = {"path": {}, "query": {}}
         for p in self.parameters:
-            source = path if p.where == "path" else query
-            text = source.get(p.name)
+            text = (path if p.where == "path" else query).get(p.name)
             if text is None or (text == "" and p.name in self.empty_is_absent):
                 if p.required:
                     raise ApiError(

@@ -19,10 +19,11 @@ from gateway.keys import DOCUMENT, NODES, OPENAPI
 from gateway.rest import accounts, chain, projects, writes
 from gateway.rest.cors import setup_cors
 from gateway.rest.grpcweb import setup_grpc_web
+from gateway.rest.lane import Lane, lane_inert
 from gateway.rest.openapi import OPENAPI_PATH, build_document
 from gateway.rest.parameters import CompiledOperation, compile_operations
 from gateway.rest.shapes import Json
-from gateway.rest.table import Call, Route
+from gateway.rest.table import NONE, Call, Route
 from gateway.rest.validation import EMPTY_IS_ABSENT, validated
 
 ROUTES: tuple[Route, ...] = (*accounts.ROUTES, *projects.ROUTES, *chain.ROUTES, *writes.ROUTES)
@@ -50,6 +51,7 @@ def fixed_paths(routes: tuple[Route, ...]) -> dict[str, frozenset[str]]:
 FIXED = fixed_paths(ROUTES)
 
 
+@lane_inert  # a fixed path's GET never takes the lane
 @web.middleware
 async def fixed_path_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     """A request for a fixed path with a method it does not serve is 405 naming that path's methods (not
@@ -67,7 +69,7 @@ def endpoint(route: Route, compiled: CompiledOperation | None) -> Handler:
 
     async def handle(request: web.Request) -> web.StreamResponse:
         if compiled is not None and not request.body_exists:
-            inputs = compiled.inputs(request.match_info, request.query)
+            inputs = compiled.inputs(request.match_info, request.query if compiled.reads_query else NONE)
         else:
             inputs = await validated(request)
         out = await route.handler(Call(request, request.app[NODES], inputs))
@@ -77,6 +79,16 @@ def endpoint(route: Route, compiled: CompiledOperation | None) -> Handler:
 
     handle.__name__ = route.operation_id
     return handle
+
+
+def install_rest_lane(runner: web.BaseRunner, app: web.Application) -> Lane:
+    """Serve the REST reads (GET, no body) of `app`, which a set-up `runner` serves, through the lane
+    (gateway/rest/lane.py): the lane becomes the server's request handler, the app's own `_handle` its fallback."""
+    server = runner.server
+    assert server is not None, "the runner is set up"
+    lane = Lane.build(app, {r.name for r in ROUTES if r.method == "GET" and r.body is None}, FIXED)
+    server.request_handler = lane.handle
+    return lane
 
 
 async def serve_document(request: web.Request) -> web.Response:

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from types import MappingProxyType
+from typing import Any, NamedTuple, TypeVar
 
 from aiohttp import web
 from google.protobuf.message import Message
@@ -53,12 +54,15 @@ class Param:
         return out
 
 
-@dataclass(frozen=True)
-class Inputs:
-    """Parameters and body of one request after validation (openapi-core's unmarshalled values)."""
+NONE: Mapping[str, Any] = MappingProxyType({})
 
-    path: Mapping[str, Any] = field(default_factory=dict)
-    query: Mapping[str, Any] = field(default_factory=dict)
+
+class Inputs(NamedTuple):
+    """Parameters and body of one request after validation (openapi-core's unmarshalled values). A named
+    tuple: immutable, and made per request at a tuple's cost (a frozen dataclass took ~2 µs per GET)."""
+
+    path: Mapping[str, Any] = NONE
+    query: Mapping[str, Any] = NONE
     body: Any = None
     raw_body: bytes = b""
     content_type: str = ""
@@ -90,8 +94,9 @@ class Inputs:
         return {"page_size": min(limit, MAX_PAGE_SIZE), "page_token": self.text("cursor")}
 
 
-@dataclass(frozen=True)
-class Call:
+class Call(NamedTuple):
+    """A route handler's request: its node pool and validated inputs (a named tuple: one per request)."""
+
     request: web.Request
     nodes: NodePool
     inputs: Inputs
