@@ -23,7 +23,7 @@ from gateway.rest.lane import Lane, lane_inert
 from gateway.rest.openapi import OPENAPI_PATH, build_document
 from gateway.rest.parameters import CompiledOperation, compile_operations
 from gateway.rest.shapes import Json
-from gateway.rest.table import NONE, Call, Route
+from gateway.rest.table import NO_VALUES, Call, Route
 from gateway.rest.validation import EMPTY_IS_ABSENT, validated
 
 ROUTES: tuple[Route, ...] = (*accounts.ROUTES, *projects.ROUTES, *chain.ROUTES, *writes.ROUTES)
@@ -51,7 +51,7 @@ def fixed_paths(routes: tuple[Route, ...]) -> dict[str, frozenset[str]]:
 FIXED = fixed_paths(ROUTES)
 
 
-@lane_inert  # a fixed path's GET never takes the lane
+@lane_inert  # for what the lane takes it passes on: the lane leaves the paths it refuses to the app
 @web.middleware
 async def fixed_path_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     """A request for a fixed path with a method it does not serve is 405 naming that path's methods (not
@@ -69,7 +69,7 @@ def endpoint(route: Route, compiled: CompiledOperation | None) -> Handler:
 
     async def handle(request: web.Request) -> web.StreamResponse:
         if compiled is not None and not request.body_exists:
-            inputs = compiled.inputs(request.match_info, request.query if compiled.reads_query else NONE)
+            inputs = compiled.inputs(request.match_info, request.query if compiled.reads_query else NO_VALUES)
         else:
             inputs = await validated(request)
         out = await route.handler(Call(request, request.app[NODES], inputs))
