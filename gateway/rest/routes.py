@@ -5,7 +5,9 @@ middleware, CORS and the gRPC-web passthrough.
 
 Middlewares, outermost first: CORS preflight → errors (every failure to the JSON error body) → fixed-path
 methods. Each REST route's handler validates its request against the OpenAPI document first (a compiled
-check bound to the route for the bodiless ones, gateway/rest/validation.py otherwise). See docs/rest.md.
+check bound to the route for the bodiless ones, gateway/rest/validation.py otherwise). The GETs of the
+REST reads reach their handlers through the lane (`install_rest_lane`, gateway/rest/lane.py) instead of
+aiohttp's router. See docs/rest.md.
 """
 
 from __future__ import annotations
