@@ -18,16 +18,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any, cast
 
 from aiohttp import web
 
+from gateway.errors import Handler
 from gateway.protocol import json_error_protocol
 
 log = logging.getLogger(__name__)
-
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 class _Guarded(asyncio.Protocol):

@@ -21,12 +21,12 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 from opentelemetry.metrics import CallbackOptions, Observation
 
 from chain.v1 import block_pb2
+from gateway.errors import Handler
 from gateway.events.model import Event, Kind
 from gateway.events.service import EventService
 from node.errors import Reason
@@ -34,7 +34,6 @@ from node.observability.histogram import Key, series_key
 from node.observability.metrics import MetricsEndpoint
 from node.server.telemetry.node_metrics import SECONDS_BUCKETS
 
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 INTERNAL = Reason.INTERNAL.value  # a request whose handler raised, until the error middleware answers
 
 

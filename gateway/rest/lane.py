@@ -38,7 +38,8 @@ from typing import TypeVar
 from aiohttp import hdrs, web
 from aiohttp.web_urldispatcher import DynamicResource, PlainResource, ResourceRoute, UrlMappingMatchInfo
 
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+from gateway.errors import Handler
+
 M = TypeVar("M", bound=Callable[..., Awaitable[web.StreamResponse]])  # a middleware
 
 TEMPLATE_PART = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")  # `{name}`: aiohttp's `[^{}/]+` segment
