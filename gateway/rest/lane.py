@@ -22,14 +22,14 @@ response-prepare hooks are what they would be) and the app's middlewares in orde
 the fixed-path check on the paths the lane leaves to the app). Every other request goes to `_handle`.
 
 The lane is off (everything to `_handle`) when the app has a middleware that is not a `@web.middleware`
-function, a sub-application, or a resource other than a plain or a `{name}` template path: it could not
-then tell which route aiohttp would pick. tests/gateway/test_lane.py checks its pick against aiohttp's
+function, a sub-application, or a resource other than a plain or a template path (a static directory,
+say): it could not then tell which route aiohttp would pick. The index keys and each resource's path test
+are aiohttp's own (`_get_resource_index_key`, `_match`). tests/gateway/test_lane.py checks its pick against aiohttp's
 router over every route and around them, and its answers against the app's.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -42,8 +42,6 @@ from gateway.errors import Handler
 
 M = TypeVar("M", bound=Callable[..., Awaitable[web.StreamResponse]])  # a middleware
 
-TEMPLATE_PART = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")  # `{name}`: aiohttp's `[^{}/]+` segment
-
 
 def lane_inert(middleware: M) -> M:
     """Marks a middleware as passing every request the lane takes (a GET of a REST read) straight on."""
@@ -53,33 +51,12 @@ def lane_inert(middleware: M) -> M:
 
 @dataclass(frozen=True)
 class _Candidate:
-    """One resource under an index key: its path test, its GET route, and the lane's handler for it (None:
-    a route the lane leaves to the app)."""
+    """One resource under an index key, its GET route, and the lane's handler for it (None: a route the lane
+    leaves to the app)."""
 
-    plain: str | None  # a plain resource's path (equality)
-    pattern: re.Pattern[str] | None  # a template resource's full-match pattern
+    resource: PlainResource | DynamicResource
     route: ResourceRoute | None  # the route serving GET (None: the resource serves no GET)
     chain: Handler | None
-
-
-def template_pattern(canonical: str) -> re.Pattern[str] | None:
-    """aiohttp's pattern for a `{name}` template (None for a template it would read otherwise)."""
-    out, last = [], 0
-    for found in TEMPLATE_PART.finditer(canonical):
-        out += [re.escape(canonical[last : found.start()]), f"(?P<{found.group(1)}>[^{{}}/]+)"]
-        last = found.end()
-    rest = canonical[last:]
-    if "{" in rest or "}" in rest or any("{" in p or "}" in p for p in out[::2]):
-        return None
-    out.append(re.escape(rest))
-    return re.compile("".join(out))
-
-
-def index_key(canonical: str) -> str:
-    """The key aiohttp files a resource under (UrlDispatcher's index: the path up to its first template)."""
-    if "{" in canonical:
-        canonical = canonical.partition("{")[0].rpartition("/")[0]
-    return canonical.rstrip("/") or "/"
 
 
 class Lane:
@@ -108,13 +85,7 @@ class Lane:
         outer = [m for m in middlewares if not getattr(m, "lane_inert", False)]
         index: dict[str, list[_Candidate]] = {}
         for resource in router.resources():
-            canonical = resource.canonical
-            pattern: re.Pattern[str] | None = None
-            if isinstance(resource, DynamicResource):
-                pattern = template_pattern(canonical)
-                if pattern is None:
-                    return cls(app, None, ())
-            elif not isinstance(resource, PlainResource):
+            if not isinstance(resource, PlainResource | DynamicResource):
                 return cls(app, None, ())
             routes = {r.method: r for r in resource}
             route = routes.get(hdrs.METH_GET) or routes.get(hdrs.METH_ANY)  # as `Resource.resolve` picks
@@ -123,8 +94,8 @@ class Lane:
                 chain = route.handler
                 for m in reversed(outer):
                     chain = partial(m, handler=chain)
-            plain = canonical if pattern is None else None
-            index.setdefault(index_key(canonical), []).append(_Candidate(plain, pattern, route, chain))
+            key = router._get_resource_index_key(resource)  # where aiohttp files it
+            index.setdefault(key, []).append(_Candidate(resource, route, chain))
         return cls(app, index, [path for path, methods in fixed.items() if hdrs.METH_GET not in methods])
 
     def pick(self, method: str, path: str) -> tuple[_Candidate, dict[str, str]] | None:
@@ -136,12 +107,7 @@ class Lane:
         part = path
         while part:
             for c in index.get(part, ()):
-                if c.plain is not None:
-                    values: dict[str, str] | None = {} if c.plain == path else None
-                else:
-                    assert c.pattern is not None
-                    found = c.pattern.fullmatch(path)
-                    values = found.groupdict() if found is not None else None
+                values = c.resource._match(path)  # the resource's own test, without `resolve`'s coroutine
                 if values is None or c.route is None:
                     continue  # not this path, or no GET here: aiohttp goes on to the next candidate
                 return (c, values) if c.chain is not None else None
