@@ -10,7 +10,8 @@ fix-up. The lane becomes the server's request handler, with the app's `_handle` 
 It takes a request when it can tell, without asking, what the app would do with it:
 
 - the method is GET, the request has no `Expect` header (aiohttp answers that before the handler), and the
-  path aiohttp matches (`rel_url.path_safe`) has no `%` left (so no value needs unquoting);
+  path aiohttp matches (`rel_url.path_safe`) has no `%` left (an escaped `/` or `%`: rare, and kept on the
+  app's own path; `_match` would unquote such values as aiohttp does, so this decides the path, not the answer);
 - the path is not a fixed path that serves no GET (`/v1/messages/batch`: `fixed_path_middleware` answers
   405 where aiohttp alone would route it to the `/v1/messages/{hash}` template);
 - walking the same index in the same order, the first resource whose path matches and that serves GET is
