@@ -1,34 +1,28 @@
 """Envelope verification (canonical encoding, hash, Ed25519), inline or in worker processes.
 
 Signature checks are the most expensive step of a submission and need no
-state, so large batches are spread over a process pool: with two cores one
+state, so large batches are spread over worker processes: with two cores one
 worker verifies while the main process validates and builds blocks.
 
-The hand-off is one pickled call per worker per batch (the serialized messages there, and back only the
-refusals: position, hash, reason, detail), so the main process unpickles nothing per accepted message; it
-makes each accepted message's verdict from the hash the message carries, which the worker found equal
-to the hash of its canonical data.
+The hand-off is one frame per worker per batch over the worker's own socket pair (verify_worker.py: the
+serialized messages there, and back only the refusals: position, hash, reason, detail), so the main
+process unpickles nothing per accepted message; it makes each accepted message's verdict from the hash
+the message carries, which the worker found equal to the hash of its canonical data.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import multiprocessing
-import os
-import signal
-import threading
-import time
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from chain.v1 import message_pb2 as pb
 from node.codec import check_envelope, parse_message
 from node.crypto.ed25519 import Ed25519Verifier
 from node.errors import MessageRejected, Reason
 from node.server.write.sizing import Resources, auto_workers
+from node.server.write.verify_worker import BrokenWorker, PipeWorker
 
 INLINE_BELOW = 16
 # every reason a verification (parse, canonical encoding, hash, Ed25519) can give
@@ -93,17 +87,19 @@ class Verifier:
         self._workers = workers
         self._pool = self._new_pool()
         self._warming: asyncio.Task[None] | None = None
+        self._starting: tuple[list[PipeWorker], asyncio.Future[Any]] | None = None
 
-    def _new_pool(self) -> ProcessPoolExecutor | None:
+    def _new_pool(self) -> list[PipeWorker] | None:
         if self._workers <= 0:
             return None
-        # spawn, not fork: the parent runs gRPC threads, which do not survive a fork
-        return ProcessPoolExecutor(
-            max_workers=self._workers,
-            mp_context=multiprocessing.get_context("spawn"),
-            initializer=exit_with_parent,
-            initargs=(os.getpid(),),
-        )
+        return [PipeWorker(refusals_in, name=f"chain-verify-{i}") for i in range(self._workers)]
+
+    async def _started(self, pool: list[PipeWorker]) -> list[PipeWorker]:
+        """The pool's workers, spawned by the first caller (the others wait for the same start)."""
+        if self._starting is None or self._starting[0] is not pool:
+            self._starting = (pool, asyncio.ensure_future(asyncio.gather(*(w.start() for w in pool))))
+        await asyncio.shield(self._starting[1])
+        return pool
 
     async def warm_up(self) -> None:
         """Start the worker processes now rather than on the first large batch."""
@@ -123,10 +119,22 @@ class Verifier:
             return self._verify_inline(msgs)
         try:
             return await self._pooled(msgs)
-        except BrokenProcessPool:
-            log.error("verification pool broke; restarting it and verifying this batch inline")
-            self._pool = self._new_pool()
+        except BrokenWorker as exc:
+            log.error("a verify worker ended (%s); starting new ones and verifying this batch inline", exc)
+            self._restart()
             return self._verify_inline(msgs)
+
+    def _restart(self) -> None:
+        """New (unstarted) workers in place of a pool that had a broken one; the old ones are closed."""
+        if self._pool is not None and any(w.broken for w in self._pool):
+            for worker in self._pool:
+                worker.close()
+            self._pool = self._new_pool()
+
+    @property
+    def worker_pids(self) -> list[int]:
+        """The process ids of the workers started (none before the first start, or inline only)."""
+        return [w.pid for w in self._pool or () if w.pid is not None]
 
     @staticmethod
     def vouched(msgs: Sequence[pb.Message]) -> list[Verdict]:
@@ -138,16 +146,16 @@ class Verifier:
 
     async def _pooled(self, msgs: Sequence[pb.Message]) -> list[Verdict]:
         assert self._pool is not None
-        loop = asyncio.get_running_loop()
+        pool = await self._started(self._pool)
         if not msgs:
-            await loop.run_in_executor(self._pool, refusals_in, [], self.max_bytes)
+            await asyncio.gather(*(w.call([], self.max_bytes) for w in pool))
             return []
         raws = [m.SerializeToString() for m in msgs]
-        size = -(-len(raws) // max(1, self._workers))
+        size = -(-len(raws) // len(pool))
         starts = range(0, len(raws), size)
-        futures = [loop.run_in_executor(self._pool, refusals_in, raws[i : i + size], self.max_bytes) for i in starts]
+        calls = [pool[n].call(raws[i : i + size], self.max_bytes) for n, i in enumerate(starts)]
         verdicts = [Verdict(m.hash) for m in msgs]  # accepted unless a worker refused it (below)
-        for start, refusals in zip(starts, await asyncio.gather(*futures), strict=True):
+        for start, refusals in zip(starts, await asyncio.gather(*calls), strict=True):
             for r in refusals:
                 verdicts[start + r.position] = r.verdict
         return verdicts
@@ -155,24 +163,8 @@ class Verifier:
     def close(self) -> None:
         if self._warming is not None:
             self._warming.cancel()
-        if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
-
-
-def exit_with_parent(parent: int) -> None:
-    """Worker initializer: the worker exits once the main process is gone. An orderly stop shuts the pool
-    down, but after a kill -9 of the main process nothing would: the worker would stay, holding memory.
-
-    A Ctrl-C reaches the terminal's whole process group, workers included: the worker ignores it and the
-    main process, which drains and then shuts the pool down, decides (no traceback from a worker)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    threading.Thread(target=_watch_parent, args=(parent,), name="parent-watch", daemon=True).start()
-
-
-def _watch_parent(parent: int) -> None:
-    while os.getppid() == parent:  # re-parented (to init or a subreaper) once the parent has died
-        time.sleep(1.0)
-    os._exit(0)
+        for worker in self._pool or ():
+            worker.close()
 
 
 def _log_failure(task: asyncio.Task[None]) -> None:

@@ -1,0 +1,152 @@
+"""One verify worker process, reached over a socket pair of its own: a batch goes as one frame, its answer
+comes back as one frame, in order.
+
+    worker = PipeWorker(refusals_in)      # the function the worker runs (importable: it is sent by name)
+    await worker.start()
+    refusals = await worker.call(raws, max_bytes)
+    worker.close()
+
+concurrent.futures' process pool cost the main process 400-975 µs of CPU per batch (a queue-management
+thread, a feeder thread, two queues and a future per call; docs/performance.md, "The verify hand-off over
+a socket pair"). Here a call is one pickled frame written on the loop's transport and one read back by the
+worker's reader task: no thread of the main process takes part.
+
+- Frame: a 4-byte big-endian length, then a pickle. The request is the call's arguments; the answer is
+  `(True, result)`, or `(False, "Type: text")` when the function raised (the caller gets `WorkerFailed`).
+- One request at a time per worker, answered in the order sent; the main process may write the next batch
+  before the last is answered (the socket holds it).
+- The worker exits at end of file on its socket: when the main process closes its end, and when the main
+  process is gone however it ended (kill -9 included: the kernel closes the socket), so no watcher thread
+  is needed. It ignores SIGINT: a terminal's Ctrl-C reaches the whole process group, and the main process,
+  which drains first, decides.
+- A worker that dies (or whose socket breaks) fails every call it had not answered with `BrokenWorker`; the
+  caller decides what to do (verify.py verifies the batch inline and starts new workers).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import pickle
+import signal
+import socket
+import struct
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+HEADER = struct.Struct(">I")
+
+
+class BrokenWorker(Exception):
+    """The worker process died, or its socket broke, before answering."""
+
+
+class WorkerFailed(Exception):
+    """The worker's function raised; the text names the exception."""
+
+
+def _recv_exactly(sock: socket.socket, size: int) -> bytes | None:
+    """`size` bytes, or None at end of file."""
+    parts = []
+    while size:
+        part = sock.recv(min(size, 1 << 20))
+        if not part:
+            return None
+        parts.append(part)
+        size -= len(part)
+    return b"".join(parts)
+
+
+def serve(sock: socket.socket, function: Callable[..., Any]) -> None:
+    """The worker process's loop: a request frame in, `function(*args)`, an answer frame out; returns at end
+    of file."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    with sock:
+        while True:
+            head = _recv_exactly(sock, HEADER.size)
+            body = None if head is None else _recv_exactly(sock, HEADER.unpack(head)[0])
+            if body is None:
+                return
+            try:
+                answer: tuple[bool, Any] = (True, function(*pickle.loads(body)))
+            except Exception as exc:  # the caller's failure to handle, not the worker's end
+                answer = (False, f"{type(exc).__name__}: {exc}")
+            out = pickle.dumps(answer, protocol=pickle.HIGHEST_PROTOCOL)
+            sock.sendall(HEADER.pack(len(out)) + out)
+
+
+class PipeWorker:
+    """A worker process running `function`, and the main process's end of its socket pair."""
+
+    def __init__(self, function: Callable[..., Any], name: str = "chain-verify") -> None:
+        self._function = function
+        self._name = name
+        self._process: multiprocessing.process.BaseProcess | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._reading: asyncio.Task[None] | None = None
+        self._waiting: deque[asyncio.Future[Any]] = deque()
+        self.broken = False
+
+    @property
+    def pid(self) -> int | None:
+        return None if self._process is None else self._process.pid
+
+    async def start(self) -> None:
+        """Spawns the process (spawn, not fork: the main process runs gRPC threads, which do not survive a
+        fork) and connects to it. Returns before the worker has imported anything: a first call waits."""
+        try:
+            ours, theirs = socket.socketpair()
+            with theirs:
+                self._process = multiprocessing.get_context("spawn").Process(
+                    target=serve, args=(theirs, self._function), name=self._name, daemon=True
+                )
+                self._process.start()
+            reader, self._writer = await asyncio.open_connection(sock=ours)
+        except OSError as exc:  # no process or no socket (out of descriptors, of memory): a broken worker
+            self.broken = True
+            raise BrokenWorker(f"{self._name} did not start: {exc}") from exc
+        self._reading = asyncio.create_task(self._read(reader), name=f"{self._name}-answers")
+
+    async def call(self, *args: Any) -> Any:
+        if self.broken or self._writer is None:
+            raise BrokenWorker(f"{self._name} is not running")
+        body = pickle.dumps(args, protocol=pickle.HIGHEST_PROTOCOL)
+        answer: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._waiting.append(answer)
+        self._writer.write(HEADER.pack(len(body)) + body)
+        ok, value = await answer
+        if not ok:
+            raise WorkerFailed(value)
+        return value
+
+    async def _read(self, reader: asyncio.StreamReader) -> None:
+        why = "its socket closed"
+        try:
+            while True:
+                head = await reader.readexactly(HEADER.size)
+                body = await reader.readexactly(HEADER.unpack(head)[0])
+                answer = self._waiting.popleft()
+                if not answer.done():
+                    answer.set_result(pickle.loads(body))
+        except (asyncio.IncompleteReadError, ConnectionError) as exc:
+            why = f"{type(exc).__name__}: {exc}"
+        except IndexError:
+            why = "an answer nobody asked for"
+        finally:
+            self._fail(why)
+
+    def _fail(self, why: str) -> None:
+        self.broken = True
+        while self._waiting:
+            answer = self._waiting.popleft()
+            if not answer.done():
+                answer.set_exception(BrokenWorker(f"{self._name} ended: {why}"))
+
+    def close(self) -> None:
+        """Closes the socket (the worker exits at end of file) and fails what still waits."""
+        if self._reading is not None:
+            self._reading.cancel()
+        if self._writer is not None:
+            self._writer.close()
+        self._fail("closed")

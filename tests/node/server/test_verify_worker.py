@@ -1,0 +1,93 @@
+"""A verify worker over its own socket pair (node/server/write/verify_worker.py): answers in order, a raised
+exception comes back as WorkerFailed and the worker goes on, a worker killed with -9 fails what it had not
+answered with BrokenWorker, a closed worker exits; and the Verifier verifies a batch inline when its worker
+died, then starts a new one."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+
+import pytest
+
+from node.server.write.verify import INLINE_BELOW, Verifier
+from node.server.write.verify_worker import BrokenWorker, PipeWorker, WorkerFailed
+from tests.fixtures.procs import alive, wait_until
+from tests.harness import Harness, commit_meta
+
+
+def echo_after(value: bytes, seconds: float) -> bytes:
+    """Runs in the worker: `value` back after `seconds`; raises for b"raise"."""
+    time.sleep(seconds)
+    if value == b"raise":
+        raise ValueError("asked to")
+    return value[::-1]
+
+
+async def test_calls_are_answered_in_order_and_a_raise_comes_back_as_worker_failed() -> None:
+    worker = PipeWorker(echo_after, name="test-worker")
+    try:
+        await worker.start()
+        values = [bytes([n]) * (n + 1) for n in range(20)] + [b"x" * (3 << 20)]  # one frame larger than a recv
+        answers = await asyncio.gather(*(worker.call(v, 0.001 * (n % 3)) for n, v in enumerate(values)))
+        assert answers == [v[::-1] for v in values]
+        with pytest.raises(WorkerFailed, match="ValueError: asked to"):
+            await worker.call(b"raise", 0.0)
+        assert await worker.call(b"after", 0.0) == b"retfa"  # the worker goes on
+        assert not worker.broken
+    finally:
+        worker.close()
+
+
+async def test_a_worker_killed_mid_call_fails_its_calls_and_a_closed_one_exits() -> None:
+    worker = PipeWorker(echo_after, name="test-worker")
+    other = PipeWorker(echo_after, name="test-worker")
+    try:
+        await worker.start()
+        await other.start()
+        assert await worker.call(b"up", 0.0) == b"pu"
+        waiting = [asyncio.ensure_future(worker.call(b"slow", 5.0)) for _ in range(3)]
+        await asyncio.sleep(0.2)
+        assert worker.pid is not None
+        os.kill(worker.pid, signal.SIGKILL)
+        for call in waiting:
+            with pytest.raises(BrokenWorker):
+                await asyncio.wait_for(call, 10)
+        assert worker.broken
+        with pytest.raises(BrokenWorker):
+            await worker.call(b"again", 0.0)  # refused at once, not written to a dead socket
+        assert await other.call(b"ok", 0.0) == b"ko"
+        pid = other.pid
+        assert pid is not None
+        other.close()  # end of file on its socket: the worker returns
+        assert await asyncio.to_thread(wait_until, lambda: not alive(pid), 30)
+    finally:
+        worker.close()
+        other.close()
+
+
+async def test_the_verifier_verifies_inline_when_its_worker_died_then_starts_a_new_one(tmp_path) -> None:
+    h = Harness(tmp_path / "chain")
+    alice = h.actor()
+    msgs = [alice.b.commit_bundle(b"\x01" * 32, [commit_meta(i)]) for i in range(INLINE_BELOW * 2)]
+    msgs[5].signature = bytes(64)
+    pooled = Verifier(1, 256 * 1024)
+    inline = Verifier(0, 256 * 1024)
+    try:
+        await pooled.warm_up()
+        want = await inline.verify(msgs)
+        assert await pooled.verify(msgs) == want
+        [first] = pooled.worker_pids
+        os.kill(first, signal.SIGKILL)
+        assert await asyncio.to_thread(wait_until, lambda: not alive(first), 30)
+        await asyncio.sleep(0.1)  # the worker's end of file reaches the reader task
+        assert await pooled.verify(msgs) == want  # inline, while a new worker is made
+        assert await pooled.verify(msgs) == want  # on the new worker
+        [second] = pooled.worker_pids
+        assert second != first and alive(second)
+    finally:
+        pooled.close()
+        inline.close()
+        h.chain.close()
