@@ -1,14 +1,17 @@
 """The verify worker pool warms up in the background (the node serves without waiting for a worker to spawn)
-and still verifies a large batch exactly like the inline path, bad signatures included; a node killed with -9
-leaves no worker behind."""
+and still verifies a large batch exactly like the inline path, bad signatures included; a verify worker
+killed with -9 under load loses no submission; a node killed with -9 leaves no worker behind."""
 
 from __future__ import annotations
 
 import os
 import signal
+import threading
 from pathlib import Path
 
+from chain.v1 import rpc_pb2
 from node.server.write.verify import INLINE_BELOW, Verifier
+from tests.fixtures.actors import new_account
 from tests.fixtures.nodeproc import NodeProcess
 from tests.fixtures.procs import alive, children, wait_until
 from tests.harness import Harness, commit_meta
@@ -44,6 +47,48 @@ def _verify_workers(pid: int) -> list[int]:
         if "spawn_main" in cmdline:
             found.append(child)
     return found
+
+
+def test_a_verify_worker_killed_under_load_loses_no_submission(tmp_path: Path) -> None:
+    """kill -9 of the verify worker while batches stream in: every batch gets its answer (what the dead worker
+    had not answered is verified inline), the one forged signature of each is refused and the rest committed,
+    and a new worker takes the batches after."""
+    node = NodeProcess(tmp_path / "data", "--verify-workers", "1").start(timeout=120)
+    assert node.proc is not None
+    main = node.proc.pid
+    try:
+        assert wait_until(lambda: bool(_verify_workers(main)), timeout=120)
+        [first] = _verify_workers(main)
+        client = node.client()
+        alice = new_account(client, node.authority(), units=5)
+        answered: list[list[rpc_pb2.SubmitResult]] = []
+        tenth = threading.Event()
+
+        def load() -> None:
+            for n in range(24):
+                msgs = [alice.b.follow(os.urandom(20)) for _ in range(INLINE_BELOW * 2 + 8)]
+                msgs[7].signature = bytes(64)
+                answered.append(client.batch(msgs))
+                if n == 10:
+                    tenth.set()
+
+        sender = threading.Thread(target=load, name="load")
+        sender.start()
+        assert tenth.wait(120)
+        os.kill(first, signal.SIGKILL)  # batches are in flight now, or come right after
+        sender.join(120)
+        assert not sender.is_alive() and len(answered) == 24
+        for results in answered:
+            refused = [(r.index, r.reason_code) for r in results if not r.accepted]
+            assert refused == [(7, "INVALID_SIGNATURE")], refused
+        for results in (answered[0], answered[11], answered[-1]):
+            for r in results:
+                if r.accepted:
+                    client.wait_committed(r.hash)
+        assert wait_until(lambda: any(p != first for p in _verify_workers(main)), timeout=60)
+        assert any("a verify worker ended" in line for line in node.stderr_lines)
+    finally:
+        node.stop()
 
 
 def test_a_killed_node_leaves_no_verify_worker(tmp_path: Path) -> None:
