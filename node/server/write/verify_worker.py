@@ -26,6 +26,7 @@ worker's reader task: no thread of the main process takes part.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import multiprocessing
 import pickle
 import signal
@@ -62,7 +63,7 @@ def serve(sock: socket.socket, function: Callable[..., Any]) -> None:
     """The worker process's loop: a request frame in, `function(*args)`, an answer frame out; returns at end
     of file."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    with sock:
+    with sock, contextlib.suppress(ConnectionError):  # the main process went away mid-answer: nobody to tell
         while True:
             head = _recv_exactly(sock, HEADER.size)
             body = None if head is None else _recv_exactly(sock, HEADER.unpack(head)[0])

@@ -1,7 +1,7 @@
 """A verify worker over its own socket pair (node/server/write/verify_worker.py): answers in order, a raised
 exception comes back as WorkerFailed and the worker goes on, a worker killed with -9 fails what it had not
-answered with BrokenWorker, a closed worker exits; and the Verifier verifies a batch inline when its worker
-died, then starts a new one."""
+answered with BrokenWorker, a closed worker exits (quietly, even in the middle of a call); and the Verifier
+verifies a batch inline when its worker died, then starts a new one."""
 
 from __future__ import annotations
 
@@ -91,3 +91,23 @@ async def test_the_verifier_verifies_inline_when_its_worker_died_then_starts_a_n
         pooled.close()
         inline.close()
         h.chain.close()
+
+
+async def test_a_worker_closed_mid_call_exits_without_a_traceback(capfd: pytest.CaptureFixture[str]) -> None:
+    """The main process closes (or loses) its end while the worker computes: the worker's answer finds no
+    reader, and it exits quietly (its stderr is the node's log)."""
+    worker = PipeWorker(echo_after, name="test-worker")
+    try:
+        await worker.start()
+        assert await worker.call(b"up", 0.0) == b"pu"
+        waiting = asyncio.ensure_future(worker.call(b"y" * 300_000, 1.0))
+        await asyncio.sleep(0.3)
+        pid = worker.pid
+        assert pid is not None
+        worker.close()
+        with pytest.raises(BrokenWorker):
+            await waiting
+        assert await asyncio.to_thread(wait_until, lambda: not alive(pid), 30)
+    finally:
+        worker.close()
+    assert "Traceback" not in capfd.readouterr().err
