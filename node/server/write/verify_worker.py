@@ -13,8 +13,8 @@ worker's reader task: no thread of the main process takes part.
 
 - Frame: a 4-byte big-endian length, then a pickle. The request is the call's arguments; the answer is
   `(True, result)`, or `(False, "Type: text")` when the function raised (the caller gets `WorkerFailed`).
-- One request at a time per worker, answered in the order sent; the main process may write the next batch
-  before the last is answered (the socket holds it).
+- A worker takes one request at a time and answers in the order sent; the main process may write the next
+  batch before the last is answered (the socket holds it).
 - The worker exits at end of file on its socket: when the main process closes its end, and when the main
   process is gone however it ended (kill -9 included: the kernel closes the socket), so no watcher thread
   is needed. It ignores SIGINT: a terminal's Ctrl-C reaches the whole process group, and the main process,
@@ -96,6 +96,7 @@ class PipeWorker:
     async def start(self) -> None:
         """Spawns the process (spawn, not fork: the main process runs gRPC threads, which do not survive a
         fork) and connects to it. Returns before the worker has imported anything: a first call waits."""
+        ours: socket.socket | None = None
         try:
             ours, theirs = socket.socketpair()
             with theirs:
@@ -105,6 +106,8 @@ class PipeWorker:
                 self._process.start()
             reader, self._writer = await asyncio.open_connection(sock=ours)
         except OSError as exc:  # no process or no socket (out of descriptors, of memory): a broken worker
+            if ours is not None:
+                ours.close()
             self.broken = True
             raise BrokenWorker(f"{self._name} did not start: {exc}") from exc
         self._reading = asyncio.create_task(self._read(reader), name=f"{self._name}-answers")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import socket
 import time
 
 import pytest
@@ -111,3 +112,31 @@ async def test_a_worker_closed_mid_call_exits_without_a_traceback(capfd: pytest.
     finally:
         worker.close()
     assert "Traceback" not in capfd.readouterr().err
+
+
+async def test_workers_that_cannot_start_leave_the_batch_to_the_inline_path(
+    tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Out of descriptors (no socket pair): the batch is verified inline; the next start, once possible, works."""
+    h = Harness(tmp_path / "chain")
+    alice = h.actor()
+    msgs = [alice.b.commit_bundle(b"\x02" * 32, [commit_meta(i)]) for i in range(INLINE_BELOW)]
+    msgs[2].signature = bytes(64)
+    pooled = Verifier(1, 256 * 1024)
+    inline = Verifier(0, 256 * 1024)
+
+    def no_socket() -> None:
+        raise OSError(24, "Too many open files")
+
+    try:
+        want = await inline.verify(msgs)
+        with monkeypatch.context() as patch:
+            patch.setattr(socket, "socketpair", no_socket)  # the one verify_worker.py makes
+            assert await pooled.verify(msgs) == want
+            assert pooled.worker_pids == []
+        assert await pooled.verify(msgs) == want  # on a new worker, started by this call
+        assert len(pooled.worker_pids) == 1
+    finally:
+        pooled.close()
+        inline.close()
+        h.chain.close()
