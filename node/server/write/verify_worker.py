@@ -47,27 +47,19 @@ class WorkerFailed(Exception):
     """The worker's function raised; the text names the exception."""
 
 
-def _recv_exactly(sock: socket.socket, size: int) -> bytes | None:
-    """`size` bytes, or None at end of file."""
-    parts = []
-    while size:
-        part = sock.recv(min(size, 1 << 20))
-        if not part:
-            return None
-        parts.append(part)
-        size -= len(part)
-    return b"".join(parts)
-
-
 def serve(sock: socket.socket, function: Callable[..., Any]) -> None:
     """The worker process's loop: a request frame in, `function(*args)`, an answer frame out; returns at end
     of file."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    with sock, contextlib.suppress(ConnectionError):  # the main process went away mid-answer: nobody to tell
+    # the main process went away mid-answer: nobody to tell
+    with sock, sock.makefile("rb") as requests, contextlib.suppress(ConnectionError):
         while True:
-            head = _recv_exactly(sock, HEADER.size)
-            body = None if head is None else _recv_exactly(sock, HEADER.unpack(head)[0])
-            if body is None:
+            head = requests.read(HEADER.size)  # buffered: every byte asked for, or fewer at end of file
+            if len(head) < HEADER.size:
+                return
+            size = HEADER.unpack(head)[0]
+            body = requests.read(size)
+            if len(body) < size:
                 return
             try:
                 answer: tuple[bool, Any] = (True, function(*pickle.loads(body)))
