@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from chain.v1 import message_pb2 as pb
 from node.codec import check_envelope, parse_message
@@ -87,19 +87,11 @@ class Verifier:
         self._workers = workers
         self._pool = self._new_pool()
         self._warming: asyncio.Task[None] | None = None
-        self._starting: tuple[list[PipeWorker], asyncio.Future[Any]] | None = None
 
     def _new_pool(self) -> list[PipeWorker] | None:
         if self._workers <= 0:
             return None
         return [PipeWorker(refusals_in, name=f"chain-verify-{i}") for i in range(self._workers)]
-
-    async def _started(self, pool: list[PipeWorker]) -> list[PipeWorker]:
-        """The pool's workers, spawned by the first caller (the others wait for the same start)."""
-        if self._starting is None or self._starting[0] is not pool:
-            self._starting = (pool, asyncio.ensure_future(asyncio.gather(*(w.start() for w in pool))))
-        await asyncio.shield(self._starting[1])
-        return pool
 
     async def warm_up(self) -> None:
         """Start the worker processes now rather than on the first large batch."""
@@ -146,7 +138,8 @@ class Verifier:
 
     async def _pooled(self, msgs: Sequence[pb.Message]) -> list[Verdict]:
         assert self._pool is not None
-        pool = await self._started(self._pool)
+        pool = self._pool  # this batch's workers, even if a failure elsewhere replaces them meanwhile
+        await asyncio.gather(*(w.ready() for w in pool))
         if not msgs:
             await asyncio.gather(*(w.call([], self.max_bytes) for w in pool))
             return []

@@ -78,6 +78,7 @@ class PipeWorker:
         self._process: multiprocessing.process.BaseProcess | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._reading: asyncio.Task[None] | None = None
+        self._starting: asyncio.Future[None] | None = None
         self._waiting: deque[asyncio.Future[Any]] = deque()
         self.broken = False
 
@@ -103,6 +104,13 @@ class PipeWorker:
             self.broken = True
             raise BrokenWorker(f"{self._name} did not start: {exc}") from exc
         self._reading = asyncio.create_task(self._read(reader), name=f"{self._name}-answers")
+
+    async def ready(self) -> None:
+        """Started: the first caller starts the worker, the others wait for the same start (and see its
+        failure, BrokenWorker, as it did)."""
+        if self._starting is None:
+            self._starting = asyncio.ensure_future(self.start())
+        await asyncio.shield(self._starting)
 
     async def call(self, *args: Any) -> Any:
         if self.broken or self._writer is None:
