@@ -316,7 +316,12 @@ class NodeApp:
         if self.metrics is not None:
             self.metrics.height = chain.height
         mempool = Mempool(cfg.mempool_capacity)
-        self._verifier = Verifier(cfg.verify_workers, cfg.max_message_bytes, Resources.detect(cfg.cpu_limit))
+        self._verifier = Verifier(
+            cfg.verify_workers,
+            cfg.max_message_bytes,
+            Resources.detect(cfg.cpu_limit),
+            stall_seconds=cfg.verify_stall_seconds,
+        )
         self._verifier.start_warm_up()  # in the background: SERVING does not wait for a worker to spawn
         pipeline = Pipeline(chain, mempool, self._verifier, telemetry=self.telemetry)
         hub = EventHub(cfg.subscriber_queue)

@@ -47,6 +47,8 @@ class NodeConfig:
     max_batch: int = C.MAX_BATCH_SUBMIT
     mempool_capacity: int = C.MEMPOOL_CAPACITY
     verify_workers: int = -1
+    # a verify worker that answers nothing this long while batches wait is hung: killed, batches verified inline
+    verify_stall_seconds: float = 10.0
     cpu_limit: float = 0.0  # CPUs this node may use (chart: the pod's limits.cpu); 0: cgroup quota and affinity
     # processes serving reads beside the main one on the same gRPC port (docs/node.md, "Read workers");
     # 0: the main process serves everything, its port bound exclusively; -1: one per extra CPU, at most 4
@@ -89,6 +91,12 @@ SHOWN_DEFAULTS = MappingProxyType({"snapshot_dir": "DATA_DIR/snapshots", "node_i
 def _worker_flags(p: argparse.ArgumentParser, d: NodeConfig) -> None:
     """The processes beside the main one: signature verification, reads; the CPUs that size them."""
     p.add_argument("--verify-workers", type=int, default=d.verify_workers, help="-1: one per extra core; 0: inline")
+    p.add_argument(
+        "--verify-stall-seconds",
+        type=float,
+        default=d.verify_stall_seconds,
+        help="a verify worker silent this long while batches wait is killed and replaced",
+    )
     p.add_argument(
         "--read-workers",
         type=int,
@@ -226,6 +234,8 @@ def _check(values: Mapping[str, Any]) -> None:
             split_addr(values["metrics_addr"])
         except ValueError as err:
             raise ConfigError(f"--metrics-addr: {err}") from None
+    if not values["verify_stall_seconds"] > 0:
+        raise ConfigError(f"--verify-stall-seconds must be more than 0, not {values['verify_stall_seconds']}")
     if values["read_workers"] < -1:
         raise ConfigError(f"--read-workers must be -1 (one per extra CPU), 0 or more, not {values['read_workers']}")
     if values["orderer"] == "etcd" and values["follow"]:

@@ -22,7 +22,7 @@ from node.codec import check_envelope, parse_message
 from node.crypto.ed25519 import Ed25519Verifier
 from node.errors import MessageRejected, Reason
 from node.server.write.sizing import Resources, auto_workers
-from node.server.write.verify_worker import BrokenWorker, PipeWorker
+from node.server.write.verify_worker import STALL_SECONDS, BrokenWorker, PipeWorker
 
 INLINE_BELOW = 16
 # every reason a verification (parse, canonical encoding, hash, Ed25519) can give
@@ -76,7 +76,9 @@ def refusals_in(raws: Sequence[bytes], max_bytes: int) -> list[Refusal]:
 class Verifier:
     """Verifies envelopes inline for small batches and in a process pool for large ones."""
 
-    def __init__(self, workers: int, max_bytes: int, resources: Resources | None = None) -> None:
+    def __init__(
+        self, workers: int, max_bytes: int, resources: Resources | None = None, *, stall_seconds: float = STALL_SECONDS
+    ) -> None:
         if workers < 0:  # auto: from the CPU and memory this process may use, not the host's core count
             res = resources or Resources.detect()
             workers = auto_workers(res)
@@ -85,13 +87,17 @@ class Verifier:
         self.max_bytes = max_bytes
         self._inline = Ed25519Verifier()
         self._workers = workers
+        self._stall_seconds = stall_seconds  # a worker silent this long while batches wait is killed
         self._pool = self._new_pool()
         self._warming: asyncio.Task[None] | None = None
 
     def _new_pool(self) -> list[PipeWorker] | None:
         if self._workers <= 0:
             return None
-        return [PipeWorker(refusals_in, name=f"chain-verify-{i}") for i in range(self._workers)]
+        return [
+            PipeWorker(refusals_in, name=f"chain-verify-{i}", stall_seconds=self._stall_seconds)
+            for i in range(self._workers)
+        ]
 
     async def warm_up(self) -> None:
         """Start the worker processes now rather than on the first large batch."""

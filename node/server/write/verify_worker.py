@@ -21,6 +21,11 @@ worker's reader task: no thread of the main process takes part.
   which drains first, decides.
 - A worker that dies (or whose socket breaks) fails every call it had not answered with `BrokenWorker`; the
   caller decides what to do (verify.py verifies the batch inline and starts new workers).
+- A worker that answers nothing for `stall_seconds` while calls wait (stopped, deadlocked, starved) is hung:
+  it is killed and its calls fail with `BrokenWorker` as if it had died. The first answer gets
+  `FIRST_ANSWER_SECONDS` at least, since it waits for the worker's start-up (spawn and imports). A timer
+  that fires late because the main process's own loop was blocked gives the reader one more turn before it
+  kills: the answer may be sitting in the socket.
 """
 
 from __future__ import annotations
@@ -37,6 +42,9 @@ from collections.abc import Callable
 from typing import Any
 
 HEADER = struct.Struct(">I")
+STALL_SECONDS = 10.0  # a verify batch (at most --max-batch messages) takes milliseconds
+FIRST_ANSWER_SECONDS = 60.0  # spawn and imports on a loaded machine
+LATE_SECONDS = 0.5  # a timer this late means the loop itself was blocked
 
 
 class BrokenWorker(Exception):
@@ -72,9 +80,16 @@ def serve(sock: socket.socket, function: Callable[..., Any]) -> None:
 class PipeWorker:
     """A worker process running `function`, and the main process's end of its socket pair."""
 
-    def __init__(self, function: Callable[..., Any], name: str = "chain-verify") -> None:
+    def __init__(
+        self, function: Callable[..., Any], name: str = "chain-verify", *, stall_seconds: float = STALL_SECONDS
+    ) -> None:
         self._function = function
         self._name = name
+        self._stall_seconds = stall_seconds
+        self._watch: asyncio.TimerHandle | None = None  # armed while calls wait for an answer
+        self._watch_due = 0.0
+        self._watch_since = 0.0  # when the oldest waiting call began to wait for its answer
+        self._answered = False
         self._process: multiprocessing.process.BaseProcess | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._reading: asyncio.Task[None] | None = None
@@ -118,6 +133,8 @@ class PipeWorker:
         body = pickle.dumps(args, protocol=pickle.HIGHEST_PROTOCOL)
         answer: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._waiting.append(answer)
+        if self._watch is None:
+            self._arm()
         self._writer.write(HEADER.pack(len(body)) + body)
         ok, value = await answer
         if not ok:
@@ -133,6 +150,10 @@ class PipeWorker:
                 answer = self._waiting.popleft()
                 if not answer.done():
                     answer.set_result(pickle.loads(body))
+                self._answered = True
+                self._disarm()
+                if self._waiting:
+                    self._arm()
         except (asyncio.IncompleteReadError, ConnectionError) as exc:
             why = f"{type(exc).__name__}: {exc}"
         except IndexError:
@@ -140,17 +161,42 @@ class PipeWorker:
         finally:
             self._fail(why)
 
+    def _arm(self, wait: float | None = None) -> None:
+        """Watch for the next answer: `wait` seconds, or the stall allowance."""
+        loop = asyncio.get_running_loop()
+        if wait is None:
+            wait = self._stall_seconds if self._answered else max(self._stall_seconds, FIRST_ANSWER_SECONDS)
+            self._watch_since = loop.time()
+        self._watch_due = loop.time() + wait
+        self._watch = loop.call_later(wait, self._stalled)
+
+    def _disarm(self) -> None:
+        if self._watch is not None:
+            self._watch.cancel()
+            self._watch = None
+
+    def _stalled(self) -> None:
+        self._watch = None
+        now = asyncio.get_running_loop().time()
+        if now - self._watch_due > LATE_SECONDS:
+            self._arm(LATE_SECONDS)  # the loop was blocked: let the reader take what may have come meanwhile
+            return
+        if self._process is not None and self._process.is_alive():
+            self._process.kill()
+        self.close(f"no answer in {now - self._watch_since:.1f} s; killed")
+
     def _fail(self, why: str) -> None:
+        self._disarm()
         self.broken = True
         while self._waiting:
             answer = self._waiting.popleft()
             if not answer.done():
                 answer.set_exception(BrokenWorker(f"{self._name} ended: {why}"))
 
-    def close(self) -> None:
+    def close(self, why: str = "closed") -> None:
         """Closes the socket (the worker exits at end of file) and fails what still waits."""
         if self._reading is not None:
             self._reading.cancel()
         if self._writer is not None:
             self._writer.close()
-        self._fail("closed")
+        self._fail(why)

@@ -48,6 +48,8 @@ def assert_one_line_exit_2(done: subprocess.CompletedProcess[str], says: str) ->
         (["--orderer", "etcd", "--etcd-endpoints", "http://127.0.0.1:1", "--follow", "x:1"], "cannot also be"),
         (["--metrics-addr", "nowhere"], "--metrics-addr"),
         (["--read-workers", "-2"], "--read-workers must be -1"),
+        (["--verify-stall-seconds", "0"], "--verify-stall-seconds must be more than 0"),
+        (["--verify-stall-seconds", "nan"], "--verify-stall-seconds must be more than 0"),
     ],
 )
 def test_bad_flag_combination_is_one_line_and_exit_2(tmp_path: Path, args: list[str], says: str) -> None:

@@ -1,6 +1,7 @@
 """The verify worker pool warms up in the background (the node serves without waiting for a worker to spawn)
 and still verifies a large batch exactly like the inline path, bad signatures included; a verify worker
-killed with -9 under load loses no submission; a node killed with -9 leaves no worker behind."""
+killed with -9 under load loses no submission, nor does one that hangs; a node killed with -9 leaves no
+worker behind."""
 
 from __future__ import annotations
 
@@ -89,6 +90,37 @@ def test_a_verify_worker_killed_under_load_loses_no_submission(tmp_path: Path) -
         assert any("a verify worker ended" in line for line in node.stderr_lines)
     finally:
         node.stop()
+
+
+def test_a_hung_verify_worker_is_killed_and_its_batch_answered(tmp_path: Path) -> None:
+    """A verify worker stopped (SIGSTOP) holds the batch sent to it: after --verify-stall-seconds of silence
+    the node kills it, verifies the batch inline (the forged signature refused, the rest committed), logs the
+    error, and a new worker takes the batches after."""
+    node = NodeProcess(tmp_path / "data", "--verify-workers", "1", "--verify-stall-seconds", "2").start(timeout=120)
+    assert node.proc is not None
+    main = node.proc.pid
+    first = 0
+    try:
+        assert wait_until(lambda: bool(_verify_workers(main)), timeout=120)
+        [first] = _verify_workers(main)
+        client = node.client()
+        alice = new_account(client, node.authority(), units=5)
+        warm = client.batch([alice.b.follow(os.urandom(20)) for _ in range(INLINE_BELOW * 2)])  # answered by it
+        assert all(r.accepted for r in warm)
+        os.kill(first, signal.SIGSTOP)
+        for _ in range(2):  # the first batch waits out the stall; the second goes to the new worker
+            msgs = [alice.b.follow(os.urandom(20)) for _ in range(INLINE_BELOW * 2 + 8)]
+            msgs[7].signature = bytes(64)
+            results = client.batch(msgs)
+            assert [(r.index, r.reason_code) for r in results if not r.accepted] == [(7, "INVALID_SIGNATURE")]
+            client.wait_committed(results[0].hash)
+        assert wait_until(lambda: not alive(first), timeout=30)
+        assert wait_until(lambda: any(p != first for p in _verify_workers(main)), timeout=60)
+        assert any("a verify worker ended" in line and "no answer in" in line for line in node.stderr_lines)
+    finally:
+        node.stop()
+        if first and alive(first):
+            os.kill(first, signal.SIGKILL)
 
 
 def test_a_killed_node_leaves_no_verify_worker(tmp_path: Path) -> None:

@@ -140,3 +140,60 @@ async def test_workers_that_cannot_start_leave_the_batch_to_the_inline_path(
         pooled.close()
         inline.close()
         h.chain.close()
+
+
+async def test_a_worker_that_stops_answering_is_killed_and_a_busy_one_is_not() -> None:
+    """A worker stopped (SIGSTOP) while calls wait is hung: after the stall allowance it is killed and every
+    call it had not answered fails with BrokenWorker. A worker busy for longer than the allowance in all, but
+    answering within it each time, is left alone: the clock restarts at each answer."""
+    stopped = PipeWorker(echo_after, name="test-worker", stall_seconds=1.0)
+    busy = PipeWorker(echo_after, name="test-worker", stall_seconds=1.0)
+    pid = None
+    try:
+        await stopped.start()
+        await busy.start()
+        assert await stopped.call(b"up", 0.0) == b"pu"  # past the start-up's longer allowance
+        assert await busy.call(b"up", 0.0) == b"pu"
+        assert await asyncio.gather(*(busy.call(b"ab", 0.6) for _ in range(5))) == [b"ba"] * 5  # 3 s in all
+        assert not busy.broken
+        pid = stopped.pid
+        assert pid is not None
+        os.kill(pid, signal.SIGSTOP)
+        waiting = [asyncio.ensure_future(stopped.call(b"x", 0.0)) for _ in range(3)]
+        for call in waiting:
+            with pytest.raises(BrokenWorker, match="no answer in"):
+                await asyncio.wait_for(call, 30)
+        assert stopped.broken
+        assert await asyncio.to_thread(wait_until, lambda: not alive(pid), 30)
+        assert await busy.call(b"still", 0.0) == b"llits"
+    finally:
+        stopped.close()
+        busy.close()
+        if pid is not None and alive(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+async def test_the_verifier_verifies_inline_past_a_hung_worker_then_starts_a_new_one(tmp_path) -> None:
+    h = Harness(tmp_path / "chain")
+    alice = h.actor()
+    msgs = [alice.b.commit_bundle(b"\x03" * 32, [commit_meta(i)]) for i in range(INLINE_BELOW * 2)]
+    msgs[9].signature = bytes(64)
+    pooled = Verifier(1, 256 * 1024, stall_seconds=1.0)
+    inline = Verifier(0, 256 * 1024)
+    first = None
+    try:
+        await pooled.warm_up()
+        want = await inline.verify(msgs)
+        [first] = pooled.worker_pids
+        os.kill(first, signal.SIGSTOP)
+        assert await asyncio.wait_for(pooled.verify(msgs), 30) == want  # inline, once the worker is killed
+        assert await asyncio.to_thread(wait_until, lambda: not alive(first), 30)
+        assert await pooled.verify(msgs) == want  # on a new worker
+        [second] = pooled.worker_pids
+        assert second != first and alive(second)
+    finally:
+        pooled.close()
+        inline.close()
+        h.chain.close()
+        if first is not None and alive(first):
+            os.kill(first, signal.SIGKILL)
