@@ -14,7 +14,7 @@ from contextlib import suppress
 from dataclasses import dataclass
 
 import grpc
-from aiohttp import HttpVersion11, web
+from aiohttp import HttpVersion11, hdrs, web
 from redis.exceptions import RedisError
 
 from chain.v1 import message_pb2 as pb
@@ -157,6 +157,9 @@ class _Stream:
 
     async def run(self) -> web.StreamResponse:
         await self.response.prepare(self.request)
+        if self.request.method == hdrs.METH_HEAD:  # the GET's status and headers; a stream has no end to wait for
+            await self.response.write_eof()
+            return self.response
         self.transport = self.request.transport  # the sink's, looked up once (closing once the client is gone)
         self._small_send_buffer()
         try:

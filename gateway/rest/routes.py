@@ -40,13 +40,18 @@ def json_response(out: Json, status: int = 200) -> web.Response:
     return web.Response(body=orjson.dumps(out), status=status, headers={hdrs.CONTENT_TYPE: JSON_TYPE})
 
 
+def served_methods(route: Route) -> tuple[str, ...]:
+    """The route's method, and HEAD beside a GET (RFC 9110): the GET's answer with its body left unsent."""
+    return (route.method, "HEAD") if route.method == "GET" else (route.method,)
+
+
 def fixed_paths(routes: tuple[Route, ...]) -> dict[str, frozenset[str]]:
     """Template-free paths and their methods (`/v1/messages/batch`: POST), which a template beside them
     (`/v1/messages/{hash}`) would otherwise also match."""
     out: dict[str, set[str]] = {}
     for route in routes:
         if "{" not in route.path:
-            out.setdefault(route.path, set()).add(route.method)
+            out.setdefault(route.path, set()).update(served_methods(route))
     return {path: frozenset(methods) for path, methods in out.items()}
 
 
@@ -110,6 +115,7 @@ def setup_rest(app: web.Application) -> None:
     app.middlewares.append(fixed_path_middleware)
     for route in ROUTES:
         handler = endpoint(route, compiled.get((route.method, route.path)))
-        app.router.add_route(route.method, route.path, handler, name=route.name)
-    app.router.add_route("GET", OPENAPI_PATH, serve_document, name="openapi.document")
+        for method in served_methods(route):  # one resource per route: the same name and path
+            app.router.add_route(method, route.path, handler, name=route.name)
+    app.router.add_get(OPENAPI_PATH, serve_document, name="openapi.document")  # with HEAD
     setup_grpc_web(app)

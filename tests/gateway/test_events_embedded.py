@@ -171,6 +171,23 @@ async def test_per_ip_limit_answers_429(node: NodeProcess) -> None:
             await asyncio.sleep(0.1)
 
 
+async def test_head_answers_the_stream_headers_and_ends(node: NodeProcess) -> None:
+    """HEAD of an event stream: the GET's status and headers, then the answer ends (it holds no stream slot
+    and the keep-alive connection takes the next request)."""
+    async with gateway(config_for(node, sse_max_per_ip=1)) as gw, aiohttp.ClientSession() as s:
+        url = str(gw.make_url("/v1/events/blocks"))
+        for _ in range(3):  # one connection, kept alive between them
+            async with s.head(url, timeout=aiohttp.ClientTimeout(total=5)) as resp:
+                assert resp.status == 200 and resp.headers["Content-Type"] == "text/event-stream"
+                assert await resp.read() == b""
+        async with sse(s, url):  # the one slot is free
+            pass
+        async with s.head(
+            str(gw.make_url("/v1/events/blocks?from_block=x")), timeout=aiohttp.ClientTimeout(total=5)
+        ) as bad:
+            assert bad.status == 400  # the GET's refusal, without its body
+
+
 def port_of(server: TestServer) -> int:
     assert server.port is not None
     return server.port

@@ -83,22 +83,46 @@ def test_ref_names_are_bare_or_0x_hex(gateway: GatewayProcess, empty_project: st
     [
         ("/v1/messages/batch", "POST"),
         ("/v1/messages/dry-run", "POST"),
-        ("/v1/messages", "GET, POST"),
-        ("/v1/projects/search", "GET"),
+        ("/v1/messages", "GET, HEAD, POST"),
+        ("/v1/projects/search", "GET, HEAD"),
         ("/v1/proofs/verify", "POST"),
-        ("/v1/stats", "GET"),
+        ("/v1/stats", "GET, HEAD"),
     ],
 )
 def test_allow_names_the_methods_a_path_serves(gateway: GatewayProcess, path: str, allowed: str) -> None:
-    for method in ("OPTIONS", "GET", "POST", "PUT", "DELETE"):
+    for method in ("OPTIONS", "GET", "HEAD", "POST", "PUT", "DELETE"):
         if method in allowed.split(", "):
             continue
         resp = requests.request(method, gateway.url + path, timeout=10)
         assert resp.status_code == 405, (method, path, resp.status_code, resp.text)
         assert resp.headers["Allow"] == allowed, (method, path)
+        if method == "HEAD":
+            assert resp.content == b""
+            continue
         error = resp.json()["error"]
         assert error["code"] == "METHOD_NOT_ALLOWED"
         assert error["details"]["allowed_methods"] == allowed.split(", ")
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/v1/stats",
+        "/v1/blocks?limit=1",
+        f"/v1/projects/{MISSING}",  # an error answer too
+        "/v1/projects/search?q=",  # a 400
+        "/v1/openapi.json",
+    ],
+)
+def test_head_answers_as_get_without_the_body(gateway: GatewayProcess, path: str) -> None:
+    """HEAD beside every GET (RFC 9110): the same status and headers, no body."""
+    got = requests.get(gateway.url + path, timeout=10)
+    head = requests.head(gateway.url + path, timeout=10)
+    assert head.status_code == got.status_code, (path, head.status_code, got.status_code)
+    assert head.content == b""
+    assert head.headers["Content-Type"] == got.headers["Content-Type"]
+    same = ("Content-Length", "X-Chain-Reason-Code")
+    assert {k: head.headers.get(k) for k in same} == {k: got.headers.get(k) for k in same}, path
 
 
 def test_a_message_hash_is_still_served_beside_the_fixed_paths(gateway: GatewayProcess) -> None:
