@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.fixtures.nodeproc import ROOT, NodeProcess
+from tests.fixtures.procs import children
 
 # Each costs tens to hundreds of milliseconds to import; none is needed to print a help screen.
 HEAVY = (
@@ -137,14 +138,15 @@ def spawned_workers(pid: int) -> list[int]:
     for task in (Path(f"/proc/{pid}") / "task").iterdir():
         for child in (task / "children").read_text().split():
             cmdline = (Path(f"/proc/{child}") / "cmdline").read_bytes()
-            if b"spawn_main" in cmdline:
+            if b"node.server.write.verify_worker" in cmdline:
                 found.append(int(child))
     return found
 
 
 def test_a_spawned_verify_worker_does_not_import_the_server(tmp_path: Path) -> None:
-    # A spawned process re-imports the parent's main module: that must be the light entry module, not the
-    # whole node (grpc, aiohttp), or every worker pays the node's imports (docs/performance.md, "Start-up").
+    # A verify worker runs its own module and imports the verify function's, not the whole node (grpc,
+    # aiohttp): else every worker pays the node's imports (docs/performance.md, "Start-up"). Nor is it
+    # multiprocessing's: no resource-tracker process comes with it.
     node = NodeProcess(tmp_path / "data", "--verify-workers", "1").start()
     try:
         assert node.proc is not None
@@ -160,5 +162,7 @@ def test_a_spawned_verify_worker_does_not_import_the_server(tmp_path: Path) -> N
         assert "cygrpc" in mapped_libraries(node.proc.pid)  # the node itself has grpc: the probe sees it
         assert "cygrpc" not in worker_maps
         assert "aiohttp" not in worker_maps
+        others = [(Path(f"/proc/{c}") / "cmdline").read_bytes() for c in children(node.proc.pid)]
+        assert not [c for c in others if b"multiprocessing" in c], others
     finally:
         node.stop()

@@ -1,7 +1,7 @@
 """One verify worker process, reached over a socket pair of its own: a batch goes as one frame, its answer
 comes back as one frame, in order.
 
-    worker = PipeWorker(refusals_in)      # the function the worker runs (importable: it is sent by name)
+    worker = PipeWorker(refusals_in)      # the function the worker runs (importable: it goes by name)
     await worker.start()
     refusals = await worker.call(raws, max_bytes)
     worker.close()
@@ -11,6 +11,10 @@ thread, a feeder thread, two queues and a future per call; docs/performance.md, 
 a socket pair"). Here a call is one pickled frame written on the loop's transport and one read back by the
 worker's reader task: no thread of the main process takes part.
 
+- Process: `python -m node.server.write.verify_worker MODULE:FUNCTION NAME`, its end of the socket pair as
+  its standard input, the main process's `sys.path` as its PYTHONPATH. A plain subprocess rather than
+  multiprocessing's spawn, which also starts a resource-tracker process (idle here, ~12 MB) and sends the
+  function and the main module's name by pickle. The name (`chain-verify-0`) is in its command line for `ps`.
 - Frame: a 4-byte big-endian length, then a pickle. The request is the call's arguments; the answer is
   `(True, result)`, or `(False, "Type: text")` when the function raised (the caller gets `WorkerFailed`).
 - A worker takes one request at a time and answers in the order sent; the main process may write the next
@@ -32,16 +36,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import multiprocessing
+import importlib
+import os
 import pickle
 import signal
 import socket
 import struct
+import subprocess
+import sys
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 HEADER = struct.Struct(">I")
+ENTRY = "node.server.write.verify_worker"  # this module, run as the worker's main
 STALL_SECONDS = 10.0  # a verify batch (at most --max-batch messages) takes milliseconds
 FIRST_ANSWER_SECONDS = 60.0  # spawn and imports on a loaded machine
 LATE_SECONDS = 0.5  # a timer this late means the loop itself was blocked
@@ -90,7 +98,7 @@ class PipeWorker:
         self._watch_due = 0.0
         self._watch_since = 0.0  # when the oldest waiting call began to wait for its answer
         self._answered = False
-        self._process: multiprocessing.process.BaseProcess | None = None
+        self._process: subprocess.Popen[bytes] | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._reading: asyncio.Task[None] | None = None
         self._starting: asyncio.Future[None] | None = None
@@ -102,16 +110,20 @@ class PipeWorker:
         return None if self._process is None else self._process.pid
 
     async def start(self) -> None:
-        """Spawns the process (spawn, not fork: the main process runs gRPC threads, which do not survive a
-        fork) and connects to it. Returns before the worker has imported anything: a first call waits."""
+        """Starts the process (a new interpreter, not a fork: the main process runs gRPC threads, which do not
+        survive a fork) and connects to it. Returns before the worker has imported anything: a first call
+        waits."""
         ours: socket.socket | None = None
+        function = f"{self._function.__module__}:{self._function.__qualname__}"
+        path = os.pathsep.join(p for p in sys.path if p)  # where the main process found the function's module
         try:
             ours, theirs = socket.socketpair()
             with theirs:
-                self._process = multiprocessing.get_context("spawn").Process(
-                    target=serve, args=(theirs, self._function), name=self._name, daemon=True
+                self._process = subprocess.Popen(
+                    [sys.executable, "-m", ENTRY, function, self._name],
+                    stdin=theirs.fileno(),
+                    env={**os.environ, "PYTHONPATH": path},
                 )
-                self._process.start()
             reader, self._writer = await asyncio.open_connection(sock=ours)
         except OSError as exc:  # no process or no socket (out of descriptors, of memory): a broken worker
             if ours is not None:
@@ -181,7 +193,7 @@ class PipeWorker:
         if now - self._watch_due > LATE_SECONDS:
             self._arm(LATE_SECONDS)  # the loop was blocked: let the reader take what may have come meanwhile
             return
-        if self._process is not None and self._process.is_alive():
+        if self._process is not None and self._process.poll() is None:
             self._process.kill()
         self.close(f"no answer in {now - self._watch_since:.1f} s; killed")
 
@@ -199,4 +211,20 @@ class PipeWorker:
             self._reading.cancel()
         if self._writer is not None:
             self._writer.close()
+        if self._process is not None:
+            self._process.poll()  # reaped if it has exited already (else when the next worker starts)
         self._fail(why)
+
+
+def main(argv: Sequence[str]) -> None:
+    """`python -m node.server.write.verify_worker MODULE:FUNCTION NAME`: serve FUNCTION on the socket that is
+    standard input (NAME only labels the process)."""
+    module, _, qualname = argv[1].partition(":")
+    function: Any = importlib.import_module(module)
+    for name in qualname.split("."):
+        function = getattr(function, name)
+    serve(socket.socket(fileno=0), function)
+
+
+if __name__ == "__main__":
+    main(sys.argv)

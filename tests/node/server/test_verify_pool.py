@@ -38,14 +38,14 @@ async def test_a_large_batch_after_a_background_warm_up_gets_the_inline_verdicts
 
 
 def _verify_workers(pid: int) -> list[int]:
-    """The node's spawned pool workers (multiprocessing's spawn entry point, not its resource tracker)."""
+    """The node's verify workers (node.server.write.verify_worker run as a process)."""
     found = []
     for child in children(pid):
         try:
             cmdline = Path(f"/proc/{child}/cmdline").read_bytes().decode(errors="replace")
         except OSError:
             continue
-        if "spawn_main" in cmdline:
+        if "node.server.write.verify_worker" in cmdline:
             found.append(child)
     return found
 
