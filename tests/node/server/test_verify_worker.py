@@ -1,7 +1,8 @@
 """A verify worker over its own socket pair (node/server/write/verify_worker.py): answers in order, a raised
 exception comes back as WorkerFailed and the worker goes on, a worker killed with -9 fails what it had not
-answered with BrokenWorker, a closed worker exits (quietly, even in the middle of a call); and the Verifier
-verifies a batch inline when its worker died, then starts a new one."""
+answered with BrokenWorker, a closed worker exits (quietly, even in the middle of a call), a worker silent
+past its stall allowance is killed (a busy one is not); and the Verifier verifies a batch inline when its
+worker died or hung, then starts a new one."""
 
 from __future__ import annotations
 
@@ -67,31 +68,6 @@ async def test_a_worker_killed_mid_call_fails_its_calls_and_a_closed_one_exits()
     finally:
         worker.close()
         other.close()
-
-
-async def test_the_verifier_verifies_inline_when_its_worker_died_then_starts_a_new_one(tmp_path) -> None:
-    h = Harness(tmp_path / "chain")
-    alice = h.actor()
-    msgs = [alice.b.commit_bundle(b"\x01" * 32, [commit_meta(i)]) for i in range(INLINE_BELOW * 2)]
-    msgs[5].signature = bytes(64)
-    pooled = Verifier(1, 256 * 1024)
-    inline = Verifier(0, 256 * 1024)
-    try:
-        await pooled.warm_up()
-        want = await inline.verify(msgs)
-        assert await pooled.verify(msgs) == want
-        [first] = pooled.worker_pids
-        os.kill(first, signal.SIGKILL)
-        assert await asyncio.to_thread(wait_until, lambda: not alive(first), 30)
-        await asyncio.sleep(0.1)  # the worker's end of file reaches the reader task
-        assert await pooled.verify(msgs) == want  # inline, while a new worker is made
-        assert await pooled.verify(msgs) == want  # on the new worker
-        [second] = pooled.worker_pids
-        assert second != first and alive(second)
-    finally:
-        pooled.close()
-        inline.close()
-        h.chain.close()
 
 
 async def test_a_worker_closed_mid_call_exits_without_a_traceback(capfd: pytest.CaptureFixture[str]) -> None:
@@ -173,22 +149,31 @@ async def test_a_worker_that_stops_answering_is_killed_and_a_busy_one_is_not() -
             os.kill(pid, signal.SIGKILL)
 
 
-async def test_the_verifier_verifies_inline_past_a_hung_worker_then_starts_a_new_one(tmp_path) -> None:
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGSTOP], ids=["died", "hung"])
+async def test_the_verifier_verifies_inline_past_a_dead_or_hung_worker_then_starts_a_new_one(
+    tmp_path, sig: signal.Signals
+) -> None:
+    """A worker killed, or stopped (its stall allowance then kills it): the batch gets the inline path's
+    verdicts, and the next goes to a new worker."""
     h = Harness(tmp_path / "chain")
     alice = h.actor()
-    msgs = [alice.b.commit_bundle(b"\x03" * 32, [commit_meta(i)]) for i in range(INLINE_BELOW * 2)]
-    msgs[9].signature = bytes(64)
+    msgs = [alice.b.commit_bundle(b"\x01" * 32, [commit_meta(i)]) for i in range(INLINE_BELOW * 2)]
+    msgs[5].signature = bytes(64)
     pooled = Verifier(1, 256 * 1024, stall_seconds=1.0)
     inline = Verifier(0, 256 * 1024)
     first = None
     try:
         await pooled.warm_up()
         want = await inline.verify(msgs)
+        assert await pooled.verify(msgs) == want
         [first] = pooled.worker_pids
-        os.kill(first, signal.SIGSTOP)
-        assert await asyncio.wait_for(pooled.verify(msgs), 30) == want  # inline, once the worker is killed
+        os.kill(first, sig)
+        if sig == signal.SIGKILL:
+            assert await asyncio.to_thread(wait_until, lambda: not alive(first), 30)
+            await asyncio.sleep(0.1)  # the worker's end of file reaches the reader task
+        assert await asyncio.wait_for(pooled.verify(msgs), 30) == want  # inline, while a new worker is made
         assert await asyncio.to_thread(wait_until, lambda: not alive(first), 30)
-        assert await pooled.verify(msgs) == want  # on a new worker
+        assert await pooled.verify(msgs) == want  # on the new worker
         [second] = pooled.worker_pids
         assert second != first and alive(second)
     finally:
