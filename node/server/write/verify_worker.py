@@ -27,7 +27,7 @@ worker's reader task: no thread of the main process takes part.
   caller decides what to do (verify.py verifies the batch inline and starts new workers).
 - A worker that answers nothing for `stall_seconds` while calls wait (stopped, deadlocked, starved) is hung:
   it is killed and its calls fail with `BrokenWorker` as if it had died. The first answer gets
-  `FIRST_ANSWER_SECONDS` at least, since it waits for the worker's start-up (spawn and imports). A timer
+  `FIRST_ANSWER_SECONDS` at least, since it waits for the worker's start-up (a new interpreter, imports). A timer
   that fires late because the main process's own loop was blocked gives the reader one more turn before it
   kills: the answer may be sitting in the socket.
 """
@@ -51,7 +51,7 @@ from typing import Any
 HEADER = struct.Struct(">I")
 ENTRY = "node.server.write.verify_worker"  # this module, run as the worker's main
 STALL_SECONDS = 10.0  # a verify batch (at most --max-batch messages) takes milliseconds
-FIRST_ANSWER_SECONDS = 60.0  # spawn and imports on a loaded machine
+FIRST_ANSWER_SECONDS = 60.0  # a new interpreter and its imports, on a loaded machine
 LATE_SECONDS = 0.5  # a timer this late means the loop itself was blocked
 
 
