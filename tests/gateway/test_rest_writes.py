@@ -222,7 +222,7 @@ async def test_http_errors_have_the_error_body(make_gateway_client: MakeClient) 
     assert err["code"] == "NOT_FOUND"
     resp = await client.put("/v1/stats")
     err = await error_of(resp, 405)
-    assert err["code"] == "METHOD_NOT_ALLOWED" and resp.headers["Allow"] == "GET"
+    assert err["code"] == "METHOD_NOT_ALLOWED" and resp.headers["Allow"] == "GET, HEAD"
     resp = await client.post("/v1/messages", data=b"x" * 4096, headers=PROTOBUF)
     err = await error_of(resp, 413)
     assert err["code"] == "PAYLOAD_TOO_LARGE"
