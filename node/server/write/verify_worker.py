@@ -95,7 +95,6 @@ class PipeWorker:
         self._name = name
         self._stall_seconds = stall_seconds
         self._watch: asyncio.TimerHandle | None = None  # armed while calls wait for an answer
-        self._watch_due = 0.0
         self._watch_since = 0.0  # when the oldest waiting call began to wait for its answer
         self._answered = False
         self._process: subprocess.Popen[bytes] | None = None
@@ -179,7 +178,6 @@ class PipeWorker:
         if wait is None:
             wait = self._stall_seconds if self._answered else max(self._stall_seconds, FIRST_ANSWER_SECONDS)
             self._watch_since = loop.time()
-        self._watch_due = loop.time() + wait
         self._watch = loop.call_later(wait, self._stalled)
 
     def _disarm(self) -> None:
@@ -188,9 +186,10 @@ class PipeWorker:
             self._watch = None
 
     def _stalled(self) -> None:
-        self._watch = None
+        assert self._watch is not None  # this call is its timer's
+        due, self._watch = self._watch.when(), None
         now = asyncio.get_running_loop().time()
-        if now - self._watch_due > LATE_SECONDS:
+        if now - due > LATE_SECONDS:
             self._arm(LATE_SECONDS)  # the loop was blocked: let the reader take what may have come meanwhile
             return
         if self._process is not None and self._process.poll() is None:
