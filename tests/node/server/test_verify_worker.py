@@ -149,6 +149,22 @@ async def test_a_worker_that_stops_answering_is_killed_and_a_busy_one_is_not() -
             os.kill(pid, signal.SIGKILL)
 
 
+async def test_a_timer_made_late_by_a_blocked_loop_spares_a_worker_that_answered() -> None:
+    """The main process's loop is blocked past the stall allowance while the worker answers: the answer waits
+    unread in the socket when the late timer fires, and the worker is given the reader's turn, not killed."""
+    worker = PipeWorker(echo_after, name="test-worker", stall_seconds=0.5)
+    try:
+        await worker.start()
+        assert await worker.call(b"up", 0.0) == b"pu"
+        call = asyncio.ensure_future(worker.call(b"ab", 0.1))
+        await asyncio.sleep(0)  # the call is written and its timer armed
+        time.sleep(1.5)  # blocks the loop: the answer arrives meanwhile, the timer becomes a second late
+        assert await asyncio.wait_for(call, 10) == b"ba"
+        assert not worker.broken
+    finally:
+        worker.close()
+
+
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGSTOP], ids=["died", "hung"])
 async def test_the_verifier_verifies_inline_past_a_dead_or_hung_worker_then_starts_a_new_one(
     tmp_path, sig: signal.Signals
