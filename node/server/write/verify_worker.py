@@ -12,7 +12,7 @@ a socket pair"). Here a call is one pickled frame written on the loop's transpor
 worker's reader task: no thread of the main process takes part.
 
 - Process: `python -m node.server.write.verify_worker MODULE:FUNCTION NAME`, its end of the socket pair as
-  its standard input, the main process's `sys.path` as its PYTHONPATH. A plain subprocess rather than
+  its standard input, started as the store writer and the read workers are. A plain subprocess rather than
   multiprocessing's spawn, which also starts a resource-tracker process (idle here, ~12 MB) and sends the
   function and the main module's name by pickle. The name (`chain-verify-0`) is in its command line for `ps`.
 - Frame: a 4-byte big-endian length, then a pickle. The request is the call's arguments; the answer is
@@ -37,7 +37,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib
-import os
 import pickle
 import signal
 import socket
@@ -114,14 +113,12 @@ class PipeWorker:
         waits."""
         ours: socket.socket | None = None
         function = f"{self._function.__module__}:{self._function.__qualname__}"
-        path = os.pathsep.join(p for p in sys.path if p)  # where the main process found the function's module
         try:
             ours, theirs = socket.socketpair()
             with theirs:
                 self._process = subprocess.Popen(
                     [sys.executable, "-m", ENTRY, function, self._name],
                     stdin=theirs.fileno(),
-                    env={**os.environ, "PYTHONPATH": path},
                 )
             reader, self._writer = await asyncio.open_connection(sock=ours)
         except OSError as exc:  # no process or no socket (out of descriptors, of memory): a broken worker
