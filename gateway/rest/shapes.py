@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import keyword
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, TypeAlias, cast
 
@@ -163,8 +163,12 @@ def to_json(msg: Message) -> JsonObject:
     return out
 
 
-def to_json_list(items: Iterable[Message]) -> list[JsonObject]:
-    return [to_json(m) for m in items]
+def to_json_list(items: Sequence[Message]) -> list[JsonObject]:
+    """The records of a repeated field (one type) in their REST shape: the encoder looked up once."""
+    if not items:
+        return []
+    encode = ENCODERS.get(items[0].DESCRIPTOR.full_name, reference_json)
+    return [encode(m) for m in items]
 
 
 # ---- the same rules compiled once per message type (the read path's encoders) ----
@@ -172,9 +176,15 @@ def to_json_list(items: Iterable[Message]) -> list[JsonObject]:
 Encoder: TypeAlias = Callable[[Any], Json]
 
 
-def _enum_encoder(enum: EnumDescriptor) -> Encoder:
-    names = {v.number: enum_name(enum, v.number) for v in enum.values}
-    return lambda v: names[v] if v in names else str(v)
+class _EnumNames(dict[int, str]):
+    """An enum's REST names by number; a number this build does not know reads as its decimal text."""
+
+    def __missing__(self, number: int) -> str:
+        return str(number)
+
+
+def _enum_names(enum: EnumDescriptor) -> _EnumNames:
+    return _EnumNames({v.number: enum_name(enum, v.number) for v in enum.values})
 
 
 def _value_source(field: FieldDescriptor, value: str, names: dict[str, Any], message_names: Mapping[str, str]) -> str:
@@ -188,8 +198,8 @@ def _value_source(field: FieldDescriptor, value: str, names: dict[str, Any], mes
         return f"str({value})"
     if t == FD.TYPE_ENUM:
         name = f"enum_{len(names)}"
-        names[name] = _enum_encoder(_enum_type(field))
-        return f"{name}({value})"
+        names[name] = _enum_names(_enum_type(field))
+        return f"{name}[{value}]"
     return value
 
 
@@ -203,7 +213,11 @@ def _encoder_source(desc: Descriptor, names: dict[str, Any], message_names: Mapp
         read = f"msg.{f.name}" if plain else f"getattr(msg, {f.name!r})"
         if f.is_repeated:
             item = _value_source(f, "v", names, message_names)
-            value = f"list({read})" if item == "v" else f"[{item} for v in {read}]"
+            if item == "v":  # scalars as they are: a slice of the container is a list
+                value = f"{read}[:]"
+            else:  # the container read once, and an empty one not iterated (a comprehension's frame saved)
+                held = f"r{f.number}"
+                value = f"[{item} for v in {held}] if ({held} := {read}) else []"
         else:
             value = _value_source(f, read, names, message_names)
         if _in_oneof(f):
@@ -252,7 +266,7 @@ ENCODERS = compile_encoders((block_pb2, message_pb2, node_info_pb2, proof_pb2, r
 
 def account_summary(resp: rpc_pb2.GetAccountResponse) -> JsonObject:
     """The account row flattened, with the first page of keys, custody keys and verifications."""
-    out = to_json(resp.account)
+    out: JsonObject = ENCODERS[state_pb2.Account.DESCRIPTOR.full_name](resp.account)
     out["storage_units"] = resp.storage_units
     out["keys"] = to_json_list(resp.keys)
     out["custody_keys"] = to_json_list(resp.custody_keys)
