@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import time
 
+from aiohttp import hdrs
 from aiohttp.abc import AbstractAccessLogger
 from aiohttp.web_log import AccessLogger
 from aiohttp.web_request import BaseRequest
@@ -62,7 +63,7 @@ class LeanAccessLogger(AbstractAccessLogger):
                 f"{request.remote or '-'} {self._start_stamp(time)} "
                 f'"{request.method} {request.path_qs} HTTP/{version.major}.{version.minor}" '
                 f"{response.status} {response.body_length} "
-                f'"{headers.get("Referer", "-")}" "{headers.get("User-Agent", "-")}"'
+                f'"{headers.get(hdrs.REFERER, "-")}" "{headers.get(hdrs.USER_AGENT, "-")}"'
             )
             logger = self.logger
             out = sole_handler(logger, logging.INFO)
