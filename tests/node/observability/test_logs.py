@@ -95,13 +95,15 @@ def _record(name: str, level: int, message: str, created: float) -> logging.LogR
 @pytest.mark.parametrize("fmt", ["text", "json"])
 def test_a_line_without_a_record_is_what_the_record_would_have_been(fmt: str):
     """`write_line` writes, byte for byte, what handling a record of the same fields writes: inside and
-    outside a span, across second and millisecond boundaries, with `%` and non-ASCII text in the message."""
+    outside a span, across second and millisecond boundaries and before 1970, with `%` and non-ASCII text in
+    the message."""
     by_record, by_line = io.StringIO(), io.StringIO()
     record_side, line_side = handler(fmt, by_record), handler(fmt, by_line)
     start = time.time()
     tracer = TracerProvider().get_tracer("test")
     messages = ['127.0.0.1 [x] "GET /v1/a?q=%20 HTTP/1.1" 200 5 "-" "probe/1.0 (é)"', "100% done", ""]
-    for n, offset in enumerate((0.0, 0.0004, 0.5, 0.999, 1.0, 1.001, 59.9994, 3600.25, -86400.75)):
+    before_1970 = -start - 86400.75  # a negative time: its milliseconds print as `%03d` prints them
+    for n, offset in enumerate((0.0, 0.0004, 0.5, 0.999, 1.0, 1.001, 59.9994, 3600.25, -86400.75, before_1970)):
         message = messages[n % len(messages)]
         for level in (logging.INFO, logging.WARNING):
             record_side.handle(_record("aiohttp.access", level, message, start + offset))
@@ -110,7 +112,7 @@ def test_a_line_without_a_record_is_what_the_record_would_have_been(fmt: str):
                 record_side.handle(_record("chain.test", level, message, start + offset))
                 line_side.write_line("chain.test", level, message, created=start + offset)
     assert by_line.getvalue() == by_record.getvalue()
-    assert by_line.getvalue().count("\n") == 36 and "trace_id" in by_line.getvalue()
+    assert by_line.getvalue().count("\n") == 40 and "trace_id" in by_line.getvalue()
 
 
 def test_lines_of_a_loop_turn_are_written_together_and_in_order():
