@@ -266,7 +266,7 @@ ENCODERS = compile_encoders((block_pb2, message_pb2, node_info_pb2, proof_pb2, r
 
 def account_summary(resp: rpc_pb2.GetAccountResponse) -> JsonObject:
     """The account row flattened, with the first page of keys, custody keys and verifications."""
-    out: JsonObject = ENCODERS[state_pb2.Account.DESCRIPTOR.full_name](resp.account)
+    out = to_json(resp.account)
     out["storage_units"] = resp.storage_units
     out["keys"] = to_json_list(resp.keys)
     out["custody_keys"] = to_json_list(resp.custody_keys)
