@@ -233,7 +233,7 @@ class Reader:
     def active_units(self, owner: bytes, now: int) -> int:
         index = self._load(state_pb2.StorageGrantIndex, schema.storage_grant_index_key(owner))
         total = 0
-        for grant_id in index.grant_ids if index else ():
+        for grant_id in index.grant_ids[:] if index else ():  # a list: upb's container iterates by IndexError
             grant = self._load(state_pb2.StorageGrant, schema.storage_grant_key(owner, grant_id))
             if grant is not None and grant.expires_at > now:
                 total += grant.units
@@ -442,7 +442,7 @@ class Reader:
         bundle.block_timestamp = now
         bundle.account_proof.CopyFrom(proof_to_proto(prove(schema.account_key(owner))))
         bundle.index_proof.CopyFrom(proof_to_proto(prove(schema.storage_grant_index_key(owner))))
-        for grant_id in index.grant_ids if index else ():
+        for grant_id in index.grant_ids[:] if index else ():  # a list: upb's container iterates by IndexError
             key = schema.storage_grant_key(owner, grant_id)
             bundle.grant_proofs.append(proof_to_proto(prove(key)))
             grant = self._load(state_pb2.StorageGrant, key)
