@@ -3,6 +3,7 @@ as the OpenTelemetry exporter exposes its own histograms.
 
     duration = endpoint.histogram("rpc.server.duration", "ms", "Duration of ...", MS_BUCKETS)
     duration.record(0.42, {"rpc.method": "GetAccount", "rpc.grpc.status_code": 0})
+    duration.record_all([0.42, 0.5], key)            # several amounts under one series key (a read worker's)
     duration.merge(attributes, counts, total)        # another process's series (node/server/readers/shipping.py)
     duration.take()                                  # [[attributes, counts, sum], ...] and forget them
 
@@ -75,6 +76,16 @@ class Histogram:
             series = self._series_of(key)
             series[index] += 1
             series[-1] += amount
+
+    def record_all(self, amounts: Sequence[float], key: Key) -> None:
+        """`record_key` for each of `amounts` in turn, under one hold of the lock (a read worker's durations
+        of the last second, node/server/readers/shipping.py)."""
+        bounds = self.bounds
+        with self._lock:
+            series = self._series_of(key)
+            for amount in amounts:
+                series[bisect_left(bounds, amount)] += 1
+                series[-1] += amount
 
     def merge(self, attributes: Attributes, counts: Sequence[int], total: float) -> bool:
         """Add a series recorded elsewhere with the same buckets; False (nothing added) when its shape differs."""

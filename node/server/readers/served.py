@@ -7,7 +7,7 @@ MALFORMED_MESSAGE, a typed error becomes its status and trailers (interceptors.m
 mapping), an unexpected one INTERNAL (logged), a status the handler chose itself (the relayed fallback
 of GetMessage) goes out unchanged, and every call's duration goes to the worker's shipper under the
 attributes the main process records. One coroutine frame per call instead of three, and a successful
-call's attributes are made once per method, not per call.
+call's duration is appended to its method's list in the shipper (shipping.py), bucketed once a second.
 
     handler = served(path, local_handler, shipper)    # shipper None: metrics off
 """
@@ -36,7 +36,7 @@ def served(path: str, handler: Handler, shipper: RpcShipper | None) -> Handler:
     if inner is None:
         raise ValueError(f"{path}: a worker answers only unary reads itself")
     service, _, method = path.lstrip("/").rpartition("/")
-    ok = attributes(service, method, grpc.StatusCode.OK, "")
+    ok = None if shipper is None else shipper.durations(attributes(service, method, grpc.StatusCode.OK, ""))
     clock = time.perf_counter
 
     def record(started: float, code: grpc.StatusCode, reason: str) -> None:
@@ -60,8 +60,8 @@ def served(path: str, handler: Handler, shipper: RpcShipper | None) -> Handler:
         except BaseException as exc:  # the client went away
             record(started, *outcome(context, exc))
             raise
-        if shipper is not None:
-            shipper.add(ok, (clock() - started) * 1000)
+        if ok is not None:
+            ok.append((clock() - started) * 1000)
         return response
 
     return grpc.unary_unary_rpc_method_handler(

@@ -125,6 +125,27 @@ def test_a_workers_shipped_series_equal_recording_in_the_main_process() -> None:
         main.stop()
 
 
+def test_durations_appended_to_a_shippers_list_ship_what_recording_each_ships() -> None:
+    """A worker's successful calls append their durations to a list (served.py); `take` buckets them: the
+    same series as recording each, the list emptied, and a second take ships only what came after."""
+    local = frozenset({"/chain.v1.ChainService/GetAccount"})
+    ok: Attributes = {"rpc.service": "chain.v1.ChainService", "rpc.method": "GetAccount", "rpc.grpc.status_code": 0}
+    failed: Attributes = {**ok, "rpc.grpc.status_code": 5}
+    listed, recorded = RpcShipper(local), RpcShipper(local)
+    durations = listed.durations(ok)
+    assert listed.durations(failed) == []  # a second list, its own series
+    for amount in AMOUNTS:
+        durations.append(amount)
+        listed.record(amount * 2, failed)  # a refusal is recorded at once, beside the list
+        recorded.record(amount, ok)
+        recorded.record(amount * 2, failed)
+    assert sorted(listed.take(), key=json.dumps) == sorted(recorded.take(), key=json.dumps)
+    assert durations == []
+    assert listed.take() == []
+    durations.append(0.3)
+    assert listed.take() == [[ok, [1 if bound == 0.5 else 0 for bound in (*MS_BUCKETS, None)], 0.3]]
+
+
 def test_records_from_many_threads_during_scrapes_all_count() -> None:
     """`record` runs on the event loop while prometheus_client's HTTP thread scrapes: nothing is lost."""
     endpoint = MetricsEndpoint("chain-node", "127.0.0.1:0")
