@@ -165,11 +165,16 @@ def test_block_commit_puts_and_deletes_as_a_dict(tmp_path: Path, seed: int) -> N
 
 
 def test_key_prefixes_are_the_stored_format() -> None:
-    """Key builders take the prefix byte from a table built once: the same bytes as before."""
-    rng = random.Random(5)
+    """Key builders start from a byte constant per prefix, made once: each is its `Prefix`'s number, and the
+    builders give the stored bytes."""
     for prefix in schema.Prefix:
-        owner, other = rng.randbytes(20), rng.randbytes(32)
-        assert schema._p(prefix, owner, other) == bytes([int(prefix)]) + owner + other
+        assert getattr(schema, f"_{prefix.name}") == bytes([int(prefix)]), prefix.name
+    rng = random.Random(5)
+    owner, other = rng.randbytes(20), rng.randbytes(32)
+    assert schema.account_key(owner) == b"\x01" + owner
+    assert schema.signer_key(owner, other) == b"\x03" + owner + other
+    assert schema.reaction_key(owner, 2, other, other) == b"\x0b" + owner + b"\x02" + other + other
+    assert schema.meta_key("head") == b"\x70head"
     assert schema.message_key(b"\x07" * 32) == b"\x61" + b"\x07" * 32
     assert schema.event_key(3) == b"\x62" + (3).to_bytes(8, "big")
 
