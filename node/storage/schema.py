@@ -91,43 +91,40 @@ def ref_component(name: bytes) -> bytes:
     return bytes([len(name)]) + name
 
 
-_PREFIX_BYTES: Final = tuple(bytes([i]) for i in range(256))  # a key's first byte, built once (immutable)
-
-
 # Each prefix's key byte as a module constant, which the key builders below start from: reading an IntEnum
 # member costs ~140 ns on Python 3.11 and a generic `prefix + b"".join(parts)` builder ~150 more, against ~30
 # for a concatenation, and a key is built for every record read or written (docs/performance.md, nineteenth
 # pass). tests/node/state/test_seal_fast_path.py checks every constant against its `Prefix`.
-_ACCOUNT: Final = _PREFIX_BYTES[Prefix.ACCOUNT]
-_CUSTODY_KEY: Final = _PREFIX_BYTES[Prefix.CUSTODY_KEY]
-_SIGNER: Final = _PREFIX_BYTES[Prefix.SIGNER]
-_PROJECT: Final = _PREFIX_BYTES[Prefix.PROJECT]
-_REF: Final = _PREFIX_BYTES[Prefix.REF]
-_COMMIT: Final = _PREFIX_BYTES[Prefix.COMMIT]
-_COLLABORATOR: Final = _PREFIX_BYTES[Prefix.COLLABORATOR]
-_MERGE_REQUEST: Final = _PREFIX_BYTES[Prefix.MERGE_REQUEST]
-_VERIFICATION: Final = _PREFIX_BYTES[Prefix.VERIFICATION]
-_LINK: Final = _PREFIX_BYTES[Prefix.LINK]
-_REACTION: Final = _PREFIX_BYTES[Prefix.REACTION]
-_STORAGE_GRANT: Final = _PREFIX_BYTES[Prefix.STORAGE_GRANT]
-_STORAGE_GRANT_INDEX: Final = _PREFIX_BYTES[Prefix.STORAGE_GRANT_INDEX]
-_TOMBSTONE: Final = _PREFIX_BYTES[Prefix.TOMBSTONE]
-_LWW_STAMP: Final = _PREFIX_BYTES[Prefix.LWW_STAMP]
-_PROJECT_NAME: Final = _PREFIX_BYTES[Prefix.PROJECT_NAME]
-_PROJECTS_BY_OWNER: Final = _PREFIX_BYTES[Prefix.PROJECTS_BY_OWNER]
-_PROJECTS_BY_NAME: Final = _PREFIX_BYTES[Prefix.PROJECTS_BY_NAME]
-_COMMITS_BY_SEQUENCE: Final = _PREFIX_BYTES[Prefix.COMMITS_BY_SEQUENCE]
-_REF_LOG: Final = _PREFIX_BYTES[Prefix.REF_LOG]
-_MERGE_REQUESTS_BY_REQUESTER: Final = _PREFIX_BYTES[Prefix.MERGE_REQUESTS_BY_REQUESTER]
-_LINKS_BY_TARGET: Final = _PREFIX_BYTES[Prefix.LINKS_BY_TARGET]
-_REACTIONS_BY_TARGET: Final = _PREFIX_BYTES[Prefix.REACTIONS_BY_TARGET]
-_PROJECT_ACTIVITY: Final = _PREFIX_BYTES[Prefix.PROJECT_ACTIVITY]
-_ACCOUNT_ACTIVITY: Final = _PREFIX_BYTES[Prefix.ACCOUNT_ACTIVITY]
-_LIVE_PROJECTS: Final = _PREFIX_BYTES[Prefix.LIVE_PROJECTS]
-_BLOCK: Final = _PREFIX_BYTES[Prefix.BLOCK]
-_MESSAGE: Final = _PREFIX_BYTES[Prefix.MESSAGE]
-_EVENT: Final = _PREFIX_BYTES[Prefix.EVENT]
-_META: Final = _PREFIX_BYTES[Prefix.META]
+_ACCOUNT: Final = bytes([Prefix.ACCOUNT])
+_CUSTODY_KEY: Final = bytes([Prefix.CUSTODY_KEY])
+_SIGNER: Final = bytes([Prefix.SIGNER])
+_PROJECT: Final = bytes([Prefix.PROJECT])
+_REF: Final = bytes([Prefix.REF])
+_COMMIT: Final = bytes([Prefix.COMMIT])
+_COLLABORATOR: Final = bytes([Prefix.COLLABORATOR])
+_MERGE_REQUEST: Final = bytes([Prefix.MERGE_REQUEST])
+_VERIFICATION: Final = bytes([Prefix.VERIFICATION])
+_LINK: Final = bytes([Prefix.LINK])
+_REACTION: Final = bytes([Prefix.REACTION])
+_STORAGE_GRANT: Final = bytes([Prefix.STORAGE_GRANT])
+_STORAGE_GRANT_INDEX: Final = bytes([Prefix.STORAGE_GRANT_INDEX])
+_TOMBSTONE: Final = bytes([Prefix.TOMBSTONE])
+_LWW_STAMP: Final = bytes([Prefix.LWW_STAMP])
+_PROJECT_NAME: Final = bytes([Prefix.PROJECT_NAME])
+_PROJECTS_BY_OWNER: Final = bytes([Prefix.PROJECTS_BY_OWNER])
+_PROJECTS_BY_NAME: Final = bytes([Prefix.PROJECTS_BY_NAME])
+_COMMITS_BY_SEQUENCE: Final = bytes([Prefix.COMMITS_BY_SEQUENCE])
+_REF_LOG: Final = bytes([Prefix.REF_LOG])
+_MERGE_REQUESTS_BY_REQUESTER: Final = bytes([Prefix.MERGE_REQUESTS_BY_REQUESTER])
+_LINKS_BY_TARGET: Final = bytes([Prefix.LINKS_BY_TARGET])
+_REACTIONS_BY_TARGET: Final = bytes([Prefix.REACTIONS_BY_TARGET])
+_PROJECT_ACTIVITY: Final = bytes([Prefix.PROJECT_ACTIVITY])
+_ACCOUNT_ACTIVITY: Final = bytes([Prefix.ACCOUNT_ACTIVITY])
+_LIVE_PROJECTS: Final = bytes([Prefix.LIVE_PROJECTS])
+_BLOCK: Final = bytes([Prefix.BLOCK])
+_MESSAGE: Final = bytes([Prefix.MESSAGE])
+_EVENT: Final = bytes([Prefix.EVENT])
+_META: Final = bytes([Prefix.META])
 
 
 # ---- public state ----
