@@ -25,7 +25,7 @@ from chain.v1 import message_pb2 as pb
 from node.crypto.ed25519 import Ed25519Verifier
 from node.errors import DataCorrupted, InvariantBroken
 from node.merkle import InvalidChange, MerkleError, NodeStore
-from node.merkle.store import RecentNodes
+from node.merkle.store import ReadNodes, RecentNodes
 from node.query.heads import HeadMemo
 from node.state.access import StateAccess
 from node.state.params import ChainParams
@@ -112,6 +112,8 @@ class Chain:
         self.verifier = Ed25519Verifier()
         # the tree nodes the latest blocks committed: building the next block reads them from memory
         self.recent_nodes = RecentNodes()
+        # the tree nodes reads (proofs) fetched and checked: the next walk from any head reads them from memory
+        self.read_nodes = ReadNodes()
         self.writer: WriterProcess | None = None  # None: commits run in this process (the caller's thread)
 
     def start_writer(self) -> WriterProcess:
@@ -203,6 +205,11 @@ class Chain:
         """A snapshot's tree nodes with the latest blocks' nodes answered from memory (what the next
         block's state-tree update mostly reads)."""
         return self.recent_nodes.over(nodes)
+
+    def read_tree(self, nodes: NodeStore) -> NodeStore:
+        """A snapshot's tree nodes for reads: nodes earlier reads checked are answered from memory (only
+        reads fill it; `tree_nodes` is what updates read)."""
+        return self.read_nodes.over(nodes)
 
     def build(self, timestamp_ms: int, candidates: Sequence[pb.Message], *, verify: bool = False) -> BlockOutput:
         with self.read() as (view, nodes):

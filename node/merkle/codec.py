@@ -13,6 +13,8 @@ dataclass); `tests/node/merkle/test_codec.py` checks that both agree.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
 from typing import NamedTuple
 
 from blake3 import blake3
@@ -36,6 +38,11 @@ class Internal(NamedTuple):
 
 
 Node = Leaf | Internal
+
+# tuple.__new__ bound to each class: builds the same named tuple as Leaf(a, b) without the generated
+# __new__'s Python frame (decoding is on every tree walk: each proof and each block's update)
+_new_leaf: Callable[[tuple[bytes, bytes]], Leaf] = partial(tuple.__new__, Leaf)
+_new_internal: Callable[[tuple[bytes, bytes]], Internal] = partial(tuple.__new__, Internal)
 
 
 def key_path(key: bytes) -> bytes:
@@ -64,10 +71,10 @@ def decode(encoded: bytes) -> Node | None:
     if len(encoded) != NODE_LEN:
         return None
     tag = encoded[0]
-    if tag == 0:
-        return Leaf(encoded[1:33], encoded[33:65])
     if tag == 1:
-        return Internal(encoded[1:33], encoded[33:65])
+        return _new_internal((encoded[1:33], encoded[33:65]))
+    if tag == 0:
+        return _new_leaf((encoded[1:33], encoded[33:65]))
     return None
 
 

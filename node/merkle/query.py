@@ -7,17 +7,16 @@ collection yet).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from node.errors import MerkleReason
-from node.merkle.codec import EMPTY, HASH_LEN, PATH_BITS, Leaf, key_path, path_bit, value_hash
+from node.merkle.codec import EMPTY, HASH_LEN, PATH_BITS, Leaf, key_path, path_int, value_hash
 from node.merkle.errors import CorruptNode, ValueMismatch
 from node.merkle.proof import MerkleProof
 from node.merkle.store import NodeStore, load_node
 
 
-@dataclass(frozen=True)
-class Witness:
+class Witness(NamedTuple):
     """Where the walk along `path` ends, with every sibling on the way (EMPTY ones included)."""
 
     path: bytes
@@ -40,6 +39,7 @@ class Witness:
 def witness(store: NodeStore, root: bytes, path: bytes) -> Witness:
     """Walk from `root` along `path` until a leaf or an empty slot."""
     siblings: list[bytes] = []
+    bits = path_int(path)  # the bit at depth d is (bits >> (PATH_BITS - 1 - d)) & 1, as codec.path_bit says
     node = root
     depth = 0
     while node != EMPTY:
@@ -49,7 +49,7 @@ def witness(store: NodeStore, root: bytes, path: bytes) -> Witness:
         if depth >= PATH_BITS:
             raise CorruptNode(node, MerkleReason.INTERNAL_TOO_DEEP, str(depth))
         left, right = loaded
-        if path_bit(path, depth):
+        if (bits >> (PATH_BITS - 1 - depth)) & 1:
             node = right
             siblings.append(left)
         else:
@@ -61,6 +61,7 @@ def witness(store: NodeStore, root: bytes, path: bytes) -> Witness:
 
 def get_hashed(store: NodeStore, root: bytes, path: bytes) -> bytes | None:
     """The value hash stored under `path`, or None."""
+    bits = path_int(path)
     node = root
     depth = 0
     while node != EMPTY:
@@ -69,7 +70,7 @@ def get_hashed(store: NodeStore, root: bytes, path: bytes) -> bytes | None:
             return loaded.value_hash if loaded.path == path else None
         if depth >= PATH_BITS:
             raise CorruptNode(node, MerkleReason.INTERNAL_TOO_DEEP, str(depth))
-        node = loaded.right if path_bit(path, depth) else loaded.left
+        node = loaded.right if (bits >> (PATH_BITS - 1 - depth)) & 1 else loaded.left
         depth += 1
     return None
 

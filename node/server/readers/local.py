@@ -107,7 +107,7 @@ def _handler(chain: Chain, method: MethodDescriptor, fallback: Handler | None) -
 
     def read(request: Any) -> Message:
         with chain.read() as (view, nodes):
-            return query(Reader(view, nodes, chain.heads), request)
+            return query(Reader(view, chain.read_tree(nodes), chain.heads), request)
 
     async def call(request: Any, context: Any) -> Message:
         if fallback is None or fallback.unary_unary is None:

@@ -72,7 +72,7 @@ class ChainServicer(service_pb2_grpc.ChainServiceServicer):
     def _read(self, fn: Callable[[Reader], T]) -> T:
         chain = self.node.chain
         with chain.read() as (view, nodes):
-            return fn(Reader(view, nodes, chain.heads))
+            return fn(Reader(view, chain.read_tree(nodes), chain.heads))
 
     # ---- writes ----
     async def SubmitMessage(
