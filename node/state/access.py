@@ -117,7 +117,7 @@ class StateAccess:
 
     def active_units(self, owner: bytes, now: int) -> int:
         total = 0
-        for grant_id in self.grant_index(owner).grant_ids:
+        for grant_id in self.grant_index(owner).grant_ids[:]:  # a list: upb's container iterates by IndexError
             grant = self.grant(owner, grant_id)
             if grant is not None and grant.expires_at > now:
                 total += grant.units
