@@ -52,6 +52,7 @@ ENTRY = "node.server.write.verify_worker"  # this module, run as the worker's ma
 STALL_SECONDS = 10.0  # a verify batch (at most --max-batch messages) takes milliseconds
 FIRST_ANSWER_SECONDS = 60.0  # a new interpreter and its imports, on a loaded machine
 LATE_SECONDS = 0.5  # a timer this late means the loop itself was blocked
+REAP_SECONDS = 0.1, 60.0  # a broken worker's exit is collected: polled this often, for at most this long
 
 
 class BrokenWorker(Exception):
@@ -195,11 +196,27 @@ class PipeWorker:
 
     def _fail(self, why: str) -> None:
         self._disarm()
+        first = not self.broken
         self.broken = True
         while self._waiting:
             answer = self._waiting.popleft()
             if not answer.done():
                 answer.set_exception(BrokenWorker(f"{self._name} ended: {why}"))
+        if first:  # close() after the reader saw the end (or the other way round) polls once
+            self._reap(int(REAP_SECONDS[1] / REAP_SECONDS[0]))
+
+    def _reap(self, polls: int) -> None:
+        """Collect the exit of a worker that died, was killed or was closed, so that it does not stay a
+        zombie until the next worker starts: polled from the loop (no thread waits on it), as it may still
+        be finishing a batch when its socket closes."""
+        process = self._process
+        if process is None or process.poll() is not None or polls <= 0:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # closed outside the loop (shutdown): the process exits with the node's
+            return
+        loop.call_later(REAP_SECONDS[0], self._reap, polls - 1)
 
     def close(self, why: str = "closed") -> None:
         """Closes the socket (the worker exits at end of file) and fails what still waits."""
@@ -207,9 +224,7 @@ class PipeWorker:
             self._reading.cancel()
         if self._writer is not None:
             self._writer.close()
-        if self._process is not None:
-            self._process.poll()  # reaped if it has exited already (else when the next worker starts)
-        self._fail(why)
+        self._fail(why)  # and its exit collected once it has exited
 
 
 def main(argv: Sequence[str]) -> None:

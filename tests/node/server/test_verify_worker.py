@@ -1,7 +1,8 @@
 """A verify worker over its own socket pair (node/server/write/verify_worker.py): answers in order, a raised
 exception comes back as WorkerFailed and the worker goes on, a worker killed with -9 fails what it had not
 answered with BrokenWorker, a closed worker exits (quietly, even in the middle of a call), a worker silent
-past its stall allowance is killed (a busy one is not); and the Verifier verifies a batch inline when its
+past its stall allowance is killed (a busy one is not), a dead or killed worker's exit is collected (no
+zombie waits for the next worker to start); and the Verifier verifies a batch inline when its
 worker died or hung, then starts a new one."""
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import os
 import signal
 import socket
 import time
+from pathlib import Path
 
 import pytest
 
@@ -18,6 +20,11 @@ from node.server.write.verify import INLINE_BELOW, Verifier
 from node.server.write.verify_worker import BrokenWorker, PipeWorker, WorkerFailed
 from tests.fixtures.procs import alive, wait_until
 from tests.harness import Harness, commit_meta
+
+
+def reaped(pid: int) -> bool:
+    """The process's exit was collected: not even a zombie is left (`alive` counts a zombie as gone)."""
+    return not Path(f"/proc/{pid}").exists()
 
 
 def echo_after(value: bytes, seconds: float) -> bytes:
@@ -53,11 +60,13 @@ async def test_a_worker_killed_mid_call_fails_its_calls_and_a_closed_one_exits()
         waiting = [asyncio.ensure_future(worker.call(b"slow", 5.0)) for _ in range(3)]
         await asyncio.sleep(0.2)
         assert worker.pid is not None
-        os.kill(worker.pid, signal.SIGKILL)
+        dead = worker.pid
+        os.kill(dead, signal.SIGKILL)
         for call in waiting:
             with pytest.raises(BrokenWorker):
                 await asyncio.wait_for(call, 10)
         assert worker.broken
+        assert await asyncio.to_thread(wait_until, lambda: reaped(dead), 10)  # not left a zombie
         with pytest.raises(BrokenWorker):
             await worker.call(b"again", 0.0)  # refused at once, not written to a dead socket
         assert await other.call(b"ok", 0.0) == b"ko"
@@ -141,6 +150,7 @@ async def test_a_worker_that_stops_answering_is_killed_and_a_busy_one_is_not() -
                 await asyncio.wait_for(call, 30)
         assert stopped.broken
         assert await asyncio.to_thread(wait_until, lambda: not alive(pid), 30)
+        assert await asyncio.to_thread(wait_until, lambda: reaped(pid), 10)  # no new worker started since
         assert await busy.call(b"still", 0.0) == b"llits"
     finally:
         stopped.close()
