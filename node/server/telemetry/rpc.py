@@ -23,7 +23,7 @@ from aiohttp.typedefs import Middleware
 
 from node.errors import REASON_CODE, trailer
 from node.grpcweb.responder import STATUS_KEY
-from node.server.rpc.interceptors import Continuation, Handler, Interceptor
+from node.server.rpc.interceptors import Continuation, Handler, Interceptor, Wrapped
 from node.server.telemetry.node_metrics import NodeMetrics
 
 Attributes = Mapping[str, str | int]
@@ -75,6 +75,7 @@ def outcome(context: Any, exc: BaseException | None) -> tuple[grpc.StatusCode, s
 class RpcMetricsInterceptor(Interceptor):
     def __init__(self, metrics: RpcRecorder) -> None:
         self.metrics = metrics
+        self._wrapped = Wrapped(self._wrap)
 
     def _record(self, service: str, method: str, started: float, context: Any, exc: BaseException | None) -> None:
         code, reason = outcome(context, exc)
@@ -87,7 +88,10 @@ class RpcMetricsInterceptor(Interceptor):
         handler = await continuation(handler_call_details)
         if handler is None:
             return None
-        service, _, method = handler_call_details.method.lstrip("/").rpartition("/")
+        return self._wrapped(handler, handler_call_details.method)
+
+    def _wrap(self, handler: Handler, path: str) -> Handler:
+        service, _, method = path.lstrip("/").rpartition("/")
         record = self._record
         if handler.unary_unary is not None:
             inner = handler.unary_unary
