@@ -196,14 +196,12 @@ class PipeWorker:
 
     def _fail(self, why: str) -> None:
         self._disarm()
-        first = not self.broken
         self.broken = True
         while self._waiting:
             answer = self._waiting.popleft()
             if not answer.done():
                 answer.set_exception(BrokenWorker(f"{self._name} ended: {why}"))
-        if first:  # close() after the reader saw the end (or the other way round) polls once
-            self._reap(int(REAP_SECONDS[1] / REAP_SECONDS[0]))
+        self._reap(int(REAP_SECONDS[1] / REAP_SECONDS[0]))  # at once if it has exited (a second call: the same)
 
     def _reap(self, polls: int) -> None:
         """Collect the exit of a worker that died, was killed or was closed, so that it does not stay a
