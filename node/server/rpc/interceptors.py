@@ -113,30 +113,17 @@ def _wrap(handler: Handler, method: str) -> Handler:
     return handler
 
 
-class Wrapped:
-    """An interceptor's wrappers, one per method path: grpc.aio runs the interceptors on every call, but the
-    servicers hand back the same handler object each time and a wrapper holds nothing of a call's own, so
-    each handler is wrapped once. A handler other than the one kept for its path (an outer interceptor's
-    refusal) is wrapped and kept in its place. Only paths a handler answered are kept: the services' own."""
-
-    def __init__(self, wrap: Callable[[Handler, str], Handler]) -> None:
-        self._wrap = wrap
-        self._made: dict[str, tuple[Handler, Handler]] = {}
-
-    def __call__(self, handler: Handler, method: str) -> Handler:
-        made = self._made.get(method)
-        if made is not None and made[0] is handler:
-            return made[1]
-        wrapped = self._wrap(handler, method)
-        self._made[method] = (handler, wrapped)
-        return wrapped
-
-
-class ErrorInterceptor(Interceptor):
-    """Maps typed errors to gRPC status with the reason code in trailing metadata."""
+class WrappingInterceptor(Interceptor):
+    """An interceptor that wraps each method's handler (`wrap`) once: grpc.aio runs the interceptors on every
+    call, but the servicers hand back the same handler object each time and a wrapper holds nothing of a
+    call's own. A handler other than the one kept for its path (an outer interceptor's refusal) is wrapped
+    and kept in its place. Only paths a handler answered are kept: the services' own."""
 
     def __init__(self) -> None:
-        self._wrapped = Wrapped(_wrap)
+        self._made: dict[str, tuple[Handler, Handler]] = {}  # method path -> (handler given, its wrapper)
+
+    def wrap(self, handler: Handler, method: str) -> Handler:
+        raise NotImplementedError
 
     async def intercept_service(  # type: ignore[override]
         self, continuation: Continuation, handler_call_details: grpc.HandlerCallDetails
@@ -144,7 +131,20 @@ class ErrorInterceptor(Interceptor):
         handler = await continuation(handler_call_details)
         if handler is None:
             return None
-        return self._wrapped(handler, handler_call_details.method)
+        method = handler_call_details.method
+        made = self._made.get(method)
+        if made is not None and made[0] is handler:
+            return made[1]
+        wrapped = self.wrap(handler, method)
+        self._made[method] = (handler, wrapped)
+        return wrapped
+
+
+class ErrorInterceptor(WrappingInterceptor):
+    """Maps typed errors to gRPC status with the reason code in trailing metadata."""
+
+    def wrap(self, handler: Handler, method: str) -> Handler:
+        return _wrap(handler, method)
 
 
 class TokenInterceptor(Interceptor):

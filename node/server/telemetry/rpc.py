@@ -23,7 +23,7 @@ from aiohttp.typedefs import Middleware
 
 from node.errors import REASON_CODE, trailer
 from node.grpcweb.responder import STATUS_KEY
-from node.server.rpc.interceptors import Continuation, Handler, Interceptor, Wrapped
+from node.server.rpc.interceptors import Handler, WrappingInterceptor
 from node.server.telemetry.node_metrics import NodeMetrics
 
 Attributes = Mapping[str, str | int]
@@ -72,25 +72,17 @@ def outcome(context: Any, exc: BaseException | None) -> tuple[grpc.StatusCode, s
     return code, reason
 
 
-class RpcMetricsInterceptor(Interceptor):
+class RpcMetricsInterceptor(WrappingInterceptor):
     def __init__(self, metrics: RpcRecorder) -> None:
+        super().__init__()
         self.metrics = metrics
-        self._wrapped = Wrapped(self._wrap)
 
     def _record(self, service: str, method: str, started: float, context: Any, exc: BaseException | None) -> None:
         code, reason = outcome(context, exc)
         duration = (time.perf_counter() - started) * 1000
         self.metrics.rpc_duration.record(duration, attributes(service, method, code, reason))
 
-    async def intercept_service(  # type: ignore[override]
-        self, continuation: Continuation, handler_call_details: grpc.HandlerCallDetails
-    ) -> Handler | None:
-        handler = await continuation(handler_call_details)
-        if handler is None:
-            return None
-        return self._wrapped(handler, handler_call_details.method)
-
-    def _wrap(self, handler: Handler, path: str) -> Handler:
+    def wrap(self, handler: Handler, path: str) -> Handler:
         service, _, method = path.lstrip("/").rpartition("/")
         record = self._record
         if handler.unary_unary is not None:
