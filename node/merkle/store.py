@@ -9,7 +9,7 @@ trees never load LMDB.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from itertools import islice
 from typing import Protocol
 
@@ -58,8 +58,7 @@ class RecentNodes:
         self._nodes.update(nodes)
         excess = len(self._nodes) - self.capacity
         if excess > 0:
-            for old in list(islice(self._nodes, excess)):
-                del self._nodes[old]
+            _drop_oldest(self._nodes, excess)
 
     def over(self, store: NodeStore) -> CachedNodeStore:
         """`store`, with these nodes answered from memory."""
@@ -69,16 +68,33 @@ class RecentNodes:
         return len(self._nodes)
 
 
-class CachedNodeStore:
-    """A node store read through `RecentNodes` first."""
+def _drop_oldest(nodes: dict[bytes, bytes], count: int) -> None:
+    """Drop the `count` oldest entries of an insertion-ordered memo."""
+    for old in list(islice(nodes, count)):  # listed in one C call: no other thread runs in between
+        nodes.pop(old, None)  # another thread may have dropped it already
 
-    def __init__(self, recent: Mapping[bytes, bytes], store: NodeStore) -> None:
+
+class CachedNodeStore:
+    """A node store read through a memo first (`RecentNodes`, `ReadNodes`); with `keep`, what a miss reads
+    from the store is handed to it."""
+
+    __slots__ = ("_keep", "_recent", "_store")
+
+    def __init__(
+        self, recent: Mapping[bytes, bytes], store: NodeStore, keep: Callable[[bytes, bytes], None] | None = None
+    ) -> None:
         self._recent = recent
         self._store = store
+        self._keep = keep
 
     def get(self, node_hash: bytes) -> bytes | None:
         hit = self._recent.get(node_hash)
-        return hit if hit is not None else self._store.get(node_hash)
+        if hit is not None:
+            return hit
+        data = self._store.get(node_hash)
+        if data is not None and self._keep is not None:
+            self._keep(node_hash, data)
+        return data
 
 
 class ReadNodes:
@@ -98,40 +114,19 @@ class ReadNodes:
         self.capacity = capacity
         self._nodes: dict[bytes, bytes] = {}
 
-    def over(self, store: NodeStore) -> ReadThroughNodeStore:
+    def over(self, store: NodeStore) -> CachedNodeStore:
         """`store` (one that checks what it reads), with the nodes read before answered from memory and the
         ones it reads now kept."""
-        return ReadThroughNodeStore(self, store)
+        return CachedNodeStore(self._nodes, store, self.add)
 
     def add(self, node_hash: bytes, encoded: bytes) -> None:
         nodes = self._nodes
         nodes[node_hash] = encoded
         if len(nodes) > self.capacity:
-            for old in list(islice(nodes, max(1, self.capacity // 8))):  # one C call: no thread runs between
-                nodes.pop(old, None)  # another thread may have dropped it already
+            _drop_oldest(nodes, max(1, self.capacity // 8))
 
     def __len__(self) -> int:
         return len(self._nodes)
-
-
-class ReadThroughNodeStore:
-    """A node store read through `ReadNodes`: a miss is read from the store and kept."""
-
-    __slots__ = ("_add", "_kept", "_store")
-
-    def __init__(self, memo: ReadNodes, store: NodeStore) -> None:
-        self._kept = memo._nodes  # read directly: a hit is one dict lookup
-        self._add = memo.add
-        self._store = store
-
-    def get(self, node_hash: bytes) -> bytes | None:
-        hit = self._kept.get(node_hash)
-        if hit is not None:
-            return hit
-        data = self._store.get(node_hash)
-        if data is not None:
-            self._add(node_hash, data)
-        return data
 
 
 def load_node(store: NodeStore, node_hash: bytes) -> Node:
