@@ -199,7 +199,7 @@ async def step(kube: KubeApi, config: OperatorConfig, net: Network, status: Mapp
         return await begin(rollout)
     if not progress.running(desired):
         if rollout.partition == 0 and not (progress.image and not same_image(progress.image, desired)):
-            return up_to_date(rollout)
+            return up_to_date(rollout, progress)
         progress = await adopt(rollout, progress)
     if rollout.partition < replicas:
         decided = await check_released(rollout, progress)
@@ -262,17 +262,17 @@ async def begin(r: Rollout) -> Step:
     return Step({"upgrade": progress.to_status()}, (ConditionUpdate(T.UPGRADING, True, R.STARTED, message),))
 
 
-def up_to_date(r: Rollout) -> Step:
-    """Nothing in flight and every pod may already run this image: just record the version."""
+def up_to_date(r: Rollout, progress: UpgradeProgress) -> Step:
+    """Nothing in flight and every pod may already run this image: just record the version. When the status
+    says an upgrade to this image completed, this is the same step run again (kopf retrying a handler whose
+    outcome it could not store, or the resume handler of a restarted operator): that upgrade's `Upgrading`
+    condition (`Completed`, and when) stays as it was written."""
     spec = r.net.spec
-    return Step(
-        {"currentVersion": spec.version},
-        (
-            ConditionUpdate(T.UPGRADING, False, R.UP_TO_DATE, f"the StatefulSet runs {spec.desired_image}"),
-            ConditionUpdate(T.READY, True, R.UP_TO_DATE, f"version {spec.version}"),
-        ),
-        done=True,
-    )
+    ready = ConditionUpdate(T.READY, True, R.UP_TO_DATE, f"version {spec.version}")
+    if progress.phase is Phase.COMPLETED and same_image(progress.image, spec.desired_image):
+        return Step({"currentVersion": spec.version}, (ready,), done=True)
+    upgrading = ConditionUpdate(T.UPGRADING, False, R.UP_TO_DATE, f"the StatefulSet runs {spec.desired_image}")
+    return Step({"currentVersion": spec.version}, (upgrading, ready), done=True)
 
 
 async def check_released(r: Rollout, progress: UpgradeProgress) -> Step | None:

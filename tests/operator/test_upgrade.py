@@ -12,7 +12,7 @@ from chain_operator.nodes import PodView
 from chain_operator.snapshots import Network
 from chain_operator.spec import parse_spec
 from chain_operator.upgrade import why_not_done
-from tests.fixtures.kubecluster import StatefulSetDouble
+from tests.fixtures.kubecluster import NETWORKS, StatefulSetDouble
 from tests.operator.conftest import NAMESPACE, create_network, eventually, network, network_status, patch_network
 
 OLD, NEW = "registry.test/chain-node:1.0", "registry.test/chain-node:1.1"
@@ -28,7 +28,7 @@ async def test_upgrade_replaces_one_pod_at_a_time_highest_ordinal_first(cluster,
     sts = StatefulSetDouble(cluster, NAMESPACE, "chain-node", OLD, replicas, tmp_path, node_args=fast)
     await sts.start()
     try:
-        await start_operator()
+        halt = await start_operator()
         await create_network(cluster, network("main", "1.0", replicas))
         await eventually(lambda: network_status(cluster, "main").get("currentVersion") == "1.0", 30, "1.0 recorded")
         assert sts.replaced == []
@@ -66,6 +66,19 @@ async def test_upgrade_replaces_one_pod_at_a_time_highest_ordinal_first(cluster,
         with last.client() as c:
             height = c.stub.GetNodeStatus(rpc_pb2.GetNodeStatusRequest()).status.block_height
         assert height >= status["upgrade"]["targetHeight"]
+
+        # A restarted operator runs the upgrade handler again (kopf's resume): it keeps the record that the
+        # upgrade completed. The Ready message is changed first so that its rewrite shows the handler ran.
+        await halt()
+        body = cluster.objects[NETWORKS, NAMESPACE, "main"].raw
+        body["status"]["conditions"] = [
+            {**c, "message": "before the restart"} if c["type"] == "Ready" else c for c in body["status"]["conditions"]
+        ]
+        cluster.objects[NETWORKS, NAMESPACE, "main"] = body
+        await start_operator()
+        await eventually(lambda: condition(cluster, "main", "Ready")["message"] == "version 1.1", 30, "the resume")
+        assert condition(cluster, "main", "Upgrading") == upgrading
+        assert network_status(cluster, "main")["upgrade"] == status["upgrade"]
     finally:
         await sts.stop()
 
