@@ -76,7 +76,9 @@ async def test_upgrade_replaces_one_pod_at_a_time_highest_ordinal_first(cluster,
         ]
         cluster.objects[NETWORKS, NAMESPACE, "main"] = body
         await start_operator()
-        await eventually(lambda: condition(cluster, "main", "Ready")["message"] == "version 1.1", 30, "the resume")
+        await eventually(
+            lambda: (condition(cluster, "main", "Ready") or {}).get("message") == "version 1.1", 30, "resume"
+        )
         assert condition(cluster, "main", "Upgrading") == upgrading
         assert network_status(cluster, "main")["upgrade"] == status["upgrade"]
     finally:
