@@ -270,9 +270,11 @@ def up_to_date(r: Rollout, progress: UpgradeProgress) -> Step:
     spec = r.net.spec
     ready = ConditionUpdate(T.READY, True, R.UP_TO_DATE, f"version {spec.version}")
     if progress.phase is Phase.COMPLETED and same_image(progress.image, spec.desired_image):
-        return Step({"currentVersion": spec.version}, (ready,), done=True)
-    upgrading = ConditionUpdate(T.UPGRADING, False, R.UP_TO_DATE, f"the StatefulSet runs {spec.desired_image}")
-    return Step({"currentVersion": spec.version}, (upgrading, ready), done=True)
+        conditions: tuple[ConditionUpdate, ...] = (ready,)
+    else:
+        message = f"the StatefulSet runs {spec.desired_image}"
+        conditions = (ConditionUpdate(T.UPGRADING, False, R.UP_TO_DATE, message), ready)
+    return Step({"currentVersion": spec.version}, conditions, done=True)
 
 
 async def check_released(r: Rollout, progress: UpgradeProgress) -> Step | None:
