@@ -2,7 +2,8 @@
 
     python -m bench.bench_node [--messages N] [--clients C]
 
-- committed messages per second through BatchSubmitMessages (batches of 100, C concurrent clients),
+- committed messages per second through BatchSubmitMessages (batches of 100, C concurrent clients, each in a
+  process of its own: bench/clients.py),
   counted from submission start until the last message is committed;
 - submit -> committed latency p50/p99 (time from the batch's submission until the block holding the
   message arrives on a SubscribeBlocks stream, read by a process of its own);
@@ -33,6 +34,7 @@ from typing import Any
 import grpc
 
 from bench.bench_crypto import bare_ed25519_rate
+from bench.clients import ClientProcesses
 from bench.procstat import tree_cpu_delta, tree_cpu_seconds
 from bench.table import Row, emit
 from chain.v1 import message_pb2 as pb
@@ -170,27 +172,24 @@ class Watcher:
         return arrived
 
 
-async def write_phase(
+def write_phase(
     node: NodeProcess, per_client: list[list[list[pb.Message]]], rate: float = 0.0, *, messages: bool = False
 ) -> dict[str, float]:
     """`messages`: observe commits on SubscribeMessages (one stream write per message) instead of blocks."""
     total = sum(len(b) for batches in per_client for b in batches)
-    sent: dict[bytes, float] = {}
     watcher = Watcher(node.grpc_target, total, messages=messages)
-    await asyncio.sleep(0.3)
-    start = time.perf_counter()
-    client_rate = rate / len(per_client)
-    accepted = sum(await asyncio.gather(*(submit_all(node.grpc_target, b, sent, client_rate) for b in per_client)))
-    submitted = time.perf_counter()
+    clients = ClientProcesses(submit_all, [node.grpc_target], per_client, rate)  # one process each
+    time.sleep(0.3)
+    load = clients.run()
     arrived = watcher.join(120)
     done = max(arrived.values()) if arrived else time.perf_counter()
-    latencies = [arrived[h] - sent[h] for h in arrived if h in sent]
+    latencies = [arrived[h] - load.sent[h] for h in arrived if h in load.sent]
     return {
         "messages": total,
-        "accepted": accepted,
+        "accepted": load.accepted,
         "committed": len(arrived),
-        "submit_rate": accepted / (submitted - start),
-        "commit_rate": len(arrived) / (done - start),
+        "submit_rate": load.accepted / (load.finished - load.start),
+        "commit_rate": len(arrived) / (done - load.start),
         "p50_ms": percentile(latencies, 50) * 1000,
         "p99_ms": percentile(latencies, 99) * 1000,
     }
@@ -203,7 +202,7 @@ def measured_phase(
     verify workers and store writer) and of process `also`'s tree (0.0 without one) over it."""
     assert node.proc is not None
     before, other = tree_cpu_seconds(node.proc.pid), tree_cpu_seconds(also) if also else {}
-    w = asyncio.run(write_phase(node, load, messages=messages))
+    w = write_phase(node, load, messages=messages)
     committed = max(1, w["committed"])
     node_cpu = tree_cpu_delta(before, tree_cpu_seconds(node.proc.pid)) / committed
     other_cpu = tree_cpu_delta(other, tree_cpu_seconds(also)) / committed if also else 0.0
@@ -275,20 +274,10 @@ def echo_in_subprocess() -> tuple[multiprocessing.process.BaseProcess, Connectio
     return proc, parent
 
 
-async def echo_batches(target: str, per_client: list[list[list[pb.Message]]]) -> float:
-    start = time.perf_counter()
-    total = 0
-
-    async def one(batches: list[list[pb.Message]]) -> None:
-        nonlocal total
-        async with grpc.aio.insecure_channel(target) as channel:
-            stub = service_pb2_grpc.ChainServiceStub(channel)
-            for batch in batches:
-                await stub.BatchSubmitMessages(rpc_pb2.BatchSubmitMessagesRequest(messages=batch))
-                total += len(batch)
-
-    await asyncio.gather(*(one(b) for b in per_client))
-    return total / (time.perf_counter() - start)
+def echo_batches(target: str, per_client: list[list[list[pb.Message]]]) -> float:
+    """The same batches from the same kind of client processes against the bare echo: submitted msgs/s."""
+    load = ClientProcesses(submit_all, [target], per_client).run()
+    return load.accepted / (load.finished - load.start)
 
 
 def main() -> None:
@@ -326,7 +315,7 @@ def main() -> None:
             with_messages = workload(node, ns.clients, ns.messages // 2)
             wm, wm_cpu, _ = measured_phase(node, with_messages, messages=True)
             paced_load = workload(node, ns.clients, int(ns.paced_rate * 5))
-            paced = asyncio.run(write_phase(node, paced_load, rate=ns.paced_rate))
+            paced = write_phase(node, paced_load, rate=ns.paced_rate)
             c = node.client()
             some = per_client[0][0][0]
             account = rpc_pb2.GetAccountRequest(owner_address=some.data.owner_address)
@@ -345,10 +334,10 @@ def main() -> None:
         finally:
             node.stop()
     verify_rate = (verify_before + verify_after) / 2
-    # the bare baseline, same process as the clients, same shapes
+    # the bare baseline: the same batches from the same kind of client processes
     proc, conn = echo_in_subprocess()
     target = f"127.0.0.1:{conn.recv()}"
-    echo_msgs = asyncio.run(echo_batches(target, per_client))
+    echo_msgs = echo_batches(target, per_client)
     echo_qps = asyncio.run(
         unary_qps(target, "/chain.v1.ChainService/GetAccount", account, rpc_pb2.GetAccountResponse, 3, 8)
     )

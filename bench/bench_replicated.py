@@ -41,6 +41,7 @@ from pathlib import Path
 import grpc
 
 from bench.bench_node import BATCH, Watcher, paced, percentile
+from bench.clients import ClientProcesses
 from bench.table import Row, emit
 from chain.v1 import message_pb2 as pb
 from chain.v1 import rpc_pb2, service_pb2_grpc
@@ -64,39 +65,41 @@ def signed_load(node: NodeProcess, clients: int, total: int, batch: int = BATCH)
     ]
 
 
-async def submit_retrying(target: str, batches: list[list[pb.Message]], sent: dict[bytes, float], rate: float) -> None:
+async def submit_retrying(target: str, batches: list[list[pb.Message]], sent: dict[bytes, float], rate: float) -> int:
     """Batches one after another on one channel (paced to `rate` msgs/s when given), like a real client: a
     batch refused with UNAVAILABLE (NOT_LEADER: the member lost its leader for a moment) is sent again after
-    the retry hint; the messages it had accepted then answer DUPLICATE_MESSAGE."""
+    the retry hint; the messages it had accepted then answer DUPLICATE_MESSAGE. Returns how many messages
+    the last answer to each batch accepted."""
+    accepted = 0
     async with grpc.aio.insecure_channel(target) as channel:
         stub = service_pb2_grpc.ChainServiceStub(channel)
         async for batch in paced(batches, sent, rate):
             while True:
                 try:
-                    await stub.BatchSubmitMessages(rpc_pb2.BatchSubmitMessagesRequest(messages=batch))
+                    resp = await stub.BatchSubmitMessages(rpc_pb2.BatchSubmitMessagesRequest(messages=batch))
+                    accepted += sum(r.accepted for r in resp.results)
                     break
                 except grpc.aio.AioRpcError as err:
                     if err.code() != grpc.StatusCode.UNAVAILABLE:
                         raise
                     await asyncio.sleep(RETRY_AFTER_MS / 1000)
+    return accepted
 
 
-async def phase(
+def phase(
     targets: list[str], watch_target: str, load: list[list[list[pb.Message]]], rate: float = 0.0
 ) -> dict[str, float]:
     total = sum(len(b) for batches in load for b in batches)
-    sent: dict[bytes, float] = {}
     watcher = Watcher(watch_target, total)
-    await asyncio.sleep(0.3)
-    start = time.perf_counter()
-    per_client = rate / len(load)
-    await asyncio.gather(*(submit_retrying(targets[i % len(targets)], b, sent, per_client) for i, b in enumerate(load)))
+    clients = ClientProcesses(submit_retrying, targets, load, rate)  # one process each, client i on member i mod 3
+    time.sleep(0.3)
+    submitted = clients.run()
     arrived = watcher.join(180)
     done = max(arrived.values()) if arrived else time.perf_counter()
-    latencies = [arrived[h] - sent[h] for h in arrived if h in sent] or [float("nan")]
+    latencies = [arrived[h] - submitted.sent[h] for h in arrived if h in submitted.sent] or [float("nan")]
     return {
         "committed": len(arrived),
-        "rate": len(arrived) / (done - start),
+        "rate": len(arrived) / (done - submitted.start),
         "p50_ms": percentile(latencies, 50) * 1000,
         "p99_ms": percentile(latencies, 99) * 1000,
     }
@@ -126,7 +129,7 @@ def measure(
     pids = [n.proc.pid for n in nodes if n.proc is not None]
     etcd_pids = [m.proc.pid for m in etcd.members if m.proc is not None] if etcd is not None else []
     before, etcd_before = cpu_seconds(pids), cpu_seconds(etcd_pids)
-    saturated = asyncio.run(phase(targets, targets[0], load))
+    saturated = phase(targets, targets[0], load)
     committed = max(saturated["committed"], 1)
     cpu_ms = (cpu_seconds(pids) - before) * 1000 / committed
     out = {
@@ -138,7 +141,7 @@ def measure(
         # small batches: a batch of 100 per client a second made where it fell against the block interval
         # decide the p50 (76-236 ms between runs of the same code, docs/performance.md, eighth pass)
         calm_load = signed_load(nodes[0], clients, int(paced * 5), batch=PACED_BATCH)
-        calm = asyncio.run(phase(targets, targets[0], calm_load, rate=paced))
+        calm = phase(targets, targets[0], calm_load, rate=paced)
         out |= {"p50_ms": calm["p50_ms"], "p99_ms": calm["p99_ms"]}
     return out
 

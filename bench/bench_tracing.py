@@ -87,9 +87,9 @@ def run_once(clients: int, messages: int, paced_rate: float, env: dict[str, str]
             pid = node.proc.pid
             per_client = workload(node, clients, messages)
             cpu = cpu_seconds(pid)
-            w = asyncio.run(write_phase(node, per_client))
+            w = write_phase(node, per_client)
             cpu_per_message = (cpu_seconds(pid) - cpu) / max(1.0, w["committed"])
-            paced = asyncio.run(write_phase(node, workload(node, clients, int(paced_rate * 5)), rate=paced_rate))
+            paced = write_phase(node, workload(node, clients, int(paced_rate * 5)), rate=paced_rate)
             some = per_client[0][0][0]
             account = rpc_pb2.GetAccountRequest(owner_address=some.data.owner_address)
             cpu = cpu_seconds(pid)

@@ -1,0 +1,107 @@
+"""The write benches' load clients, each in a process of its own (issue 15: pre-signed messages from several
+client processes, so that no client shares a GIL with another and the load generator is not the bound).
+
+The bench signs every batch first, in its own process; each client process gets its batches as bytes,
+decodes them, says it is ready and waits. `run` then starts them all at once and returns when the last
+one has sent its last batch.
+
+    clients = ClientProcesses(submit_all, targets, load, rate)   # spawned; every one ready
+    result = clients.run()    # result.start, result.finished, result.accepted, result.sent
+
+`submit` is a module-level coroutine function (the child imports it by name):
+`submit(target, batches, sent, rate) -> accepted`, noting each message's send time in `sent`
+(`time.perf_counter`, CLOCK_MONOTONIC: one clock for every process on Linux, as the watcher's).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import time
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from typing import Any
+
+from chain.v1 import message_pb2 as pb
+
+Submit = Callable[[str, list[list[pb.Message]], dict[bytes, float], float], Coroutine[Any, Any, int]]
+Load = list[list[list[pb.Message]]]  # per client, its batches
+
+
+@dataclass(frozen=True)
+class Submitted:
+    start: float  # perf_counter when the clients were told to go
+    finished: float  # when the last client had its last batch answered
+    accepted: int
+    sent: dict[bytes, float]  # message hash -> send time
+
+
+def _client(submit: Submit, target: str, batches: list[list[bytes]], rate: float, conn: Connection) -> None:
+    decoded = [[pb.Message.FromString(raw) for raw in batch] for batch in batches]
+    conn.send("ready")
+    if conn.recv() != "go":
+        return
+    sent: dict[bytes, float] = {}
+    accepted = asyncio.run(submit(target, decoded, sent, rate))
+    conn.send((accepted, time.perf_counter(), sent))
+
+
+class ClientProcesses:
+    """One process per client of `load`, client i sending to `targets[i % len(targets)]`; `rate` (msgs/s,
+    0: as fast as answered) is shared evenly between them."""
+
+    def __init__(self, submit: Submit, targets: list[str], load: Load, rate: float = 0.0) -> None:
+        ctx = multiprocessing.get_context("spawn")
+        self._procs: list[multiprocessing.process.BaseProcess] = []
+        self._conns: list[Connection] = []
+        per_client = rate / len(load) if load else 0.0
+        try:
+            for i, batches in enumerate(load):
+                raw = [[m.SerializeToString() for m in batch] for batch in batches]
+                mine, theirs = ctx.Pipe()
+                proc = ctx.Process(
+                    target=_client, args=(submit, targets[i % len(targets)], raw, per_client, theirs), daemon=True
+                )
+                proc.start()
+                theirs.close()
+                self._procs.append(proc)
+                self._conns.append(mine)
+            for conn in self._conns:
+                if conn.recv() != "ready":
+                    raise RuntimeError("a load client did not start")
+        except BaseException:
+            self.close()
+            raise
+
+    @property
+    def pids(self) -> list[int | None]:
+        return [proc.pid for proc in self._procs]
+
+    def run(self, timeout: float = 600.0) -> Submitted:
+        start = time.perf_counter()
+        for conn in self._conns:
+            conn.send("go")
+        accepted, finished, sent = 0, start, {}
+        for conn in self._conns:
+            if not conn.poll(timeout):
+                raise TimeoutError(f"a load client did not finish within {timeout:.0f} s")
+            try:
+                count, ended, times = conn.recv()
+            except EOFError:  # its submit raised: the traceback is on its stderr
+                self.close()
+                raise RuntimeError("a load client failed") from None
+            accepted += count
+            finished = max(finished, ended)
+            sent.update(times)
+        self.close()
+        return Submitted(start, finished, accepted, sent)
+
+    def close(self) -> None:
+        for conn in self._conns:
+            conn.close()
+        for proc in self._procs:
+            proc.join(10)
+            if proc.is_alive():
+                proc.kill()
+                proc.join(5)
