@@ -12,6 +12,10 @@ store). Every row is QPS ÷ the echo's QPS, all in one run. `h2load` (Debian `ng
 `make bench`) sends each call as a framed gRPC request read from a file: the 5-byte prefix (not
 compressed, big-endian length) and the serialised request; one checked call through a gRPC client before
 each row proves the request is answered OK (h2load sees HTTP 200 whatever the grpc-status).
+
+Last, with the node stopped, the ceiling: two echo processes on one port (SO_REUSEPORT, uvloop: the read
+workers' set-up with nothing behind a call) ÷ the echo, in the same slices. It is printed beside the rows,
+not a row: what two grpc.aio processes, h2load and grpc's own threads make of this machine's cores.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import functools
 import multiprocessing
 import re
 import shutil
+import socket
 import struct
 import subprocess
 import tempfile
@@ -32,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+import uvloop
 
 from bench.table import Row, emit
 from chain.v1 import rpc_pb2, service_pb2_grpc
@@ -65,8 +71,9 @@ def h2load(url: str, body: Path, seconds: float, connections: int, streams: int,
     return float(done.group(1))
 
 
-def echo_main(response: bytes, conn: Connection) -> None:
-    """The baseline server's process: reports its port, serves until its pipe closes."""
+def echo_main(response: bytes, conn: Connection, port: int = 0) -> None:
+    """The baseline server's process: reports its port, serves until its pipe closes. With `port`, one of a
+    group on that port (SO_REUSEPORT) running uvloop, as the node's read workers do (`Echo.pair`)."""
 
     async def serve() -> None:
         async def echo(_request: bytes, _context: Any) -> bytes:
@@ -75,27 +82,47 @@ def echo_main(response: bytes, conn: Connection) -> None:
         handler = grpc.method_handlers_generic_handler(
             "bench.Echo", {"Echo": grpc.unary_unary_rpc_method_handler(echo)}
         )
-        server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+        server = grpc.aio.server(options=[("grpc.so_reuseport", 1 if port else 0)])
         server.add_generic_rpc_handlers((handler,))
-        port = server.add_insecure_port("127.0.0.1:0")
+        bound = server.add_insecure_port(f"127.0.0.1:{port}")
         await server.start()
-        conn.send(port)
+        conn.send(bound)
         with contextlib.suppress(EOFError):  # EOF: the bench is done
             await asyncio.to_thread(conn.recv_bytes)
         await server.stop(None)
 
-    asyncio.run(serve())
+    if port:
+        uvloop.run(serve())
+    else:
+        asyncio.run(serve())
 
 
 class Echo:
-    """The baseline server in its own process, kept up for the whole run: measured alternately with each row."""
+    """The baseline server in its own process, kept up for the whole run: measured alternately with each row.
+    `Echo.pair` is two of them on one port, the ceiling of two processes on this machine (`ceiling`)."""
 
-    def __init__(self, response: bytes, request: bytes, work: Path) -> None:
+    def __init__(self, response: bytes, request: bytes, work: Path, processes: int = 1) -> None:
         ctx = multiprocessing.get_context("spawn")
-        self._parent, child = ctx.Pipe()
-        self._proc = ctx.Process(target=echo_main, args=(response, child), daemon=True)
-        self._proc.start()
-        self.port = int(self._parent.recv())
+        self._parents: list[Connection] = []
+        self._procs: list[multiprocessing.process.BaseProcess] = []
+        anchor = None
+        port = 0
+        if processes > 1:  # a bound, never-listening SO_REUSEPORT socket holds the port until they listen
+            anchor = socket.socket()
+            anchor.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+            anchor.bind(("127.0.0.1", 0))
+            port = anchor.getsockname()[1]
+        try:
+            for _ in range(processes):
+                parent, child = ctx.Pipe()
+                proc = ctx.Process(target=echo_main, args=(response, child, port), daemon=True)
+                proc.start()
+                self._parents.append(parent)
+                self._procs.append(proc)
+                self.port = int(parent.recv())
+        finally:
+            if anchor is not None:
+                anchor.close()
         with grpc.insecure_channel(f"127.0.0.1:{self.port}") as channel:
             assert channel.unary_unary(ECHO_METHOD, None, None)(request, timeout=10) == response
         self._body = work / "echo.bin"
@@ -106,10 +133,12 @@ class Echo:
         return h2load(url, self._body, seconds, ns.connections, ns.streams, ns.threads)
 
     def close(self) -> None:
-        self._parent.close()
-        self._proc.join(10)
-        if self._proc.is_alive():
-            self._proc.kill()
+        for parent in self._parents:
+            parent.close()
+        for proc in self._procs:
+            proc.join(10)
+            if proc.is_alive():
+                proc.kill()
 
 
 Calls = dict[str, tuple[bytes, Callable[[service_pb2_grpc.ChainServiceStub], Any]]]
@@ -165,7 +194,7 @@ def interleaved(node_qps: Callable[[float], float], echo: Echo, ns: argparse.Nam
     return node_sum / ns.slices, echo_sum / ns.slices
 
 
-def measure(ns: argparse.Namespace) -> tuple[dict[int, dict[str, Pair]], int]:
+def measure(ns: argparse.Namespace) -> tuple[dict[int, dict[str, Pair]], int, Pair]:
     with tempfile.TemporaryDirectory() as d:
         work, data = Path(d), Path(d) / "node"
         node = NodeProcess(data, "--read-workers", "0").start()
@@ -180,11 +209,18 @@ def measure(ns: argparse.Namespace) -> tuple[dict[int, dict[str, Pair]], int]:
             node.stop()
             node = NodeProcess(data, "--read-workers", str(ns.read_workers)).start(timeout=180)
             rows[ns.read_workers] = node_rows(node, calls, echo, work, ns)
+            node.stop()
+            pair = Echo(b"\x00" * response_size, calls["GetAccount"][0], work, processes=2)
+            try:
+                pair.qps(ns, 2)  # warmed up as the node's processes are
+                ceiling = interleaved(functools.partial(pair.qps, ns), echo, ns)
+            finally:
+                pair.close()
         finally:
             node.stop()
             if echo is not None:
                 echo.close()
-    return rows, response_size
+    return rows, response_size, ceiling
 
 
 def main() -> None:
@@ -197,7 +233,7 @@ def main() -> None:
     parser.add_argument("--slices", type=int, default=3, help="echo/node alternations per row (see interleaved)")
     ns = parser.parse_args()
     assert shutil.which("h2load"), "h2load is not installed (make bench installs the Debian package nghttp2-client)"
-    rows, size = measure(ns)
+    rows, size, (two, one) = measure(ns)
     print(f"h2load -c {ns.connections} -m {ns.streams} -t {ns.threads}, {ns.seconds:g} s per row; baseline: a bare")
     print(f"grpc.aio echo (one process, {size}-byte response) measured alternately with each row, {ns.slices} slices\n")
     print("| call | read workers | calls/s | echo calls/s | ÷ echo |")
@@ -205,13 +241,19 @@ def main() -> None:
     for workers, by_method in rows.items():
         for method, (qps, echo) in by_method.items():
             print(f"| {method} | {workers} | {qps:,.0f} | {echo:,.0f} | {qps / echo:.2f} |")
+    print(
+        f"\nceiling: two bare echo processes on one port (SO_REUSEPORT, uvloop, as the read workers) "
+        f"{two:,.0f} calls/s ÷ the echo {one:,.0f} = {two / one:.2f}: what any two grpc.aio processes get "
+        "on this machine, with no work behind a call"
+    )
     load = f"h2load -c{ns.connections} -m{ns.streams} -t{ns.threads} -D{ns.seconds:g}"
     alone = rows[0]
     for method, key in TABLE_KEYS.items():
         qps, echo = rows[ns.read_workers][method]
         how = (
             f"{qps:,.0f} ÷ {echo:,.0f} calls/s with --read-workers {ns.read_workers} ({load}, echo and node "
-            f"alternating in {ns.slices} slices); main process alone {alone[method][0] / alone[method][1]:.2f}"
+            f"alternating in {ns.slices} slices); main process alone {alone[method][0] / alone[method][1]:.2f}; "
+            f"ceiling (two bare echo processes ÷ echo) {two / one:.2f}"
         )
         emit(Row(key, qps / echo, how))
 
