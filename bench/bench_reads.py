@@ -39,6 +39,7 @@ from typing import Any
 import grpc
 import uvloop
 
+from bench.children import end_children
 from bench.table import Row, emit
 from chain.v1 import rpc_pb2, service_pb2_grpc
 from node.storage import schema
@@ -133,12 +134,7 @@ class Echo:
         return h2load(url, self._body, seconds, ns.connections, ns.streams, ns.threads)
 
     def close(self) -> None:
-        for parent in self._parents:
-            parent.close()
-        for proc in self._procs:
-            proc.join(10)
-            if proc.is_alive():
-                proc.kill()
+        end_children(self._parents, self._procs)
 
 
 Calls = dict[str, tuple[bytes, Callable[[service_pb2_grpc.ChainServiceStub], Any]]]

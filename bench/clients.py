@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
+from bench.children import end_children
 from chain.v1 import message_pb2 as pb
 
 Submit = Callable[[str, list[list[pb.Message]], dict[bytes, float], float], Coroutine[Any, Any, int]]
@@ -98,10 +99,4 @@ class ClientProcesses:
         return Submitted(start, finished, accepted, sent)
 
     def close(self) -> None:
-        for conn in self._conns:
-            conn.close()
-        for proc in self._procs:
-            proc.join(10)
-            if proc.is_alive():
-                proc.kill()
-                proc.join(5)
+        end_children(self._conns, self._procs)
