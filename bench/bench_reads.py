@@ -90,7 +90,7 @@ def echo_main(response: bytes, conn: Connection, port: int = 0) -> None:
         conn.send(bound)
         with contextlib.suppress(EOFError):  # EOF: the bench is done
             await asyncio.to_thread(conn.recv_bytes)
-        await server.stop(None)
+        await server.stop(1.0)  # without grace, calls h2load just cut short printed a CancelledError each
 
     if port:
         uvloop.run(serve())
