@@ -74,7 +74,7 @@ def h2load(url: str, body: Path, seconds: float, connections: int, streams: int,
 
 def echo_main(response: bytes, conn: Connection, port: int = 0) -> None:
     """The baseline server's process: reports its port, serves until its pipe closes. With `port`, one of a
-    group on that port (SO_REUSEPORT) running uvloop, as the node's read workers do (`Echo.pair`)."""
+    group on that port (SO_REUSEPORT) running uvloop, as the node's read workers do (the ceiling's pair)."""
 
     async def serve() -> None:
         async def echo(_request: bytes, _context: Any) -> bytes:
@@ -100,7 +100,7 @@ def echo_main(response: bytes, conn: Connection, port: int = 0) -> None:
 
 class Echo:
     """The baseline server in its own process, kept up for the whole run: measured alternately with each row.
-    `Echo.pair` is two of them on one port, the ceiling of two processes on this machine (`ceiling`)."""
+    With `processes=2`, two of them on one port: the ceiling of two processes on this machine (`measure`)."""
 
     def __init__(self, response: bytes, request: bytes, work: Path, processes: int = 1) -> None:
         ctx = multiprocessing.get_context("spawn")
@@ -121,6 +121,9 @@ class Echo:
                 self._parents.append(parent)
                 self._procs.append(proc)
                 self.port = int(parent.recv())
+        except BaseException:
+            self.close()
+            raise
         finally:
             if anchor is not None:
                 anchor.close()

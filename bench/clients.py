@@ -84,18 +84,19 @@ class ClientProcesses:
         for conn in self._conns:
             conn.send("go")
         accepted, finished, sent = 0, start, {}
-        for conn in self._conns:
-            if not conn.poll(timeout):
-                raise TimeoutError(f"a load client did not finish within {timeout:.0f} s")
-            try:
-                count, ended, times = conn.recv()
-            except EOFError:  # its submit raised: the traceback is on its stderr
-                self.close()
-                raise RuntimeError("a load client failed") from None
-            accepted += count
-            finished = max(finished, ended)
-            sent.update(times)
-        self.close()
+        try:
+            for conn in self._conns:
+                if not conn.poll(timeout):
+                    raise TimeoutError(f"a load client did not finish within {timeout:.0f} s")
+                try:
+                    count, ended, times = conn.recv()
+                except EOFError:  # its submit raised: the traceback is on its stderr
+                    raise RuntimeError("a load client failed") from None
+                accepted += count
+                finished = max(finished, ended)
+                sent.update(times)
+        finally:
+            self.close()  # the others too, when one failed
         return Submitted(start, finished, accepted, sent)
 
     def close(self) -> None:
