@@ -1,0 +1,193 @@
+"""How a node's cost per message moves as its store grows: successive ingest phases on one node.
+
+    python -m bench.bench_growth [--phases 5] [--messages 20000] [--clients 4]
+
+The issue-15 table measures ingest on a fresh store (`bench_node`). A node that has run for a while has a
+larger store, and every message inserts keys at random places of it: its hash record, its links, its
+state-tree nodes (keyed by their hashes). This bench runs `--phases` saturated phases of `--messages`
+pre-signed messages each, one after another on the same node (the clients of `bench_node`, one process
+each; the node settles between phases), and prints one line per phase:
+
+- committed msgs/s, and that ÷ a one-core bare Ed25519 verify/s taken just before and after the phase;
+- node CPU per committed message, split by process (the main process, the store writer, the verify
+  workers), from /proc;
+- what the store writer wrote per committed message: the bytes it handed to the kernel (`wchar`, LMDB's
+  page writes) and the bytes that reached the block device (`write_bytes`), from /proc/PID/io;
+- after the phase, the store: messages committed so far, the file's size, and the pages each LMDB database
+  uses (read from a read-only environment beside the node, as a read worker opens it).
+
+It is not a row of the issue's table (the table has none for it); docs/performance.md records the figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import lmdb
+
+from bench.bench_crypto import bare_ed25519_rate
+from bench.bench_node import Watcher, settle, submit_all, workload
+from bench.clients import ClientProcesses
+from bench.procstat import cpu_seconds, descendants
+from tests.fixtures.nodeproc import NodeProcess
+
+ROLES = ("main", "writer", "verify")
+IO_FIELDS = ("wchar", "write_bytes")
+PAGE = 4096
+
+
+def role(pid: int, main_pid: int) -> str:
+    """Which of the node's processes `pid` is: the main process, the store writer or a verify worker."""
+    if pid == main_pid:
+        return "main"
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return "gone"
+    return "writer" if b"node.storage.writer" in cmdline else "verify"
+
+
+def io_counters(pid: int) -> dict[str, int]:
+    """/proc/PID/io's counters (empty once the process is gone)."""
+    try:
+        lines = Path(f"/proc/{pid}/io").read_text().splitlines()
+    except OSError:
+        return {}
+    return {name: int(value) for name, _, value in (line.partition(": ") for line in lines)}
+
+
+@dataclass(frozen=True)
+class Reading:
+    cpu: dict[int, float]  # pid -> CPU seconds
+    io: dict[int, dict[str, int]]  # pid -> /proc/PID/io
+
+
+def read_tree(main_pid: int) -> Reading:
+    pids = [main_pid, *descendants(main_pid)]
+    return Reading({p: cpu_seconds(p) for p in pids}, {p: io_counters(p) for p in pids})
+
+
+def per_role(before: Reading, after: Reading, main_pid: int) -> tuple[dict[str, float], dict[str, int]]:
+    """CPU seconds by role, and the store writer's I/O bytes, between two readings (a process that
+    appeared in between counts whole: a writer restarted by a failure would show as a jump)."""
+    cpu = dict.fromkeys(ROLES, 0.0)
+    written = dict.fromkeys(IO_FIELDS, 0)
+    for pid, seconds in after.cpu.items():
+        kind = role(pid, main_pid)
+        if kind in cpu:
+            cpu[kind] += seconds - before.cpu.get(pid, 0.0)
+        if kind == "writer":
+            for name in IO_FIELDS:
+                written[name] += after.io[pid].get(name, 0) - before.io.get(pid, {}).get(name, 0)
+    return cpu, written
+
+
+@dataclass(frozen=True)
+class StoreSize:
+    file_bytes: int
+    pages: dict[str, int]  # database -> pages in use (branch + leaf + overflow)
+    entries: dict[str, int]
+
+
+def store_size(data_dir: Path) -> StoreSize:
+    """The store's file size and each database's pages, from a read-only environment (one reader slot)."""
+    env = lmdb.open(str(data_dir), readonly=True, max_dbs=4, readahead=False)
+    try:
+        pages: dict[str, int] = {}
+        entries: dict[str, int] = {}
+        with env.begin() as txn:
+            for name in ("state", "tree"):
+                stat = txn.stat(env.open_db(name.encode(), txn=txn, create=False))
+                pages[name] = stat["branch_pages"] + stat["leaf_pages"] + stat["overflow_pages"]
+                entries[name] = stat["entries"]
+    finally:
+        env.close()
+    return StoreSize((data_dir / "data.mdb").stat().st_size, pages, entries)
+
+
+@dataclass(frozen=True)
+class Phase:
+    committed: int
+    rate: float  # committed msgs/s
+    verify_rate: float  # one core's bare Ed25519 verifies/s around the phase
+    cpu: dict[str, float]  # role -> CPU seconds per committed message
+    written: dict[str, float]  # wchar / write_bytes of the writer per committed message
+    store: StoreSize
+
+
+def phase(node: NodeProcess, data_dir: Path, clients: int, messages: int) -> Phase:
+    assert node.proc is not None
+    pid = node.proc.pid
+    load = workload(node, clients, messages)
+    settle(pid)  # the workload's accounts are committed and the node is idle again
+    verify_before = bare_ed25519_rate()
+    watcher = Watcher(node.grpc_target, sum(len(b) for batches in load for b in batches))
+    senders = ClientProcesses(submit_all, [node.grpc_target], load)
+    time.sleep(0.3)
+    before = read_tree(pid)
+    sent = senders.run()
+    arrived = watcher.join(300)
+    after = read_tree(pid)
+    verify_after = bare_ed25519_rate()
+    committed = max(1, len(arrived))
+    done = max(arrived.values()) if arrived else time.perf_counter()
+    cpu, written = per_role(before, after, pid)
+    settle(pid)
+    return Phase(
+        committed=len(arrived),
+        rate=len(arrived) / (done - sent.start),
+        verify_rate=(verify_before + verify_after) / 2,
+        cpu={k: v / committed for k, v in cpu.items()},
+        written={k: v / committed for k, v in written.items()},
+        store=store_size(data_dir),
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--phases", type=int, default=5)
+    parser.add_argument("--messages", type=int, default=20_000, help="messages per phase")
+    parser.add_argument("--clients", type=int, default=4)
+    ns = parser.parse_args()
+    print(
+        f"\n### Ingest as the store grows: {ns.phases} phases of {ns.messages:,} messages, one node\n\n"
+        "| phase | committed msgs/s | ÷ verify/s | node CPU µs/msg: main / writer / verify | "
+        "writer's bytes/msg: to the kernel / to the disk | after: msgs committed | file MB | "
+        "pages in use: state / tree | bytes in use per msg |\n"
+        "|---:|---:|---:|---|---|---:|---:|---|---:|",
+        flush=True,
+    )
+    total = 0
+    with tempfile.TemporaryDirectory() as d:
+        data_dir = Path(d) / "data"
+        node = NodeProcess(data_dir, "--web-addr", "", "--block-interval", "0.2").start()
+        try:
+            for n in range(1, ns.phases + 1):
+                p = phase(node, data_dir, ns.clients, ns.messages)
+                total += p.committed
+                used = sum(p.store.pages.values()) * PAGE
+                cpu = " / ".join(f"{p.cpu[k] * 1e6:.0f}" for k in ROLES)
+                cpu_sum = sum(p.cpu.values()) * 1e6
+                print(
+                    f"| {n} | {p.rate:,.0f} | {p.rate / p.verify_rate:.2f} | {cpu} (sum {cpu_sum:.0f}) "
+                    f"| {p.written['wchar'] / 1e3:.1f} KB / {p.written['write_bytes'] / 1e3:.1f} KB | {total:,} "
+                    f"| {p.store.file_bytes / 1e6:.0f} | {p.store.pages['state']:,} / {p.store.pages['tree']:,} "
+                    f"| {used / total:,.0f} |",
+                    flush=True,
+                )
+        finally:
+            node.stop()
+    print(
+        "\n(phase n runs on the store the phases before it left; `msgs committed` counts the measured phases' "
+        "messages only, not the workloads' account set-up, which the file and pages include)",
+        file=sys.stderr,
+    )
+
+
+if __name__ == "__main__":
+    main()
