@@ -336,14 +336,15 @@ def report(
     )
     print(
         "| round | solo msgs/s | 3 nodes, secret | ratio | 3 nodes, no secret | ratio "
-        "| CPU ms/msg solo / secret / none |"
+        "| CPU ms/msg solo / secret / none | etcd µs/msg secret / none |"
     )
-    print("|---|---:|---:|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for i, x in enumerate(rounds):
         a, b, c = x["solo"], x["secret"], x["plain"]
         print(
             f"| {i + 1} | {a['rate']:,.0f} | {b['rate']:,.0f} | {b['rate'] / a['rate']:.2f} | {c['rate']:,.0f} | "
-            f"{c['rate'] / a['rate']:.2f} | {a['cpu_ms']:.2f} / {b['cpu_ms']:.2f} / {c['cpu_ms']:.2f} |"
+            f"{c['rate'] / a['rate']:.2f} | {a['cpu_ms']:.2f} / {b['cpu_ms']:.2f} / {c['cpu_ms']:.2f} | "
+            f"{b['etcd_ms'] * 1000:.0f} / {c['etcd_ms'] * 1000:.0f} |"
         )
     print(f"\ncommitted msgs/s ratio with the cluster secret: {spread(ratio)}; without: {spread(plain_ratio)}")
     cpu = [x["secret"]["cpu_ms"] / x["solo"]["cpu_ms"] for x in rounds]
