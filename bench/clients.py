@@ -100,4 +100,6 @@ class ClientProcesses:
         return Submitted(start, finished, accepted, sent)
 
     def close(self) -> None:
-        end_children(self._conns, self._procs)
+        # a client reads its pipe only until "go": once it has answered it exits by itself, and one still
+        # sending (the run failed or timed out) would not see the pipe close, so it is killed after 2 s
+        end_children(self._conns, self._procs, timeout=2.0)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -50,3 +51,15 @@ def test_a_client_that_fails_fails_the_run(echo: str) -> None:
     clients = ClientProcesses(submit_all, [echo, dead], _load(clients=2, batches=1, per_batch=1))
     with pytest.raises(RuntimeError, match="a load client failed"):
         clients.run(timeout=60)
+
+
+def test_a_client_that_never_finishes_times_the_run_out_and_every_client_is_ended(echo: str) -> None:
+    with socket.socket() as silent:  # listens (connections queue) but never answers: a submit to it hangs
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        target = f"127.0.0.1:{silent.getsockname()[1]}"
+        clients = ClientProcesses(submit_all, [target, echo], _load(clients=2, batches=1, per_batch=1))
+        pids = clients.pids
+        with pytest.raises(TimeoutError, match="did not finish within 2 s"):
+            clients.run(timeout=2)
+        assert not [pid for pid in pids if Path(f"/proc/{pid}").exists()]  # ended and reaped, the hung one too
