@@ -24,15 +24,13 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import lmdb
 
 from bench.bench_crypto import bare_ed25519_rate
-from bench.bench_node import Watcher, settle, submit_all, workload
-from bench.clients import ClientProcesses
+from bench.bench_node import settle, workload, write_phase
 from bench.procstat import cpu_seconds, descendants
 from tests.fixtures.nodeproc import NodeProcess
 
@@ -126,21 +124,16 @@ def phase(node: NodeProcess, data_dir: Path, clients: int, messages: int) -> Pha
     load = workload(node, clients, messages)
     settle(pid)  # the workload's accounts are committed and the node is idle again
     verify_before = bare_ed25519_rate()
-    watcher = Watcher(node.grpc_target, sum(len(b) for batches in load for b in batches))
-    senders = ClientProcesses(submit_all, [node.grpc_target], load)
-    time.sleep(0.3)
     before = read_tree(pid)
-    sent = senders.run()
-    arrived = watcher.join(300)
+    w = write_phase(node, load)  # bench_node's saturated phase: its clients, its watcher
     after = read_tree(pid)
     verify_after = bare_ed25519_rate()
-    committed = max(1, len(arrived))
-    done = max(arrived.values()) if arrived else time.perf_counter()
+    committed = max(1, int(w["committed"]))
     cpu, written = per_role(before, after, pid)
     settle(pid)
     return Phase(
-        committed=len(arrived),
-        rate=len(arrived) / (done - sent.start),
+        committed=int(w["committed"]),
+        rate=w["commit_rate"],
         verify_rate=(verify_before + verify_after) / 2,
         cpu={k: v / committed for k, v in cpu.items()},
         written={k: v / committed for k, v in written.items()},
