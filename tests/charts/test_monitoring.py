@@ -103,6 +103,11 @@ def test_rules_follow_their_values_and_the_profile():
     default = alerts(rules_of(Manifests(template("--set", "metrics.prometheusRule.enabled=true"))))
     assert not [a for a in default if a.startswith("Etcd")]  # solo: no etcd
     assert 'job="prod-chain-node",namespace="chain"' in default["ChainNoNewBlock"]["expr"]
+    assert 'persistentvolumeclaim=~"data-prod-chain-node-[0-9]+"' in default["ChainVolumeFillingUp"]["expr"]
+    no_volume = alerts(
+        rules_of(Manifests(template("--set", "metrics.prometheusRule.enabled=true,node.persistence.enabled=false")))
+    )
+    assert "ChainVolumeFillingUp" not in no_volume and "ChainStorageFailed" in no_volume
     tuned = alerts(
         rules_of(
             Manifests(template("--set", "metrics.prometheusRule.enabled=true,metrics.prometheusRule.noBlockSeconds=30"))
