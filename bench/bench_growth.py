@@ -31,7 +31,7 @@ import lmdb
 
 from bench.bench_crypto import bare_ed25519_rate
 from bench.bench_node import settle, workload, write_phase
-from bench.procstat import cpu_seconds, descendants
+from bench.procstat import tree_cpu_seconds
 from tests.fixtures.nodeproc import NodeProcess
 
 ROLES = ("main", "writer", "verify")
@@ -66,8 +66,8 @@ class Reading:
 
 
 def read_tree(main_pid: int) -> Reading:
-    pids = [main_pid, *descendants(main_pid)]
-    return Reading({p: cpu_seconds(p) for p in pids}, {p: io_counters(p) for p in pids})
+    cpu = tree_cpu_seconds(main_pid)
+    return Reading(cpu, {p: io_counters(p) for p in cpu})
 
 
 def per_role(before: Reading, after: Reading, main_pid: int) -> tuple[dict[str, float], dict[str, int]]:
@@ -130,7 +130,6 @@ def phase(node: NodeProcess, data_dir: Path, clients: int, messages: int) -> Pha
     verify_after = bare_ed25519_rate()
     committed = max(1, int(w["committed"]))
     cpu, written = per_role(before, after, pid)
-    settle(pid)
     return Phase(
         committed=int(w["committed"]),
         rate=w["commit_rate"],
