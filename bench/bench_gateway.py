@@ -154,12 +154,6 @@ async def start_gateway(
     return proc, int(json.loads(line)["http_port"])
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time a process has used so far (Linux /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 async def main_async(ns: argparse.Namespace) -> None:
     fds = raise_fd_limit(3 * ns.sse_clients + 1000)
     with tempfile.TemporaryDirectory() as d:
