@@ -22,6 +22,7 @@ from google.protobuf.message import DecodeError
 
 from chain.v1 import block_pb2
 from chain.v1 import message_pb2 as pb
+from node.constants import TREE_CACHE_NODES
 from node.crypto.ed25519 import Ed25519Verifier
 from node.errors import DataCorrupted, InvariantBroken
 from node.merkle import InvalidChange, MerkleError, NodeStore
@@ -102,16 +103,24 @@ class Reading:
 
 
 class Chain:
-    def __init__(self, store: LmdbStore, params: ChainParams, heads: HeadMemo | None = None) -> None:
+    def __init__(
+        self,
+        store: LmdbStore,
+        params: ChainParams,
+        heads: HeadMemo | None = None,
+        *,
+        tree_cache_nodes: int = TREE_CACHE_NODES,
+    ) -> None:
         """`heads`: the memo whose `check` the store runs on every record it reads (node/query/heads.py), as
         `open`, `open_reader` and `_create` build it (`_memo_store`); without one, a fresh memo that only
-        decodes the head (a store opened elsewhere, with its own check)."""
+        decodes the head (a store opened elsewhere, with its own check). `tree_cache_nodes`: how many of the
+        tree nodes the latest blocks created stay in memory for the next blocks' updates."""
         self.store = store
         self.params = params
         self.heads = heads or HeadMemo()
         self.verifier = Ed25519Verifier()
         # the tree nodes the latest blocks committed: building the next block reads them from memory
-        self.recent_nodes = RecentNodes()
+        self.recent_nodes = RecentNodes(tree_cache_nodes)
         # the tree nodes reads (proofs) fetched and checked: the next walk from any head reads them from memory
         self.read_nodes = ReadNodes()
         self.writer: WriterProcess | None = None  # None: commits run in this process (the caller's thread)
@@ -126,12 +135,19 @@ class Chain:
         return self.writer
 
     @classmethod
-    def open(cls, path: Path | str, params: ChainParams | None = None, *, sync: bool = True) -> Chain:
+    def open(
+        cls,
+        path: Path | str,
+        params: ChainParams | None = None,
+        *,
+        sync: bool = True,
+        tree_cache_nodes: int = TREE_CACHE_NODES,
+    ) -> Chain:
         """Open a chain directory; one that never held a store is initialised with `params` (default:
         devnet). StoreRefused when the store is damaged, or holds a chain of other genesis parameters."""
         path = Path(path)
         if is_fresh(path):
-            return cls._create(path, params or ChainParams(), sync)
+            return cls._create(path, params or ChainParams(), sync, tree_cache_nodes)
         file_identity = check_files(path)  # before LMDB maps the file
         store, heads = _memo_store(path, sync=sync)
         try:
@@ -146,7 +162,7 @@ class Chain:
             store.commit({schema.meta_key(schema.META_IDENTITY): contents.identity.encode()}, {})
         if file_identity is None:
             write_identity_file(path, contents.identity)
-        return cls(store, contents.params, heads)
+        return cls(store, contents.params, heads, tree_cache_nodes=tree_cache_nodes)
 
     @classmethod
     def open_reader(cls, path: Path | str) -> Chain:
@@ -161,7 +177,7 @@ class Chain:
         return cls(store, contents.params, heads)
 
     @classmethod
-    def _create(cls, path: Path, params: ChainParams, sync: bool) -> Chain:
+    def _create(cls, path: Path, params: ChainParams, sync: bool, tree_cache_nodes: int) -> Chain:
         """Genesis in one transaction (with the identity record), then the identity file beside it."""
         identity = identity_of(params)
         store, heads = _memo_store(path, sync=sync)
@@ -169,7 +185,7 @@ class Chain:
         writes[schema.meta_key(schema.META_IDENTITY)] = identity.encode()
         store.commit(writes, {})
         write_identity_file(path, identity)
-        return cls(store, params, heads)
+        return cls(store, params, heads, tree_cache_nodes=tree_cache_nodes)
 
     def read(self) -> Reading:
         """A consistent read (`with chain.read() as (view, nodes)`); DataCorrupted once the store failed an

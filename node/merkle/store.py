@@ -50,7 +50,7 @@ class RecentNodes:
     (the committer, after the block's transaction); any thread may read.
     """
 
-    def __init__(self, capacity: int = 100_000) -> None:  # about 20 MB
+    def __init__(self, capacity: int) -> None:  # about 210 bytes a node
         self.capacity = capacity
         self._nodes: dict[bytes, bytes] = {}
 

@@ -214,7 +214,7 @@ class NodeApp:
                 raise ConfigError(f"a new {cfg.network} node needs --genesis")
             params, _ = new_devnet(cfg.data_dir)
             bootstrap = True
-        chain = Chain.open(cfg.data_dir, params)
+        chain = Chain.open(cfg.data_dir, params, tree_cache_nodes=cfg.tree_cache_nodes)
         if cfg.network != "devnet" and chain.params.network != NETWORKS[cfg.network]:
             held = network_name(chain.params.network)
             chain.close()

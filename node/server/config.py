@@ -46,6 +46,7 @@ class NodeConfig:
     max_message_bytes: int = C.MAX_MESSAGE_BYTES
     max_batch: int = C.MAX_BATCH_SUBMIT
     mempool_capacity: int = C.MEMPOOL_CAPACITY
+    tree_cache_nodes: int = C.TREE_CACHE_NODES  # the latest blocks' tree nodes kept in memory for updates
     verify_workers: int = -1
     # a verify worker that answers nothing this long while batches wait is hung: killed, batches verified inline
     verify_stall_seconds: float = 10.0
@@ -152,6 +153,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--max-message-bytes", type=int, default=d.max_message_bytes, help="largest message accepted")
     p.add_argument("--max-batch", type=int, default=d.max_batch, help="most messages per BatchSubmitMessages")
     p.add_argument("--mempool-capacity", type=int, default=d.mempool_capacity, help="pending messages at most")
+    p.add_argument("--tree-cache-nodes", type=int, default=d.tree_cache_nodes, help="tree nodes kept for updates")
     _worker_flags(p, d)
     p.add_argument(
         "--subscriber-queue",
@@ -236,6 +238,8 @@ def _check(values: Mapping[str, Any]) -> None:
             raise ConfigError(f"--metrics-addr: {err}") from None
     if not values["verify_stall_seconds"] > 0:
         raise ConfigError(f"--verify-stall-seconds must be more than 0, not {values['verify_stall_seconds']}")
+    if values["tree_cache_nodes"] < 0:
+        raise ConfigError(f"--tree-cache-nodes must be 0 or more, not {values['tree_cache_nodes']}")
     if values["read_workers"] < -1:
         raise ConfigError(f"--read-workers must be -1 (one per extra CPU), 0 or more, not {values['read_workers']}")
     if values["orderer"] == "etcd" and values["follow"]:

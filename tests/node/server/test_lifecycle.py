@@ -98,9 +98,11 @@ def test_every_flag_reads_its_environment_variable():
             "CHAIN_NODE_BLOCK_INTERVAL": "2",
             "CHAIN_NODE_CORS_ORIGIN": "https://a.test,https://b.test",
             "CHAIN_NODE_MEMPOOL_CAPACITY": "10",
+            "CHAIN_NODE_TREE_CACHE_NODES": "7",
         },
     )
     assert cfg.grpc_addr == "0.0.0.0:6000"
     assert cfg.block_interval == 0.5  # the flag wins
     assert cfg.cors_origins == ("https://a.test", "https://b.test")
     assert cfg.mempool_capacity == 10
+    assert cfg.tree_cache_nodes == 7

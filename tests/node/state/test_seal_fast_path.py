@@ -80,11 +80,11 @@ def replay_plain(follower: Chain, block: block_pb2.Block) -> BlockOutput:
     return out
 
 
-@pytest.mark.parametrize(("seed", "capacity"), [(1, 100_000), (2, 100_000), (3, 5)])
+@pytest.mark.parametrize(("seed", "capacity"), [(1, 100_000), (2, 100_000), (3, 5), (4, 0)])
 def test_sealed_blocks_equal_the_references(tmp_path: Path, seed: int, capacity: int) -> None:
     rng = random.Random(seed)
     h = Harness(tmp_path / "leader")
-    h.chain.recent_nodes = RecentNodes(capacity)  # 5: almost every read misses, evictions on every block
+    h.chain.recent_nodes = RecentNodes(capacity)  # 5: almost every read misses, evictions on every block; 0: all
     actors = [h.actor(units=3) for _ in range(4)]
     projects = [h.commit(a.b.project_create(f"base{i}")).applied[0].message.hash for i, a in enumerate(actors)]
     follower = Chain.open(tmp_path / "follower", h.chain.params)
