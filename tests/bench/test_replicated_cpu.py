@@ -4,28 +4,19 @@ block is in the node's figure (it was left out while the bench read the main pro
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 from bench.bench_replicated import node_cpu, total_cpu
 from bench.procstat import tree_cpu_delta
-from node.storage.lmdb_store import LmdbStore
 from node.storage.writer import WriterProcess
 
 
-def test_a_nodes_cpu_includes_its_writer_child(tmp_path: Path) -> None:
-    LmdbStore(tmp_path, sync=False).close()  # the environment and its databases exist
-    writer = WriterProcess(tmp_path, sync=False)
-    try:
-        me = os.getpid()
-        writer.commit({b"k": b"v"}, {})  # the child has started and opened the store
-        pid = writer.pid
-        assert pid is not None
-        block: dict[bytes, bytes | None] = {os.urandom(20): os.urandom(100) for _ in range(50_000)}
-        before, own = node_cpu([me]), total_cpu([me])
-        writer.commit(block, {})
-        after, own_after = node_cpu([me]), total_cpu([me])
-    finally:
-        writer.close()
+def test_a_nodes_cpu_includes_its_writer_child(writer: WriterProcess) -> None:
+    me, pid = os.getpid(), writer.pid
+    assert pid is not None
+    block: dict[bytes, bytes | None] = {os.urandom(20): os.urandom(100) for _ in range(50_000)}
+    before, own = node_cpu([me]), total_cpu([me])
+    writer.commit(block, {})
+    after, own_after = node_cpu([me]), total_cpu([me])
     assert pid in before and pid in after
     child = after[pid] - before[pid]
     assert child > 0.0  # the child wrote 50,000 records
