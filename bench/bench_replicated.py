@@ -13,8 +13,8 @@ behind Envoy's round robin.
   SubscribeBlocks stream on the first member (the followers apply each block about half a second after
   the leader commits it, so a phase of about a second leaves some of their work out);
 - node CPU per committed message: user + system CPU of every node's processes (its main process and its
-  children, the store writer first) over the saturated phase, divided by the messages committed; etcd's
-  three members' CPU is given beside it (it shares the machine);
+  children: the store writer, any verify workers) over the saturated phase, divided by the messages
+  committed; etcd's three members' CPU is given beside it (it shares the machine);
 - leader admission CPU: one node given the cluster secret takes batches as a leader takes forwarded ones,
   alternately with the member proof (not verified again) and without (verified), node CPU per committed
   message of each, rounds interleaved so drifting load from other tenants falls on both alike;
