@@ -35,11 +35,12 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, NamedTuple
 
 import lmdb
 
 from node.merkle import update
-from node.merkle.codec import EMPTY, Leaf, decode, key_path
+from node.merkle.codec import EMPTY, NODE_LEN, Leaf, Node, decode, key_path
 from node.merkle.store import DictNodeStore
 
 LAYOUTS = ("hash", "position", "block")
@@ -54,20 +55,33 @@ def position(depth: int, prefix: int) -> bytes:
     return ((prefix >> (depth - bits)) << (POSITION_BITS - bits)).to_bytes(2, "big")
 
 
-def placed(root: bytes, new: dict[bytes, bytes]) -> Iterator[tuple[bytes, int, int, bool]]:
-    """(hash, depth, path prefix, created) of each new node and of each older child of one, found by
-    walking down from the new root through the new nodes."""
+class Placed(NamedTuple):
+    """A node where the new root reaches it: a node the block created, or an older child of one."""
+
+    node: bytes
+    encoded: bytes
+    loaded: Node
+    depth: int
+    prefix: int  # the first `depth` bits of its path
+    new: bool
+
+
+def placed(root: bytes, new: dict[bytes, bytes], old: DictNodeStore) -> Iterator[Placed]:
+    """Each node the block created and each older child of one, found by walking down from the new root
+    through the new nodes (older ones are read from `old`)."""
     stack = [(root, 0, 0)]
     while stack:
         node, depth, prefix = stack.pop()
-        encoded = new.get(node)
-        yield node, depth, prefix, encoded is not None
-        if encoded is None:
-            continue  # a node an earlier block created: nothing below it is new
-        loaded = decode(encoded)
-        if loaded is not None and not isinstance(loaded, Leaf):
-            stack.append((loaded.left, depth + 1, prefix << 1))
-            stack.append((loaded.right, depth + 1, (prefix << 1) | 1))
+        created = node in new
+        encoded = new[node] if created else old.get(node)
+        loaded = None if encoded is None else decode(encoded)
+        if encoded is None or loaded is None:
+            raise LookupError(f"node {node.hex()[:16]} at depth {depth} is not a stored node")
+        yield Placed(node, encoded, loaded, depth, prefix, created)
+        if created and not isinstance(loaded, Leaf):  # below an older node nothing is new
+            for bit, child in enumerate(loaded):
+                if child != EMPTY:
+                    stack.append((child, depth + 1, (prefix << 1) | bit))
 
 
 @dataclass
@@ -124,30 +138,34 @@ class Tree:
         for node in result.new_nodes:
             self.created.setdefault(node, loc)
         out: dict[str, dict[bytes, bytes]] = {name: {} for name in LAYOUTS}
-        for node, depth, prefix, new in placed(result.root, result.new_nodes):
-            if new:
-                encoded = result.new_nodes[node]
-                out["hash"][node] = encoded
-                out["block"][loc + node] = encoded + self.child_locs(encoded)
-            else:
-                encoded = self.nodes.get(node) or b""
-            if not isinstance(decode(encoded), Leaf):
-                if new:
-                    out["position"][position(depth, prefix) + node] = encoded
-                continue
+        for at in placed(result.root, result.new_nodes, self.nodes):
+            key = position(at.depth, at.prefix) + at.node
+            if at.new:
+                out["hash"][at.node] = at.encoded
+                out["block"][loc + at.node] = at.encoded + self.child_locs(at.loaded)
+            if not isinstance(at.loaded, Leaf):
+                if at.new:
+                    out["position"][key] = at.encoded
             # a leaf's place moves when a new key lands beside it (deeper) or its neighbour goes (higher):
             # the `position` layout stores it again under its new place, the others need not
-            key = position(depth, prefix) + node
-            if self.leaf_at.get(node) != key:
-                self.leaf_at[node] = key
-                out["position"][key] = encoded
+            elif self.leaf_at.get(at.node) != key:
+                self.leaf_at[at.node] = key
+                out["position"][key] = at.encoded
         return out
 
-    def child_locs(self, encoded: bytes) -> bytes:
-        loaded = decode(encoded)
-        if loaded is None or isinstance(loaded, Leaf):
+    def child_locs(self, loaded: Node) -> bytes:
+        if isinstance(loaded, Leaf):
             return b""
         return b"".join(NO_CHILD if c == EMPTY else self.created[c] for c in loaded)
+
+
+def reader(layout: str, txn: Any) -> Callable[[bytes, int, int, bytes], bytes | None]:
+    """`get(hash, depth, prefix, loc)` for `walk`: how a reader finds a node in each layout."""
+    if layout == "hash":
+        return lambda h, d, p, loc: txn.get(h)
+    if layout == "position":
+        return lambda h, d, p, loc: txn.get(position(d, p) + h)
+    return lambda h, d, p, loc: txn.get(loc + h)
 
 
 def walk(get: Callable[[bytes, int, int, bytes], bytes | None], root: bytes, root_loc: bytes, path: bytes) -> int:
@@ -159,12 +177,12 @@ def walk(get: Callable[[bytes, int, int, bytes], bytes | None], root: bytes, roo
         if stored is None:
             raise LookupError(f"node {node.hex()[:16]} missing at depth {depth}")
         read += 1
-        loaded = decode(stored[:65])
+        loaded = decode(stored[:NODE_LEN])
         if loaded is None or isinstance(loaded, Leaf):
             return read
         bit = (bits >> (255 - depth)) & 1
         node = loaded[bit]
-        loc = stored[65 + LOC * bit : 65 + LOC * (bit + 1)]
+        loc = stored[NODE_LEN + LOC * bit : NODE_LEN + LOC * (bit + 1)]
         depth, prefix = depth + 1, (prefix << 1) | bit
     return read
 
@@ -176,12 +194,7 @@ def walks(tallies: dict[str, Tally], tree: Tree, count: int) -> dict[str, float]
     out: dict[str, float] = {}
     for name, tally in tallies.items():
         with tally.env.begin() as txn:
-            keyed: dict[str, Callable[[bytes, int, int, bytes], bytes | None]] = {
-                "hash": lambda h, d, p, loc: txn.get(h),
-                "position": lambda h, d, p, loc: txn.get(position(d, p) + h),
-                "block": lambda h, d, p, loc: txn.get(loc + h),
-            }
-            get = keyed[name]
+            get = reader(name, txn)
             started = time.process_time()
             for path in paths:
                 walk(get, tree.root, root_loc, path)
@@ -189,8 +202,10 @@ def walks(tallies: dict[str, Tally], tree: Tree, count: int) -> dict[str, float]
     return out
 
 
-def run(directory: Path, blocks: int, keys: int, updates: float, walk_count: int, report: int) -> dict[str, float]:
-    """Grow the tree and print the per-interval lines; the walks' CPU per layout at the end."""
+def run(
+    directory: Path, blocks: int, keys: int, updates: float, walk_count: int, report: int
+) -> tuple[Tree, dict[str, float]]:
+    """Grow the tree and print the per-interval lines; the tree, and the walks' CPU per layout at the end."""
     tallies = {name: Tally(lmdb.open(str(directory / name), map_size=1 << 36, sync=True)) for name in LAYOUTS}
     tree = Tree()
     rng = random.Random(1)
@@ -211,7 +226,7 @@ def run(directory: Path, blocks: int, keys: int, updates: float, walk_count: int
             if number % report == 0 or number == blocks:
                 cells = " | ".join(tallies[name].line() for name in LAYOUTS)
                 print(f"| {number} | {len(tree.keys):,} | {cells} |", flush=True)
-        return walks(tallies, tree, walk_count)
+        return tree, walks(tallies, tree, walk_count)
     finally:
         for tally in tallies.values():
             tally.env.close()
@@ -232,7 +247,7 @@ def main() -> None:
         flush=True,
     )
     with tempfile.TemporaryDirectory() as d:
-        cost = run(Path(d), ns.blocks, ns.keys, ns.updates, ns.walks, max(1, ns.blocks // 5))
+        _tree, cost = run(Path(d), ns.blocks, ns.keys, ns.updates, ns.walks, max(1, ns.blocks // 5))
     print(
         "\nroot-to-leaf walk of a present key, CPU µs: "
         + ", ".join(f"{name} {cost[name]:.1f}" for name in LAYOUTS)
