@@ -25,7 +25,7 @@ from node.server.readers.sharing import lock_name
 from tests.fixtures.nodeproc import ROOT, NodeProcess
 from tests.fixtures.procs import alive as _alive
 from tests.fixtures.procs import children as _children
-from tests.fixtures.procs import free_port
+from tests.fixtures.procs import children_running, free_port
 from tests.fixtures.procs import wait_until as _wait
 from tests.fixtures.scrape import scrape, value
 
@@ -33,14 +33,7 @@ WORKER_MODULE = "node.server.readers.worker"
 
 
 def _workers(pid: int) -> set[int]:
-    found = set()
-    for child in _children(pid):
-        try:
-            if WORKER_MODULE in Path(f"/proc/{child}/cmdline").read_bytes().decode(errors="replace"):
-                found.add(child)
-        except OSError:
-            continue
-    return found
+    return children_running(pid, WORKER_MODULE)
 
 
 def _state(pid: int) -> str:

@@ -1,0 +1,103 @@
+"""Reads through the real Envoy reach every read worker of a node (`chain-node --read-workers 2`).
+
+The workers share the node's port and the kernel hands each connection to one of them (SO_REUSEPORT), so
+which processes serve depends on the connections Envoy opens. With envoy/envoy.yaml's cluster settings as
+they were (up to 1000 calls on one upstream connection), one client's reads went over one connection to
+one worker while the other did nothing. The shipped settings open another connection for every 16 calls in
+flight and retire a connection after 1000 calls: this test fails without either.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+
+import grpc
+import pytest
+
+from bench.procstat import cpu_seconds
+from chain.v1 import rpc_pb2, service_pb2_grpc
+from tests.fixtures.actors import new_account
+from tests.fixtures.envoyproc import EnvoyProcess, render
+from tests.fixtures.nodeproc import NodeProcess
+from tests.fixtures.procs import children_running
+
+WORKER_MODULE = "node.server.readers.worker"
+CALLS = 20_000
+IN_FLIGHT = 64  # one client connection to Envoy carrying this many calls at once
+STREAMS_PER_CONNECTION = 16  # envoy/envoy.yaml: max_concurrent_streams of the chain_node cluster
+CALLS_PER_CONNECTION = 1000  # envoy/envoy.yaml: max_requests_per_connection
+
+
+@pytest.fixture(scope="module")
+def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeProcess]:
+    base = tmp_path_factory.mktemp("envoy-read-workers")
+    proc = NodeProcess(base / "data", "--web-addr", "", "--verify-workers", "0", "--read-workers", "2")
+    proc.start(timeout=120)
+    yield proc
+    proc.stop()
+
+
+@pytest.fixture(scope="module")
+def envoy(node: NodeProcess, tmp_path_factory: pytest.TempPathFactory) -> Iterator[EnvoyProcess]:
+    # health checks every 30 s: the connections counted below are the reads' own
+    config = render([("127.0.0.1", node.ready["grpc_port"])], health_interval="30s")
+    proc = EnvoyProcess(config, tmp_path_factory.mktemp("envoy")).start(healthy_hosts=1)
+    yield proc
+    proc.stop()
+
+
+def _cluster_stat(envoy: EnvoyProcess, name: str) -> int:
+    stats = envoy.admin_json(f"/stats?format=json&filter=^cluster\\.chain_node\\.{name}$")["stats"]
+    (stat,) = [s for s in stats if s.get("name") == f"cluster.chain_node.{name}"]
+    return int(stat["value"])
+
+
+async def _read_many(target: str, request: rpc_pb2.GetAccountRequest) -> None:
+    """CALLS GetAccount calls over one channel (one connection to Envoy), IN_FLIGHT at a time."""
+    async with grpc.aio.insecure_channel(target) as channel:
+        stub = service_pb2_grpc.ChainServiceStub(channel)
+
+        async def caller(count: int) -> None:
+            for _ in range(count):
+                reply = await stub.GetAccount(request, timeout=30)
+                assert reply.account.owner_address == request.owner_address
+
+        await asyncio.gather(*(caller(CALLS // IN_FLIGHT) for _ in range(IN_FLIGHT)))
+
+
+def test_one_clients_reads_through_envoy_spread_over_the_read_workers(node: NodeProcess, envoy: EnvoyProcess) -> None:
+    with node.client() as c:
+        actor = new_account(c, node.authority())
+    request = rpc_pb2.GetAccountRequest(owner_address=actor.address)
+    workers = sorted(children_running(node.proc.pid if node.proc else 0, WORKER_MODULE))
+    assert len(workers) == 2
+    before = {pid: cpu_seconds(pid) for pid in workers}
+    opened_before = _cluster_stat(envoy, "upstream_cx_total")
+
+    most_open = 0
+    done = threading.Event()
+
+    def watch() -> None:  # the upstream connections open at once, sampled while the load runs
+        nonlocal most_open
+        while not done.wait(0.1):
+            most_open = max(most_open, _cluster_stat(envoy, "upstream_cx_active"))
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        asyncio.run(_read_many(envoy.target, request))
+    finally:
+        done.set()
+        watcher.join()
+    opened = _cluster_stat(envoy, "upstream_cx_total") - opened_before
+    used = {pid: cpu_seconds(pid) - before[pid] for pid in workers}
+
+    # calls in flight spread over connections (one connection per 16 of them), not all on one
+    assert most_open >= IN_FLIGHT // STREAMS_PER_CONNECTION, most_open
+    # connections retire after their 1000th call, so the kernel deals them to the workers again and again
+    assert opened >= CALLS // CALLS_PER_CONNECTION // 2, opened
+    # and so both workers served: each did at least a fifth of the two's work (one did it all before)
+    total = sum(used.values())
+    assert total > 0 and min(used.values()) >= 0.2 * total, used
