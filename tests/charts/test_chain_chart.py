@@ -77,6 +77,8 @@ def test_helm_lint_strict(profile):
         (["--set", "node.network=testnet"], "needs node.genesis"),
         (["--set", "operator.snapshots.every=weekly"], "/operator/snapshots/every"),
         (["--set", "node.typo=1"], "typo"),
+        (["--set", "node.readWorkers=-2"], "/node/readWorkers"),
+        (["--set", "node.treeCacheNodes=-1"], "/node/treeCacheNodes"),
     ],
 )
 def test_bad_values_are_refused_with_a_reason(args, message):
@@ -165,6 +167,16 @@ def test_node_verify_workers_follow_the_pods_cpu_limit(rendered):
     assert env["CHAIN_NODE_VERIFY_WORKERS"] == "-1"  # auto: sized by the node from what follows
     ref = env["CHAIN_NODE_CPU_LIMIT"]["resourceFieldRef"]
     assert ref == {"containerName": "node", "resource": "limits.cpu", "divisor": "1"}
+
+
+def test_node_read_workers_and_tree_cache_reach_the_node(default):
+    env = env_of(node_container(default))
+    assert env["CHAIN_NODE_READ_WORKERS"] == "0"  # the node's default: the main process serves every call
+    assert env["CHAIN_NODE_TREE_CACHE_NODES"] == "250000"
+    tuned = Manifests(template("--set", "node.readWorkers=-1", "--set", "node.treeCacheNodes=1000000"))
+    env = env_of(node_container(tuned))
+    assert env["CHAIN_NODE_READ_WORKERS"] == "-1"  # sized by the node, as verifyWorkers
+    assert env["CHAIN_NODE_TREE_CACHE_NODES"] == "1000000"
 
 
 def test_node_statefulset_probes_ports_and_volumes(rendered, profile):
