@@ -75,7 +75,7 @@ from node.server.write.forwarding import Forwarder
 from node.server.write.membership import MemberProof
 from node.server.write.mempool import Mempool
 from node.server.write.pipeline import Pipeline
-from node.server.write.sizing import Resources
+from node.server.write.sizing import Resources, verify_worker_count
 from node.server.write.verify import Verifier
 from node.state.params import ChainParams
 from node.storage.fault import REMEDY_DAMAGED
@@ -301,7 +301,9 @@ class NodeApp:
         cfg = self.config
         self.ports.metrics = self.metrics_endpoint.start()  # first: a taken port fails before the store opens
         listeners = {"--grpc-addr": cfg.grpc_addr, "--web-addr": cfg.web_addr, "--admin-addr": cfg.admin_addr}
-        self._readers_count = read_worker_count(cfg.read_workers, Resources.detect(cfg.cpu_limit))
+        resources = Resources.detect(cfg.cpu_limit)
+        verify_workers = verify_worker_count(cfg.verify_workers, resources)
+        self._readers_count = read_worker_count(cfg.read_workers, resources, verify_workers)
         if self._readers_count:  # before the check: two nodes sharing a port by starting at once is refused too
             self._port_lock = PortLock.take("--grpc-addr", cfg.grpc_addr)
         for flag, addr in listeners.items():
@@ -316,12 +318,9 @@ class NodeApp:
         if self.metrics is not None:
             self.metrics.height = chain.height
         mempool = Mempool(cfg.mempool_capacity)
-        self._verifier = Verifier(
-            cfg.verify_workers,
-            cfg.max_message_bytes,
-            Resources.detect(cfg.cpu_limit),
-            stall_seconds=cfg.verify_stall_seconds,
-        )
+        if cfg.verify_workers < 0:  # sized here from the CPUs and memory this process may use
+            log.info("verify workers: %d (%s)", verify_workers, resources.describe())
+        self._verifier = Verifier(verify_workers, cfg.max_message_bytes, stall_seconds=cfg.verify_stall_seconds)
         self._verifier.start_warm_up()  # in the background: SERVING does not wait for a worker to spawn
         pipeline = Pipeline(chain, mempool, self._verifier, telemetry=self.telemetry)
         hub = EventHub(cfg.subscriber_queue)

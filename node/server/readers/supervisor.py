@@ -36,9 +36,10 @@ STOP_GRACE = 5.0
 PAUSE_MIN, PAUSE_MAX, SETTLED = 0.5, 10.0, 30.0  # restart pauses; a worker alive this long died old
 
 
-def read_worker_count(flag: int, resources: Resources) -> int:
-    """`--read-workers`: -1 is one per whole usable CPU beyond the first, at most 4 (within the memory limit)."""
-    return min(auto_workers(resources), MAX_AUTO_READ_WORKERS) if flag < 0 else flag
+def read_worker_count(flag: int, resources: Resources, verify_workers: int = 0) -> int:
+    """`--read-workers`: -1 is one per whole usable CPU beyond the first, at most 4, within the memory limit
+    less what the node's `verify_workers` take (sized first: both -1 under a tight limit leaves reads fewer)."""
+    return min(auto_workers(resources.after(verify_workers)), MAX_AUTO_READ_WORKERS) if flag < 0 else flag
 
 
 class ReadWorkers:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
@@ -49,6 +49,24 @@ class Resources:
             bounds["--cpu-limit"] = cpu_limit
         source = min(bounds, key=lambda k: bounds[k])
         return cls(bounds[source], memory_limit(cgroup_root, proc_cgroup), source)
+
+    def after(self, workers: int) -> Resources:
+        """What is left for more processes once `workers` workers run: their memory (WORKER_BYTES each) is
+        taken from the limit. The CPUs are not: verify workers are busy under writes, read workers under
+        reads, and both may use every CPU."""
+        if self.memory_bytes is None or workers <= 0:
+            return self
+        return replace(self, memory_bytes=max(0, self.memory_bytes - workers * WORKER_BYTES))
+
+    def describe(self) -> str:
+        """What bounds it, for the line naming the workers chosen: `2 CPUs by affinity, no memory limit`."""
+        memory = "no memory limit" if self.memory_bytes is None else f"memory limit {self.memory_bytes >> 20} MiB"
+        return f"{self.cpus:.2g} CPUs by {self.source}, {memory}"
+
+
+def verify_worker_count(flag: int, res: Resources) -> int:
+    """`--verify-workers`: -1 is `auto_workers`, a number is taken as given."""
+    return auto_workers(res) if flag < 0 else flag
 
 
 def auto_workers(res: Resources) -> int:

@@ -21,7 +21,6 @@ from chain.v1 import message_pb2 as pb
 from node.codec import check_envelope, parse_message
 from node.crypto.ed25519 import Ed25519Verifier
 from node.errors import MessageRejected, Reason
-from node.server.write.sizing import Resources, auto_workers
 from node.server.write.verify_worker import STALL_SECONDS, BrokenWorker, PipeWorker
 
 INLINE_BELOW = 16
@@ -76,14 +75,9 @@ def refusals_in(raws: Sequence[bytes], max_bytes: int) -> list[Refusal]:
 class Verifier:
     """Verifies envelopes inline for small batches and in a process pool for large ones."""
 
-    def __init__(
-        self, workers: int, max_bytes: int, resources: Resources | None = None, *, stall_seconds: float = STALL_SECONDS
-    ) -> None:
-        if workers < 0:  # auto: from the CPU and memory this process may use, not the host's core count
-            res = resources or Resources.detect()
-            workers = auto_workers(res)
-            memory = "no memory limit" if res.memory_bytes is None else f"memory limit {res.memory_bytes >> 20} MiB"
-            log.info("verify workers: %d (%.2g CPUs by %s, %s)", workers, res.cpus, res.source, memory)
+    def __init__(self, workers: int, max_bytes: int, *, stall_seconds: float = STALL_SECONDS) -> None:
+        """`workers`: worker processes (0: every batch inline; `--verify-workers -1` is sized by
+        sizing.verify_worker_count before it comes here)."""
         self.max_bytes = max_bytes
         self._inline = Ed25519Verifier()
         self._workers = workers

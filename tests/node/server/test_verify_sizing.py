@@ -11,6 +11,7 @@ from node.server.write.sizing import (
     auto_workers,
     cpu_quota,
     memory_limit,
+    verify_worker_count,
 )
 
 GiB = 1024**3
@@ -96,3 +97,23 @@ def test_read_workers_auto_is_one_per_extra_cpu_at_most_four() -> None:
     assert read_worker_count(-1, Resources(64.0, 640 * 2**20, "affinity")) == 2  # memory bounds it
     assert read_worker_count(0, Resources(64.0, None, "affinity")) == 0  # the default: the main process alone
     assert read_worker_count(6, Resources(1.0, None, "affinity")) == 6  # a number is taken as given
+
+
+def test_verify_workers_auto_is_sized_and_a_number_is_taken_as_given() -> None:
+    assert verify_worker_count(-1, Resources(3.0, None, "affinity")) == 2
+    assert verify_worker_count(-1, Resources(64.0, 768 * 2**20, "affinity")) == 4  # memory bounds it
+    assert verify_worker_count(5, Resources(1.0, None, "affinity")) == 5
+
+
+def test_read_workers_auto_fit_in_the_memory_the_verify_workers_leave() -> None:
+    res = Resources(64.0, GiB, "affinity")
+    verify = verify_worker_count(-1, res)
+    assert verify == (GiB - 512 * 2**20) // 2**26 == 8  # 512 MiB for the node, 64 MiB per worker
+    assert read_worker_count(-1, res) == MAX_AUTO_READ_WORKERS  # alone, reads would take four more
+    assert read_worker_count(-1, res, verify) == 0  # beside eight verify workers there is no room left
+    assert read_worker_count(-1, Resources(64.0, 2 * GiB, "affinity"), verify) == MAX_AUTO_READ_WORKERS
+    assert read_worker_count(-1, Resources(64.0, 1280 * 2**20, "affinity"), verify) == 4  # (1280-512-512)/64
+    assert read_worker_count(-1, Resources(64.0, None, "affinity"), verify) == MAX_AUTO_READ_WORKERS
+    assert read_worker_count(3, res, verify) == 3  # a number is taken as given
+    assert Resources(2.0, GiB, "affinity").after(4) == Resources(2.0, GiB - 4 * 2**26, "affinity")
+    assert Resources(2.0, 2**26, "affinity").after(4).memory_bytes == 0
