@@ -13,6 +13,11 @@ store). Every row is QPS ÷ the echo's QPS, all in one run. `h2load` (Debian `ng
 compressed, big-endian length) and the serialised request; one checked call through a gRPC client before
 each row proves the request is answered OK (h2load sees HTTP 200 whatever the grpc-status).
 
+Then, with the read workers still serving, GetAccount through the real Envoy (envoy/envoy.yaml's cluster
+settings, one Envoy worker thread as in tests/envoy) and through the same Envoy with the cluster settings
+it had before 2026-11-29 (up to 1000 calls on one upstream connection, none retired): calls/s and each read
+worker's CPU. Printed, not a row (docs/node.md, "Read workers", behind Envoy).
+
 Last, with the node stopped, the ceiling: two echo processes on one port (SO_REUSEPORT, uvloop: the read
 workers' set-up with nothing behind a call) ÷ the echo, in the same slices. It is printed beside the rows,
 not a row: what two grpc.aio processes, h2load and grpc's own threads make of this machine's cores.
@@ -34,17 +39,20 @@ import tempfile
 from collections.abc import Callable
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import grpc
 import uvloop
 
 from bench.children import end_children
+from bench.procstat import cpu_seconds
 from bench.table import Row, emit
 from chain.v1 import rpc_pb2, service_pb2_grpc
 from node.storage import schema
 from tests.fixtures.actors import new_account
+from tests.fixtures.envoyproc import EnvoyProcess, render
 from tests.fixtures.nodeproc import NodeProcess
+from tests.fixtures.procs import children_running
 
 ECHO_METHOD = "/bench.Echo/Echo"
 TABLE_KEYS = {"GetAccount": "get_account_ratio", "GetProject": "get_project_ratio",
@@ -161,6 +169,11 @@ def populate(node: NodeProcess) -> Calls:
 Pair = tuple[float, float]  # (node calls/s, echo calls/s in the slices between)
 
 
+class EnvoyRun(NamedTuple):
+    qps: float
+    worker_cpu: list[float]  # seconds, per read worker
+
+
 def node_rows(node: NodeProcess, calls: Calls, echo: Echo, work: Path, ns: argparse.Namespace) -> dict[str, Pair]:
     out: dict[str, Pair] = {}
     with grpc.insecure_channel(node.grpc_target) as channel:
@@ -193,7 +206,7 @@ def interleaved(node_qps: Callable[[float], float], echo: Echo, ns: argparse.Nam
     return node_sum / ns.slices, echo_sum / ns.slices
 
 
-def measure(ns: argparse.Namespace) -> tuple[dict[int, dict[str, Pair]], int, Pair]:
+def measure(ns: argparse.Namespace) -> tuple[dict[int, dict[str, Pair]], int, Pair, dict[str, EnvoyRun]]:
     with tempfile.TemporaryDirectory() as d:
         work, data = Path(d), Path(d) / "node"
         node = NodeProcess(data, "--read-workers", "0").start()
@@ -208,6 +221,7 @@ def measure(ns: argparse.Namespace) -> tuple[dict[int, dict[str, Pair]], int, Pa
             node.stop()
             node = NodeProcess(data, "--read-workers", str(ns.read_workers)).start(timeout=180)
             rows[ns.read_workers] = node_rows(node, calls, echo, work, ns)
+            envoy = through_envoy(node, calls["GetAccount"][0], work, ns)
             node.stop()
             pair = Echo(b"\x00" * response_size, calls["GetAccount"][0], work, processes=2)
             try:
@@ -219,7 +233,37 @@ def measure(ns: argparse.Namespace) -> tuple[dict[int, dict[str, Pair]], int, Pa
             node.stop()
             if echo is not None:
                 echo.close()
-    return rows, response_size, ceiling
+    return rows, response_size, ceiling, envoy
+
+
+PROTOCOL_OPTIONS = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions"
+
+
+def through_envoy(node: NodeProcess, request: bytes, work: Path, ns: argparse.Namespace) -> dict[str, EnvoyRun]:
+    """GetAccount through Envoy in front of `node` (read workers serving), with the shipped cluster settings
+    and with the old ones: calls/s and each read worker's CPU seconds over the run."""
+    assert node.proc is not None
+    workers = sorted(children_running(node.proc.pid, "node.server.readers.worker"))
+    body = work / "envoy-GetAccount.bin"
+    body.write_bytes(frame(request))
+    out: dict[str, EnvoyRun] = {}
+    for name in ("shipped", "one connection"):
+        config = render([("127.0.0.1", node.ready["grpc_port"])], health_interval="30s")
+        if name == "one connection":
+            (cluster,) = [c for c in config["static_resources"]["clusters"] if c["name"] == "chain_node"]
+            options = cluster["typed_extension_protocol_options"][PROTOCOL_OPTIONS]
+            options.pop("common_http_protocol_options")  # connections were never retired
+            options["explicit_http_config"]["http2_protocol_options"]["max_concurrent_streams"] = 1000
+        envoy = EnvoyProcess(config, work / f"envoy-{len(out)}").start(healthy_hosts=1)
+        try:
+            url = f"{envoy.url}{SERVICE}/GetAccount"
+            h2load(url, body, 1, ns.connections, ns.streams, ns.threads)  # warm-up
+            before = [cpu_seconds(p) for p in workers]
+            qps = h2load(url, body, ns.seconds, ns.connections, ns.streams, ns.threads)
+            out[name] = EnvoyRun(qps, [cpu_seconds(p) - b for p, b in zip(workers, before, strict=True)])
+        finally:
+            envoy.stop()
+    return out
 
 
 def main() -> None:
@@ -232,7 +276,7 @@ def main() -> None:
     parser.add_argument("--slices", type=int, default=3, help="echo/node alternations per row (see interleaved)")
     ns = parser.parse_args()
     assert shutil.which("h2load"), "h2load is not installed (make bench installs the Debian package nghttp2-client)"
-    rows, size, (two, one) = measure(ns)
+    rows, size, (two, one), envoy = measure(ns)
     print(f"h2load -c {ns.connections} -m {ns.streams} -t {ns.threads}, {ns.seconds:g} s per row; baseline: a bare")
     print(f"grpc.aio echo (one process, {size}-byte response) measured alternately with each row, {ns.slices} slices\n")
     print("| call | read workers | calls/s | echo calls/s | ÷ echo |")
@@ -245,6 +289,10 @@ def main() -> None:
         f"{two:,.0f} calls/s ÷ the echo {one:,.0f} = {two / one:.2f}: what any two grpc.aio processes get "
         "on this machine, with no work behind a call"
     )
+    print(f"\nGetAccount through Envoy (one worker thread), --read-workers {ns.read_workers}, same h2load load:")
+    for name, run in envoy.items():
+        cpu = " / ".join(f"{c:.2f}" for c in run.worker_cpu)
+        print(f"- {name} cluster settings: {run.qps:,.0f} calls/s; read workers' CPU {cpu} s")
     load = f"h2load -c{ns.connections} -m{ns.streams} -t{ns.threads} -D{ns.seconds:g}"
     alone = rows[0]
     for method, key in TABLE_KEYS.items():
