@@ -420,6 +420,8 @@ class NodeApp:
             stale = self.state.chain.store.clear_stale_readers  # a killed worker's read transaction
             durations = self.metrics.rpc_duration if self.metrics is not None else None
             self.readers = ReadWorkers(self._readers_count, settings, durations, on_exit=stale)
+            if self.metrics is not None:
+                self.metrics.observe_read_workers(self.readers)
             try:
                 await self.readers.start()
             except ListenError:

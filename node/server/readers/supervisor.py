@@ -62,6 +62,7 @@ class ReadWorkers:
         self._tasks: list[asyncio.Task[None]] = []
         self._stopping = False
         self.restarts = 0
+        self.calls = dict.fromkeys(range(count), 0)  # calls each worker answered itself (from its metric lines)
 
     @property
     def pids(self) -> list[int]:
@@ -130,7 +131,7 @@ class ReadWorkers:
             if doc.get("event") == "worker-ready" and not self._ready[index].done():
                 self._ready[index].set_result(None)
             elif doc.get("event") == "rpc" and self._durations is not None and isinstance(doc.get("series"), list):
-                replay(doc["series"], self._durations)
+                self.calls[index] += replay(doc["series"], self._durations)
 
     async def stop(self) -> None:
         """Drain every worker (SIGTERM: it stops taking calls, finishes the ones it has for a second)."""

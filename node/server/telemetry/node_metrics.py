@@ -3,12 +3,13 @@
 Recorded as things happen: RPC durations and outcomes (rpc.py), message outcomes at submission, block
 interval, messages per block, apply time, submit -> commit time per message (spans.py). Observed at
 scrape time from the node's own objects: mempool size, block height, stream subscribers and the ones
-dropped, etcd leader changes, whether this member diverged.
+dropped, etcd leader changes, whether this member diverged, the calls each read worker answered and the
+read workers started again.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sized
+from collections.abc import Callable, Iterable, Mapping, Sized
 from typing import Protocol
 
 from opentelemetry.metrics import CallbackOptions, Observation
@@ -27,6 +28,16 @@ class ObservedHub(Protocol):
     dropped_subscribers: int
 
     def __len__(self) -> int: ...
+
+
+class ObservedReaders(Protocol):
+    """The read workers as the counters read them (node/server/readers/supervisor.py's ReadWorkers fits it)."""
+
+    @property
+    def calls(self) -> Mapping[int, int]: ...
+
+    @property
+    def restarts(self) -> int: ...
 
 
 class ObservedStorage(Protocol):
@@ -169,6 +180,21 @@ class NodeMetrics:
             [lambda _o: [Observation(storage.failures_total)]],
             unit="{attempt}",
             description="Block commits the store refused (each retry counts)",
+        )
+
+    def observe_read_workers(self, readers: ObservedReaders) -> None:
+        """Calls each read worker answered itself, and workers started again after an exit (`--read-workers`)."""
+        self.meter.create_observable_counter(
+            "chain.read_worker.calls",
+            [lambda _o: [Observation(n, {"chain.read_worker": str(i)}) for i, n in sorted(readers.calls.items())]],
+            unit="{call}",
+            description="Calls a read worker answered itself, by worker (calls it relayed count on the main process)",
+        )
+        self.meter.create_observable_counter(
+            "chain.read_worker.restarts",
+            [lambda _o: [Observation(readers.restarts)]],
+            unit="{restart}",
+            description="Read workers started again after one exited while the node ran (crash, kill, OOM)",
         )
 
 

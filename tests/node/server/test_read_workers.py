@@ -105,12 +105,18 @@ def test_worker_rpc_metrics_reach_the_prometheus_endpoint(shared: NodeProcess) -
         samples = scrape(shared.ready["metrics_port"])
         return value(samples, name, **labels) if name in samples else 0.0
 
-    before = count()
+    def per_worker() -> dict[str, float]:  # chain.read_worker.calls: what each worker answered itself
+        samples = scrape(shared.ready["metrics_port"]).get("chain_read_worker_calls_total", [])
+        return {labels["chain_read_worker"]: v for labels, v in samples}
+
+    before, workers_before = count(), per_worker()
+    assert set(workers_before) == {"0", "1"}
     for _ in range(8):
         with grpc.insecure_channel(shared.grpc_target, options=[("grpc.use_local_subchannel_pool", 1)]) as ch:
             block = service_pb2_grpc.ChainServiceStub(ch).GetBlock(rpc_pb2.GetBlockRequest(block_number=0), timeout=20)
             assert block.block.header.number == 0
     assert _wait(lambda: count() >= before + 8, timeout=30), (before, count())
+    assert _wait(lambda: sum(per_worker().values()) >= sum(workers_before.values()) + 8, timeout=30), per_worker()
 
 
 def test_health_and_streams_answer_through_a_worker(shared: NodeProcess) -> None:
@@ -146,6 +152,8 @@ def test_a_killed_worker_is_replaced_and_a_killed_node_leaves_none(tmp_path: Pat
         assert _wait(lambda: len(_workers(main) - {victim}) == 2 and not _alive(victim), timeout=90)
         family |= set(_children(main))
         assert any("read worker" in line and "starting another" in line for line in node.stderr_lines)
+        restarts = scrape(node.ready["metrics_port"])["chain_read_worker_restarts_total"]
+        assert restarts == [({}, 1.0)], restarts
         for _ in range(6):  # every process on the port serves (new connections spread over them)
             assert _fresh_call(node.grpc_target) >= 0
         workers = _workers(main)
