@@ -22,7 +22,7 @@ from tests.fixtures.actors import new_account
 from tests.fixtures.envoyproc import EnvoyProcess, render
 from tests.fixtures.nodeproc import NodeProcess
 from tests.fixtures.procs import wait_until
-from tests.fixtures.scrape import scrape
+from tests.fixtures.scrape import read_worker_calls
 
 IN_FLIGHT = 64  # one client connection to Envoy carrying this many calls at once
 CALLS = IN_FLIGHT * 320
@@ -49,9 +49,7 @@ def envoy(node: NodeProcess, tmp_path_factory: pytest.TempPathFactory) -> Iterat
 
 
 def _calls_by_worker(node: NodeProcess) -> dict[str, float]:
-    """chain.read_worker.calls from the node's Prometheus endpoint: the calls each worker answered itself."""
-    samples = scrape(node.ready["metrics_port"]).get("chain_read_worker_calls_total", [])
-    return {labels["chain_read_worker"]: v for labels, v in samples}
+    return read_worker_calls(node.ready["metrics_port"])
 
 
 def _cluster_stat(envoy: EnvoyProcess, name: str) -> int:

@@ -27,7 +27,7 @@ from tests.fixtures.procs import alive as _alive
 from tests.fixtures.procs import children as _children
 from tests.fixtures.procs import children_running, free_port
 from tests.fixtures.procs import wait_until as _wait
-from tests.fixtures.scrape import scrape, value
+from tests.fixtures.scrape import read_worker_calls, scrape, value
 
 WORKER_MODULE = "node.server.readers.worker"
 
@@ -106,8 +106,7 @@ def test_worker_rpc_metrics_reach_the_prometheus_endpoint(shared: NodeProcess) -
         return value(samples, name, **labels) if name in samples else 0.0
 
     def per_worker() -> dict[str, float]:  # chain.read_worker.calls: what each worker answered itself
-        samples = scrape(shared.ready["metrics_port"]).get("chain_read_worker_calls_total", [])
-        return {labels["chain_read_worker"]: v for labels, v in samples}
+        return read_worker_calls(shared.ready["metrics_port"])
 
     before, workers_before = count(), per_worker()
     assert set(workers_before) == {"0", "1"}
