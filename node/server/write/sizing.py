@@ -6,9 +6,12 @@ process may use are the least of: the CPUs it may run on (`sched_getaffinity`), 
 (v2 `cpu.max`, v1 `cpu.cfs_quota_us / cpu.cfs_period_us`, the smallest along the cgroup's ancestors), and
 a limit the operator states (`--cpu-limit`, which the chart sets from the pod's `limits.cpu`). Workers are
 one per whole CPU beyond the first, no more than the cgroup memory limit leaves room for, at most
-`MAX_AUTO_WORKERS`.
+`MAX_AUTO_WORKERS`. Read workers (`--read-workers -1`, readers/supervisor.py) are sized the same way from
+what the verify workers leave of the memory limit (`Resources.after`).
 
-    workers = auto_workers(Resources.detect(cpu_limit=2.0))
+    res = Resources.detect(cpu_limit=2.0)
+    verify = verify_worker_count(-1, res)
+    readers = read_worker_count(-1, res, verify)     # node/server/readers/supervisor.py
 """
 
 from __future__ import annotations
