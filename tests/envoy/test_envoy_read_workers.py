@@ -11,8 +11,10 @@ from the node's `chain_read_worker_calls_total`.
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import grpc
 import pytest
@@ -21,9 +23,10 @@ from chain.v1 import rpc_pb2, service_pb2_grpc
 from tests.fixtures.actors import new_account
 from tests.fixtures.envoyproc import EnvoyProcess, render
 from tests.fixtures.nodeproc import NodeProcess
-from tests.fixtures.procs import wait_until
-from tests.fixtures.scrape import read_worker_calls
+from tests.fixtures.procs import children_running, wait_until
+from tests.fixtures.scrape import read_worker_calls, read_worker_restarts
 
+WORKER_MODULE = "node.server.readers.worker"
 IN_FLIGHT = 64  # one client connection to Envoy carrying this many calls at once
 CALLS = IN_FLIGHT * 320
 STREAMS_PER_CONNECTION = 16  # envoy/envoy.yaml: max_concurrent_streams of the chain_node cluster
@@ -58,8 +61,16 @@ def _cluster_stat(envoy: EnvoyProcess, name: str) -> int:
     return int(stat["value"])
 
 
-async def _read_many(target: str, request: rpc_pb2.GetAccountRequest) -> None:
-    """CALLS GetAccount calls over one channel (one connection to Envoy), IN_FLIGHT at a time."""
+@pytest.fixture(scope="module")
+def request_(node: NodeProcess) -> rpc_pb2.GetAccountRequest:
+    """A GetAccount of an account that exists."""
+    with node.client() as c:
+        actor = new_account(c, node.authority())
+    return rpc_pb2.GetAccountRequest(owner_address=actor.address)
+
+
+async def _read_many(target: str, request: rpc_pb2.GetAccountRequest, calls: int = CALLS) -> None:
+    """`calls` GetAccount calls over one channel (one connection to Envoy), IN_FLIGHT at a time."""
     async with grpc.aio.insecure_channel(target) as channel:
         stub = service_pb2_grpc.ChainServiceStub(channel)
 
@@ -68,40 +79,62 @@ async def _read_many(target: str, request: rpc_pb2.GetAccountRequest) -> None:
                 reply = await stub.GetAccount(request, timeout=30)
                 assert reply.account.owner_address == request.owner_address
 
-        await asyncio.gather(*(caller(CALLS // IN_FLIGHT) for _ in range(IN_FLIGHT)))
+        await asyncio.gather(*(caller(calls // IN_FLIGHT) for _ in range(IN_FLIGHT)))
 
 
-def test_one_clients_reads_through_envoy_spread_over_the_read_workers(node: NodeProcess, envoy: EnvoyProcess) -> None:
-    with node.client() as c:
-        actor = new_account(c, node.authority())
-    request = rpc_pb2.GetAccountRequest(owner_address=actor.address)
+def _served_by_each(node: NodeProcess, run: Callable[[], None]) -> dict[str, float]:
+    """What each worker answered of the CALLS calls `run` makes (the workers ship counts about once a second)."""
     before = _calls_by_worker(node)
-    assert set(before) == {"0", "1"}
-    opened_before = _cluster_stat(envoy, "upstream_cx_total")
-
-    most_open = 0
-    done = threading.Event()
-
-    def watch() -> None:  # the upstream connections open at once, sampled while the load runs
-        nonlocal most_open
-        while not done.wait(0.1):
-            most_open = max(most_open, _cluster_stat(envoy, "upstream_cx_active"))
-
-    watcher = threading.Thread(target=watch, daemon=True)
-    watcher.start()
-    try:
-        asyncio.run(_read_many(envoy.target, request))
-    finally:
-        done.set()
-        watcher.join()
-    opened = _cluster_stat(envoy, "upstream_cx_total") - opened_before
-    # the workers ship their counts about once a second
+    run()
     assert wait_until(lambda: sum(_calls_by_worker(node).values()) >= sum(before.values()) + CALLS, timeout=30)
-    served = {w: n - before[w] for w, n in _calls_by_worker(node).items()}
+    return {w: n - before.get(w, 0.0) for w, n in _calls_by_worker(node).items()}
+
+
+def test_one_clients_reads_through_envoy_spread_over_the_read_workers(
+    node: NodeProcess, envoy: EnvoyProcess, request_: rpc_pb2.GetAccountRequest
+) -> None:
+    opened_before = _cluster_stat(envoy, "upstream_cx_total")
+    most_open = 0
+
+    def load() -> None:  # the upstream connections open at once, sampled while the load runs
+        nonlocal most_open
+        done = threading.Event()
+
+        def watch() -> None:
+            nonlocal most_open
+            while not done.wait(0.1):
+                most_open = max(most_open, _cluster_stat(envoy, "upstream_cx_active"))
+
+        watcher = threading.Thread(target=watch, daemon=True)
+        watcher.start()
+        try:
+            asyncio.run(_read_many(envoy.target, request_))
+        finally:
+            done.set()
+            watcher.join()
+
+    served = _served_by_each(node, load)
+    opened = _cluster_stat(envoy, "upstream_cx_total") - opened_before
 
     # calls in flight spread over connections (one connection per 16 of them), not all on one
     assert most_open >= IN_FLIGHT // STREAMS_PER_CONNECTION, most_open
     # connections retire after their 1000th call, so the kernel deals them to the workers again and again
     assert opened >= CALLS // CALLS_PER_CONNECTION // 2, opened
     # and so both workers served: each answered at least a fifth of the calls (one answered them all before)
-    assert min(served.values()) >= 0.2 * CALLS, served
+    assert set(served) == {"0", "1"} and min(served.values()) >= 0.2 * CALLS, served
+
+
+def test_reads_through_envoy_reach_a_read_worker_started_after_one_was_killed(
+    node: NodeProcess, envoy: EnvoyProcess, request_: rpc_pb2.GetAccountRequest
+) -> None:
+    """kill -9 of a read worker: Envoy drops the connections it held, the node starts another worker in its
+    place, and the calls after it are answered by both, the new one included."""
+    assert node.proc is not None
+    main = node.proc.pid
+    victim = min(children_running(main, WORKER_MODULE))
+    os.kill(victim, signal.SIGKILL)
+    assert wait_until(lambda: len(children_running(main, WORKER_MODULE) - {victim}) == 2, timeout=60)
+    assert wait_until(lambda: read_worker_restarts(node.ready["metrics_port"]) == 1, timeout=30)
+    asyncio.run(_read_many(envoy.target, request_, 2 * IN_FLIGHT * 16))  # the new worker is listening by now
+    served = _served_by_each(node, lambda: asyncio.run(_read_many(envoy.target, request_)))
+    assert set(served) == {"0", "1"} and min(served.values()) >= 0.2 * CALLS, served
