@@ -48,6 +48,7 @@ from bench.children import end_children
 from bench.procstat import cpu_seconds
 from bench.table import Row, emit
 from chain.v1 import rpc_pb2, service_pb2_grpc
+from node.server.readers.supervisor import WORKER_MODULE
 from node.storage import schema
 from tests.fixtures.actors import new_account
 from tests.fixtures.envoyproc import EnvoyProcess, render
@@ -243,7 +244,7 @@ def through_envoy(node: NodeProcess, request: bytes, work: Path, ns: argparse.Na
     """GetAccount through Envoy in front of `node` (read workers serving), with the shipped cluster settings
     and with the old ones: calls/s and each read worker's CPU seconds over the run."""
     assert node.proc is not None
-    workers = sorted(children_running(node.proc.pid, "node.server.readers.worker"))
+    workers = sorted(children_running(node.proc.pid, WORKER_MODULE))
     body = work / "envoy-GetAccount.bin"
     body.write_bytes(frame(request))
     out: dict[str, EnvoyRun] = {}

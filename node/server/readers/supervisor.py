@@ -32,6 +32,7 @@ from node.server.write.sizing import Resources, auto_workers
 
 log = logging.getLogger("chain.node")
 MAX_AUTO_READ_WORKERS = 4
+WORKER_MODULE = "node.server.readers.worker"  # each worker runs `python -m` this (worker.py)
 STOP_GRACE = 5.0
 PAUSE_MIN, PAUSE_MAX, SETTLED = 0.5, 10.0, 30.0  # restart pauses; a worker alive this long died old
 
@@ -85,7 +86,7 @@ class ReadWorkers:
         return await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
-            "node.server.readers.worker",
+            WORKER_MODULE,
             settings.encode(),
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,

@@ -22,14 +22,13 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from chain.v1 import rpc_pb2, service_pb2_grpc
 from node.errors import REASON_CODE, trailer
 from node.server.readers.sharing import lock_name
+from node.server.readers.supervisor import WORKER_MODULE
 from tests.fixtures.nodeproc import ROOT, NodeProcess
 from tests.fixtures.procs import alive as _alive
 from tests.fixtures.procs import children as _children
 from tests.fixtures.procs import children_running, free_port
 from tests.fixtures.procs import wait_until as _wait
 from tests.fixtures.scrape import read_worker_calls, scrape, value
-
-WORKER_MODULE = "node.server.readers.worker"
 
 
 def _workers(pid: int) -> set[int]:
