@@ -20,13 +20,13 @@ import grpc
 import pytest
 
 from chain.v1 import rpc_pb2, service_pb2_grpc
+from node.server.readers.supervisor import WORKER_MODULE
 from tests.fixtures.actors import new_account
 from tests.fixtures.envoyproc import EnvoyProcess, render
 from tests.fixtures.nodeproc import NodeProcess
 from tests.fixtures.procs import children_running, wait_until
 from tests.fixtures.scrape import read_worker_calls, read_worker_restarts
 
-WORKER_MODULE = "node.server.readers.worker"
 IN_FLIGHT = 64  # one client connection to Envoy carrying this many calls at once
 CALLS = IN_FLIGHT * 320
 STREAMS_PER_CONNECTION = 16  # envoy/envoy.yaml: max_concurrent_streams of the chain_node cluster
@@ -82,11 +82,12 @@ async def _read_many(target: str, request: rpc_pb2.GetAccountRequest, calls: int
         await asyncio.gather(*(caller(calls // IN_FLIGHT) for _ in range(IN_FLIGHT)))
 
 
-def _served_by_each(node: NodeProcess, run: Callable[[], None]) -> dict[str, float]:
-    """What each worker answered of the CALLS calls `run` makes (the workers ship counts about once a second)."""
+def _served_by_each(node: NodeProcess, run: Callable[[], None], calls: int = CALLS) -> dict[str, float]:
+    """What each worker answered of the `calls` calls `run` makes, once all of them are counted (the workers
+    ship their counts about once a second)."""
     before = _calls_by_worker(node)
     run()
-    assert wait_until(lambda: sum(_calls_by_worker(node).values()) >= sum(before.values()) + CALLS, timeout=30)
+    assert wait_until(lambda: sum(_calls_by_worker(node).values()) >= sum(before.values()) + calls, timeout=30)
     return {w: n - before.get(w, 0.0) for w, n in _calls_by_worker(node).items()}
 
 
@@ -135,6 +136,7 @@ def test_reads_through_envoy_reach_a_read_worker_started_after_one_was_killed(
     os.kill(victim, signal.SIGKILL)
     assert wait_until(lambda: len(children_running(main, WORKER_MODULE) - {victim}) == 2, timeout=60)
     assert wait_until(lambda: read_worker_restarts(node.ready["metrics_port"]) == 1, timeout=30)
-    asyncio.run(_read_many(envoy.target, request_, 2 * IN_FLIGHT * 16))  # the new worker is listening by now
+    warm_up = 2 * IN_FLIGHT * 16  # the new worker is listening by the end, and these are counted before the rest
+    _served_by_each(node, lambda: asyncio.run(_read_many(envoy.target, request_, warm_up)), warm_up)
     served = _served_by_each(node, lambda: asyncio.run(_read_many(envoy.target, request_)))
     assert set(served) == {"0", "1"} and min(served.values()) >= 0.2 * CALLS, served
