@@ -23,6 +23,7 @@ from aiohttp.typedefs import Middleware
 
 from node.errors import REASON_CODE, trailer
 from node.grpcweb.responder import STATUS_KEY
+from node.observability.histogram import Key, series_key
 from node.server.rpc.interceptors import Handler, WrappingInterceptor
 from node.server.telemetry.node_metrics import NodeMetrics
 
@@ -34,6 +35,9 @@ class DurationSink(Protocol):
     worker's shipper."""
 
     def record(self, amount: float, attributes: Attributes | None = None) -> None: ...
+
+    def record_key(self, amount: float, key: Key) -> None:
+        """`record` with the attributes given as their `series_key` (made once, kept by the caller)."""
 
 
 class RpcRecorder(Protocol):
@@ -87,6 +91,8 @@ class RpcMetricsInterceptor(WrappingInterceptor):
         record = self._record
         if handler.unary_unary is not None:
             inner = handler.unary_unary
+            sink = self.metrics.rpc_duration
+            ok = series_key(attributes(service, method, grpc.StatusCode.OK, ""))  # a success's series, made once
 
             async def unary(request: Any, context: Any) -> Any:
                 started = time.perf_counter()
@@ -95,7 +101,7 @@ class RpcMetricsInterceptor(WrappingInterceptor):
                 except BaseException as exc:
                     record(service, method, started, context, exc)
                     raise
-                record(service, method, started, context, None)
+                sink.record_key((time.perf_counter() - started) * 1000, ok)
                 return response
 
             return grpc.unary_unary_rpc_method_handler(

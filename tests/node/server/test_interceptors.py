@@ -23,6 +23,10 @@ async def missing(request: bytes, context: Any) -> bytes:
     raise NotFound("project", "0xab")
 
 
+async def fine(request: bytes, context: Any) -> bytes:
+    return b"ok"
+
+
 async def chooses(request: bytes, context: Any) -> bytes:
     await context.abort(grpc.StatusCode.PERMISSION_DENIED, "not you")
     return b""
@@ -106,6 +110,9 @@ class Durations:
     def record(self, amount: float, attributes: Any = None) -> None:
         self.calls.append(dict(attributes or {}))
 
+    def record_key(self, amount: float, key: Any) -> None:
+        self.calls.append(dict(key))
+
 
 async def test_each_handler_is_wrapped_once_and_a_new_one_anew() -> None:
     """grpc.aio runs the interceptors on every call; each wraps a given handler once, and a handler other
@@ -133,6 +140,7 @@ async def test_each_handler_is_wrapped_once_and_a_new_one_anew() -> None:
     handlers = {
         "Missing": grpc.unary_unary_rpc_method_handler(missing),
         "Boom": grpc.unary_unary_rpc_method_handler(boom),
+        "Fine": grpc.unary_unary_rpc_method_handler(fine),
     }
     server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler("test.Svc", handlers)])
     port = server.add_insecure_port("127.0.0.1:0")
@@ -143,6 +151,7 @@ async def test_each_handler_is_wrapped_once_and_a_new_one_anew() -> None:
             for method, code, why in [("Missing", "NOT_FOUND", "NOT_FOUND"), ("Boom", "INTERNAL", "INTERNAL")] * 2:
                 err = await failure(unary(ch, method))
                 assert (err.code().name, reason(err)) == (code, why)
+            assert await unary(ch, "Fine") == b"ok"
     finally:
         await server.stop(None)
     assert [(c["rpc.method"], c["rpc.grpc.status_code"]) for c in recorder.calls] == [
@@ -150,4 +159,8 @@ async def test_each_handler_is_wrapped_once_and_a_new_one_anew() -> None:
         ("Boom", 13),
         ("Missing", 5),
         ("Boom", 13),
+        ("Fine", 0),
     ]
+    # a success is recorded under a series made once per method: the same attributes a failure's has
+    assert recorder.calls[-1] == {**recorder.calls[0], "rpc.method": "Fine", "rpc.grpc.status_code": 0,
+                                  "chain.reason_code": ""}  # fmt: skip
