@@ -3,6 +3,7 @@ for real requests to an app served on loopback, and defers to aiohttp's logger f
 
 from __future__ import annotations
 
+import asyncio
 import io
 import logging
 import re
@@ -92,3 +93,23 @@ async def test_lines_reach_the_configured_handler_without_records(
     assert [STAMP.sub("T", line.split(" INFO aiohttp.access ", 1)[1]) for line in written] == [
         STAMP.sub("T", line) for line in theirs
     ]
+
+
+async def test_the_target_is_logged_as_the_client_sent_it(caplog: pytest.LogCaptureFixture) -> None:
+    """The line's target is the request's own (`raw_path`): an absolute-form target and a trailing `?` stay
+    as sent, where aiohttp's `path_qs` would log `/v1/hello/c` and `/v1/hello/d`."""
+    targets = ["http://app.test/v1/hello/c", "/v1/hello/d?", "/v1/hello/e?q=%41&r=%7e"]
+    server = TestServer(app(), host="127.0.0.1")
+    await server.start_server(access_log_class=LeanAccessLogger)
+    try:
+        with caplog.at_level(logging.INFO, logger="aiohttp.access"):
+            for target in targets:
+                reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+                writer.write(f"GET {target} HTTP/1.1\r\nHost: app.test\r\nConnection: close\r\n\r\n".encode())
+                assert (await reader.read()).startswith(b"HTTP/1.1 201 ")
+                writer.close()
+                await writer.wait_closed()
+    finally:
+        await server.close()
+    logged = [r.getMessage() for r in caplog.records if r.name == "aiohttp.access"]
+    assert [re.search(r'"GET (\S+) HTTP/1.1"', line)[1] for line in logged] == targets  # type: ignore[index]
