@@ -38,6 +38,7 @@ class GatewayConfig:
     max_connections: int = 1024  # open HTTP connections (per serving process); more are closed at once
     workers: int = 1  # serving processes (gateway/workers.py)
     read_batch: int = 64  # reads coalesced into one ReadBatch node call at most (gateway/batching.py); 0: off
+    rest_memo_bytes: int = 8 << 20  # REST bodies kept by the node answer they came from (gateway/rest/memo.py)
 
     @property
     def host_port(self) -> tuple[str, int]:
@@ -95,6 +96,12 @@ def _parser() -> argparse.ArgumentParser:
         default=d.read_batch,
         help="reads of one event-loop turn sent to the node as one call, at most; 0 sends each read alone",
     )
+    p.add_argument(
+        "--rest-memo-bytes",
+        type=int,
+        default=d.rest_memo_bytes,
+        help="bytes of REST bodies kept by the node answer they were made from, per process; 0 keeps none",
+    )
     describe_env(p, ENV_PREFIX, lists=LIST_FLAGS, shown={"node_addrs": ",".join(d.node_addrs)})
     add_version(p)
     return p
@@ -112,8 +119,10 @@ def parse_config(argv: Sequence[str] | None = None, env: Mapping[str, str] | Non
     values["cors_origins"] = tuple(values["cors_origins"] or ())
     if values["workers"] < 1:
         config_exit(parser.prog, ConfigError(f"--workers: at least 1, got {values['workers']}"))
-    if values["read_batch"] < 0:
-        config_exit(parser.prog, ConfigError(f"--read-batch: at least 0, got {values['read_batch']}"))
+    for flag in ("read_batch", "rest_memo_bytes"):
+        if values[flag] < 0:
+            name = "--" + flag.replace("_", "-")
+            config_exit(parser.prog, ConfigError(f"{name}: at least 0, got {values[flag]}"))
     if values["metrics_addr"]:
         try:
             split_addr(values["metrics_addr"])

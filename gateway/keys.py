@@ -1,6 +1,7 @@
 """Every `web.AppKey` of the gateway's application, in one leaf module.
 
     app[CONFIG], app[NODES]       # set by gateway.app.build_app
+    app[BODIES]                   # REST bodies by the node answer they were made from (gateway.rest.memo)
     app[EVENTS]                   # the events service (gateway.events.routes)
     app[METRICS]                  # the gateway's instruments, when metrics are served
     app[DOCUMENT], app[OPENAPI]   # the OpenAPI document and its validator (the compiled checks sit on
@@ -21,12 +22,14 @@ from openapi_core import OpenAPI
 from gateway.config import GatewayConfig
 from gateway.events.service import EventService
 from gateway.nodes import NodePool
+from gateway.rest.memo import BodyMemo
 from gateway.rest.shapes import Schema
 from gateway.telemetry import GatewayMetrics
 from node.grpcweb.cors import CorsPolicy
 
 CONFIG: web.AppKey[GatewayConfig] = web.AppKey("config", GatewayConfig)
 NODES: web.AppKey[NodePool] = web.AppKey("nodes", NodePool)
+BODIES: web.AppKey[BodyMemo] = web.AppKey("bodies", BodyMemo)
 EVENTS: web.AppKey[EventService] = web.AppKey("events", EventService)
 METRICS: web.AppKey[GatewayMetrics] = web.AppKey("metrics", GatewayMetrics)
 DOCUMENT: web.AppKey[Schema] = web.AppKey("openapi_document", dict)

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 from types import MappingProxyType
 
+from aiohttp import web
+
 from chain.v1 import message_pb2 as pb
 from chain.v1 import rpc_pb2
 from gateway.rest import reads, shapes
+from gateway.rest.memo import Shaped, page_of, record_of
 from gateway.rest.params import (
     DELEGATED_KEY,
     KEY_ID,
@@ -18,53 +21,67 @@ from gateway.rest.params import (
 from gateway.rest.shapes import JsonObject, ref
 from gateway.rest.table import Call, Param, Route, page_schema
 
-
-async def get_account(c: Call) -> JsonObject:
-    req = rpc_pb2.GetAccountRequest(owner_address=c.inputs.hex("ownerAddress"))
-    resp = await c.fetch(reads.GET_ACCOUNT, req)
-    return shapes.account_summary(resp)
+GET_ACCOUNT_BODY = Shaped(reads.GET_ACCOUNT, shapes.account_summary)
 
 
-async def list_custody_keys(c: Call) -> JsonObject:
+async def get_account(c: Call) -> web.Response:
+    return await c.answer(GET_ACCOUNT_BODY, rpc_pb2.GetAccountRequest(owner_address=c.inputs.hex("ownerAddress")))
+
+
+LIST_CUSTODY_KEYS_BODY = page_of(reads.LIST_CUSTODY_KEYS, "custody_keys")
+
+
+async def list_custody_keys(c: Call) -> web.Response:
     req = rpc_pb2.ListCustodyKeysRequest(owner_address=c.inputs.hex("ownerAddress"), **c.inputs.page())
-    resp = await c.fetch(reads.LIST_CUSTODY_KEYS, req)
-    return {"custody_keys": shapes.to_json_list(resp.custody_keys), "next_cursor": resp.next_page_token}
+    return await c.answer(LIST_CUSTODY_KEYS_BODY, req)
 
 
-async def get_custody_key(c: Call) -> JsonObject:
+GET_CUSTODY_KEY_BODY = record_of(reads.GET_CUSTODY_KEY, "custody_key")
+
+
+async def get_custody_key(c: Call) -> web.Response:
     req = rpc_pb2.GetCustodyKeyRequest(owner_address=c.inputs.hex("ownerAddress"), key_id=c.inputs.hex("key_id"))
-    resp = await c.fetch(reads.GET_CUSTODY_KEY, req)
-    return shapes.to_json(resp.custody_key)
+    return await c.answer(GET_CUSTODY_KEY_BODY, req)
 
 
-async def list_merge_requests_by_requester(c: Call) -> JsonObject:
+LIST_MERGE_REQUESTS_BY_REQUESTER_BODY = page_of(reads.LIST_MERGE_REQUESTS_BY_REQUESTER, "merge_requests")
+
+
+async def list_merge_requests_by_requester(c: Call) -> web.Response:
     req = rpc_pb2.ListMergeRequestsByRequesterRequest(owner_address=c.inputs.hex("ownerAddress"), **c.inputs.page())
-    resp = await c.fetch(reads.LIST_MERGE_REQUESTS_BY_REQUESTER, req)
-    return {"merge_requests": shapes.to_json_list(resp.merge_requests), "next_cursor": resp.next_page_token}
+    return await c.answer(LIST_MERGE_REQUESTS_BY_REQUESTER_BODY, req)
 
 
-async def get_account_activity(c: Call) -> JsonObject:
+GET_ACCOUNT_ACTIVITY_BODY = page_of(reads.GET_ACCOUNT_ACTIVITY, "messages")
+
+
+async def get_account_activity(c: Call) -> web.Response:
     req = rpc_pb2.GetAccountActivityRequest(owner_address=c.inputs.hex("ownerAddress"), **c.inputs.page())
-    resp = await c.fetch(reads.GET_ACCOUNT_ACTIVITY, req)
-    return {"messages": shapes.to_json_list(resp.messages), "next_cursor": resp.next_page_token}
+    return await c.answer(GET_ACCOUNT_ACTIVITY_BODY, req)
 
 
-async def list_keys(c: Call) -> JsonObject:
+LIST_KEYS_BODY = page_of(reads.LIST_KEYS, "keys")
+
+
+async def list_keys(c: Call) -> web.Response:
     req = rpc_pb2.ListKeysRequest(owner_address=c.inputs.hex("ownerAddress"), **c.inputs.page())
-    resp = await c.fetch(reads.LIST_KEYS, req)
-    return {"keys": shapes.to_json_list(resp.keys), "next_cursor": resp.next_page_token}
+    return await c.answer(LIST_KEYS_BODY, req)
 
 
-async def get_key(c: Call) -> JsonObject:
+GET_KEY_BODY = record_of(reads.GET_KEY, "key")
+
+
+async def get_key(c: Call) -> web.Response:
     req = rpc_pb2.GetKeyRequest(owner_address=c.inputs.hex("ownerAddress"), key=c.inputs.hex("key"))
-    resp = await c.fetch(reads.GET_KEY, req)
-    return shapes.to_json(resp.key)
+    return await c.answer(GET_KEY_BODY, req)
 
 
-async def list_verifications(c: Call) -> JsonObject:
+LIST_VERIFICATIONS_BODY = page_of(reads.LIST_VERIFICATIONS, "verifications")
+
+
+async def list_verifications(c: Call) -> web.Response:
     req = rpc_pb2.ListVerificationsRequest(owner_address=c.inputs.hex("ownerAddress"), **c.inputs.page())
-    resp = await c.fetch(reads.LIST_VERIFICATIONS, req)
-    return {"verifications": shapes.to_json_list(resp.verifications), "next_cursor": resp.next_page_token}
+    return await c.answer(LIST_VERIFICATIONS_BODY, req)
 
 
 LINK_TYPES = MappingProxyType({"follow": pb.LINK_TYPE_FOLLOW, "star": pb.LINK_TYPE_STAR})
@@ -77,22 +94,28 @@ async def list_links(c: Call) -> JsonObject:
     return {"links": shapes.to_json_list(resp.links), "next_cursor": resp.next_page_token}
 
 
-async def list_reactions(c: Call) -> JsonObject:
+LIST_REACTIONS_BODY = page_of(reads.LIST_REACTIONS, "reactions")
+
+
+async def list_reactions(c: Call) -> web.Response:
     req = rpc_pb2.ListReactionsRequest(owner_address=c.inputs.hex("ownerAddress"), **c.inputs.page())
-    resp = await c.fetch(reads.LIST_REACTIONS, req)
-    return {"reactions": shapes.to_json_list(resp.reactions), "next_cursor": resp.next_page_token}
+    return await c.answer(LIST_REACTIONS_BODY, req)
 
 
-async def get_project_by_name(c: Call) -> JsonObject:
+GET_PROJECT_BY_NAME_BODY = record_of(reads.GET_PROJECT_BY_NAME, "project")
+
+
+async def get_project_by_name(c: Call) -> web.Response:
     req = rpc_pb2.GetProjectByNameRequest(owner_address=c.inputs.hex("ownerAddress"), name=c.inputs.text("name"))
-    resp = await c.fetch(reads.GET_PROJECT_BY_NAME, req)
-    return shapes.to_json(resp.project)
+    return await c.answer(GET_PROJECT_BY_NAME_BODY, req)
 
 
-async def get_storage_quota_proof(c: Call) -> JsonObject:
+GET_STORAGE_QUOTA_PROOF_BODY = record_of(reads.GET_STORAGE_QUOTA_PROOF, "proof")
+
+
+async def get_storage_quota_proof(c: Call) -> web.Response:
     req = rpc_pb2.GetStorageQuotaProofRequest(owner_address=c.inputs.hex("ownerAddress"))
-    resp = await c.fetch(reads.GET_STORAGE_QUOTA_PROOF, req)
-    return shapes.to_json(resp.proof)
+    return await c.answer(GET_STORAGE_QUOTA_PROOF_BODY, req)
 
 
 LINK_TYPE = Param(

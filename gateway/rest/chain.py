@@ -8,47 +8,59 @@ from chain.v1 import keychain_service_pb2, rpc_pb2
 from gateway.errors import invalid_argument
 from gateway.readiness import any_ready
 from gateway.rest import reads, shapes
+from gateway.rest.memo import page_of, record_of, whole
 from gateway.rest.params import BLOCK_NUMBER, MESSAGE_HASH, PAGE, STATE_KEY_PARAM, UINT64
 from gateway.rest.shapes import HEX_PATTERN, Json, JsonObject, ShapeError, ref
 from gateway.rest.table import Body, Call, Param, Route, page_schema
 
+LIST_BLOCKS_BODY = page_of(reads.LIST_BLOCKS, "blocks")
 
-async def list_blocks(c: Call) -> JsonObject:
+
+async def list_blocks(c: Call) -> web.Response:
     req = rpc_pb2.ListBlocksRequest(include_chunks=c.inputs.flag("include_chunks"), **c.inputs.page())
-    resp = await c.fetch(reads.LIST_BLOCKS, req)
-    return {"blocks": shapes.to_json_list(resp.blocks), "next_cursor": resp.next_page_token}
+    return await c.answer(LIST_BLOCKS_BODY, req)
 
 
-async def get_block(c: Call) -> JsonObject:
+GET_BLOCK_BODY = record_of(reads.GET_BLOCK, "block")
+
+
+async def get_block(c: Call) -> web.Response:
     req = rpc_pb2.GetBlockRequest(block_number=c.inputs.integer("number"))
-    resp = await c.fetch(reads.GET_BLOCK, req)
-    return shapes.to_json(resp.block)
+    return await c.answer(GET_BLOCK_BODY, req)
 
 
-async def list_messages(c: Call) -> JsonObject:
+LIST_MESSAGES_BODY = page_of(reads.LIST_MESSAGES, "messages")
+
+
+async def list_messages(c: Call) -> web.Response:
     req = rpc_pb2.ListMessagesRequest(
         start_block=c.inputs.integer("start_block"), end_block=c.inputs.integer("end_block"), **c.inputs.page()
     )
-    resp = await c.fetch(reads.LIST_MESSAGES, req)
-    return {"messages": shapes.to_json_list(resp.messages), "next_cursor": resp.next_page_token}
+    return await c.answer(LIST_MESSAGES_BODY, req)
 
 
-async def get_message(c: Call) -> JsonObject:
+GET_MESSAGE_BODY = record_of(reads.GET_MESSAGE, "message")
+
+
+async def get_message(c: Call) -> web.Response:
     req = rpc_pb2.GetMessageRequest(hash=c.inputs.hex("hash"))
-    resp = await c.fetch(reads.GET_MESSAGE, req)
-    return shapes.to_json(resp.message)
+    return await c.answer(GET_MESSAGE_BODY, req)
 
 
-async def get_operation_proof(c: Call) -> JsonObject:
+GET_OPERATION_PROOF_BODY = whole(reads.GET_OPERATION_PROOF)
+
+
+async def get_operation_proof(c: Call) -> web.Response:
     req = rpc_pb2.GetOperationProofRequest(key=c.inputs.hex("keyHex"))
-    resp = await c.fetch(reads.GET_OPERATION_PROOF, req)
-    return shapes.to_json(resp)
+    return await c.answer(GET_OPERATION_PROOF_BODY, req)
 
 
-async def get_exclusion_proof(c: Call) -> JsonObject:
+GET_EXCLUSION_PROOF_BODY = whole(reads.GET_EXCLUSION_PROOF)
+
+
+async def get_exclusion_proof(c: Call) -> web.Response:
     req = rpc_pb2.GetExclusionProofRequest(key=c.inputs.hex("keyHex"))
-    resp = await c.fetch(reads.GET_EXCLUSION_PROOF, req)
-    return shapes.to_json(resp)
+    return await c.answer(GET_EXCLUSION_PROOF_BODY, req)
 
 
 async def verify_operation_proof(c: Call) -> JsonObject:

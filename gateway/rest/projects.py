@@ -3,8 +3,11 @@ commits, ancestors, reactions on a commit, collaborators) and `/v1/links/by-targ
 
 from __future__ import annotations
 
+from aiohttp import web
+
 from chain.v1 import rpc_pb2
 from gateway.rest import reads, shapes
+from gateway.rest.memo import page_of, record_of
 from gateway.rest.params import ADDRESS, COMMIT, HASH32, PAGE, PROJECT, PROJECT_NAME, REF, REQUEST_ID
 from gateway.rest.shapes import JsonObject, ref
 from gateway.rest.table import Call, Param, Route, page_schema
@@ -25,22 +28,28 @@ async def list_projects(c: Call) -> JsonObject:
     return {"projects": shapes.to_json_list(resp.projects), "next_cursor": resp.next_page_token}
 
 
-async def search_projects(c: Call) -> JsonObject:
+SEARCH_PROJECTS_BODY = page_of(reads.SEARCH_PROJECTS, "projects")
+
+
+async def search_projects(c: Call) -> web.Response:
     req = rpc_pb2.SearchProjectsRequest(name_prefix=c.inputs.text("prefix"), **c.inputs.page())
-    resp = await c.fetch(reads.SEARCH_PROJECTS, req)
-    return {"projects": shapes.to_json_list(resp.projects), "next_cursor": resp.next_page_token}
+    return await c.answer(SEARCH_PROJECTS_BODY, req)
 
 
-async def get_project(c: Call) -> JsonObject:
+GET_PROJECT_BODY = record_of(reads.GET_PROJECT, "project")
+
+
+async def get_project(c: Call) -> web.Response:
     req = rpc_pb2.GetProjectRequest(project_id=c.inputs.hex("projectId"))
-    resp = await c.fetch(reads.GET_PROJECT, req)
-    return shapes.to_json(resp.project)
+    return await c.answer(GET_PROJECT_BODY, req)
 
 
-async def get_project_activity(c: Call) -> JsonObject:
+GET_PROJECT_ACTIVITY_BODY = page_of(reads.GET_PROJECT_ACTIVITY, "messages")
+
+
+async def get_project_activity(c: Call) -> web.Response:
     req = rpc_pb2.GetProjectActivityRequest(project_id=c.inputs.hex("projectId"), **c.inputs.page())
-    resp = await c.fetch(reads.GET_PROJECT_ACTIVITY, req)
-    return {"messages": shapes.to_json_list(resp.messages), "next_cursor": resp.next_page_token}
+    return await c.answer(GET_PROJECT_ACTIVITY_BODY, req)
 
 
 async def list_merge_requests(c: Call) -> JsonObject:
@@ -50,10 +59,12 @@ async def list_merge_requests(c: Call) -> JsonObject:
     return {"merge_requests": shapes.to_json_list(resp.merge_requests), "next_cursor": resp.next_page_token}
 
 
-async def get_merge_request(c: Call) -> JsonObject:
+GET_MERGE_REQUEST_BODY = record_of(reads.GET_MERGE_REQUEST, "merge_request")
+
+
+async def get_merge_request(c: Call) -> web.Response:
     req = rpc_pb2.GetMergeRequestRequest(project_id=c.inputs.hex("projectId"), request_id=c.inputs.hex("requestId"))
-    resp = await c.fetch(reads.GET_MERGE_REQUEST, req)
-    return shapes.to_json(resp.merge_request)
+    return await c.answer(GET_MERGE_REQUEST_BODY, req)
 
 
 async def list_refs(c: Call) -> JsonObject:
@@ -63,10 +74,12 @@ async def list_refs(c: Call) -> JsonObject:
     return {"refs": shapes.to_json_list(resp.refs), "next_cursor": resp.next_page_token}
 
 
-async def get_ref(c: Call) -> JsonObject:
+GET_REF_BODY = record_of(reads.GET_REF, "ref")
+
+
+async def get_ref(c: Call) -> web.Response:
     req = rpc_pb2.GetRefRequest(project_id=c.inputs.hex("projectId"), ref_name=c.inputs.hex("refHex"))
-    resp = await c.fetch(reads.GET_REF, req)
-    return shapes.to_json(resp.ref)
+    return await c.answer(GET_REF_BODY, req)
 
 
 async def get_ref_log(c: Call) -> JsonObject:
@@ -85,21 +98,25 @@ async def list_commits(c: Call) -> JsonObject:
     return {"commits": shapes.to_json_list(resp.commits), "next_cursor": resp.next_page_token}
 
 
-async def get_commit(c: Call) -> JsonObject:
+GET_COMMIT_BODY = record_of(reads.GET_COMMIT, "commit")
+
+
+async def get_commit(c: Call) -> web.Response:
     req = rpc_pb2.GetCommitRequest(project_id=c.inputs.hex("projectId"), commit_hash=c.inputs.hex("hash"))
-    resp = await c.fetch(reads.GET_COMMIT, req)
-    return shapes.to_json(resp.commit)
+    return await c.answer(GET_COMMIT_BODY, req)
 
 
-async def get_commit_ancestors(c: Call) -> JsonObject:
+GET_COMMIT_ANCESTORS_BODY = page_of(reads.GET_COMMIT_ANCESTORS, "commits")
+
+
+async def get_commit_ancestors(c: Call) -> web.Response:
     req = rpc_pb2.GetCommitAncestorsRequest(
         project_id=c.inputs.hex("projectId"),
         commit_hash=c.inputs.hex("hash"),
         first_parent=c.inputs.flag("first_parent"),
         **c.inputs.page(),
     )
-    resp = await c.fetch(reads.GET_COMMIT_ANCESTORS, req)
-    return {"commits": shapes.to_json_list(resp.commits), "next_cursor": resp.next_page_token}
+    return await c.answer(GET_COMMIT_ANCESTORS_BODY, req)
 
 
 async def list_reactions_by_target(c: Call) -> JsonObject:

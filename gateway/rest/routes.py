@@ -13,7 +13,7 @@ aiohttp's router. See docs/rest.md.
 from __future__ import annotations
 
 import orjson
-from aiohttp import hdrs, web
+from aiohttp import web
 from openapi_core import Config, OpenAPI
 
 from gateway.errors import Handler, setup_errors
@@ -25,19 +25,15 @@ from gateway.rest.lane import Lane, lane_inert
 from gateway.rest.openapi import OPENAPI_PATH, build_document
 from gateway.rest.parameters import CompiledOperation, compile_operations
 from gateway.rest.shapes import Json
-from gateway.rest.table import NO_VALUES, Call, Route
+from gateway.rest.table import NO_VALUES, Call, Route, json_body
 from gateway.rest.validation import EMPTY_IS_ABSENT, validated
 
 ROUTES: tuple[Route, ...] = (*accounts.ROUTES, *projects.ROUTES, *chain.ROUTES, *writes.ROUTES)
 
 
-JSON_TYPE = "application/json; charset=utf-8"
-
-
 def json_response(out: Json, status: int = 200) -> web.Response:
-    """The JSON answer, serialised by orjson (compact, UTF-8; the same JSON values as `json.dumps`). The
-    Content-Type header is given whole (what `content_type=…, charset=…` would build, without building it)."""
-    return web.Response(body=orjson.dumps(out), status=status, headers={hdrs.CONTENT_TYPE: JSON_TYPE})
+    """The JSON answer, serialised by orjson (compact, UTF-8; the same JSON values as `json.dumps`)."""
+    return json_body(orjson.dumps(out), status)
 
 
 def served_methods(route: Route) -> tuple[str, ...]:

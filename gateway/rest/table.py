@@ -13,11 +13,13 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, NamedTuple, TypeVar
 
-from aiohttp import web
+from aiohttp import hdrs, web
 from google.protobuf.message import Message
 
 from gateway.batching import Read
+from gateway.keys import BODIES
 from gateway.nodes import NodePool, Upstream
+from gateway.rest.memo import Shaped
 from gateway.rest.shapes import Json, Schema, SchemaFragment, ref
 from node.constants import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
 
@@ -55,6 +57,13 @@ class Param:
 
 
 NO_VALUES: Mapping[str, Any] = MappingProxyType({})  # no parameters (shared: read-only)
+JSON_TYPE = "application/json; charset=utf-8"
+
+
+def json_body(body: bytes, status: int = 200) -> web.Response:
+    """A JSON answer of serialised `body`. The Content-Type header is given whole (what
+    `content_type=…, charset=…` would build, without building it)."""
+    return web.Response(body=body, status=status, headers={hdrs.CONTENT_TYPE: JSON_TYPE})
 
 
 class Inputs(NamedTuple):
@@ -114,6 +123,14 @@ class Call(NamedTuple):
         """A read by method path, coalesced with the reads of the same loop turn (gateway/batching.py)."""
         timeout = self.nodes.timeout
         return await self.nodes.read(lambda u: u.batcher.read(rpc, request, timeout))
+
+    async def answer(self, shaped: Shaped[M], request: Message) -> web.Response:
+        """`fetch` answered with its REST body, made from the node's answer or remembered from the same
+        answer before (gateway/rest/memo.py)."""
+        timeout = self.nodes.timeout
+        path, body = shaped.read.path, request.SerializeToString()
+        raw = await self.nodes.read(lambda u: u.batcher.call(path, body, timeout))
+        return json_body(self.request.app[BODIES].body(shaped, raw))
 
     async def write(self, rpc: Callable[[Upstream, float], Awaitable[T]]) -> T:
         """A write RPC (never retried)."""

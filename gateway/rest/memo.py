@@ -1,0 +1,101 @@
+"""JSON bodies remembered by the node answer they were made from: a read's REST body is a pure function of
+the response bytes the node sent, so the same bytes need not be decoded, shaped and serialised again.
+
+    ACCOUNT = Shaped(reads.GET_ACCOUNT, shapes.account_summary)   # at import: the read and its shape
+    return await c.answer(ACCOUNT, request)                       # a route handler (gateway/rest/table.py)
+
+The node is asked every time; only what the gateway does with the answer is skipped. A key is the `Shaped`
+(compared by identity: one per route, made at import) and the answer's bytes, so a changed record (a new
+block) is new bytes and a new body, and nothing stale can be served: there is nothing to invalidate. On an
+idle chain the GETs of one account return the same bytes and hit; under writes only the changed records
+miss. Decoding, shaping and serialising a GetAccount answer costs ~5.8 µs of the gateway's ~100 µs of
+CPU per REST GET (docs/performance.md); a hit costs a dict lookup, which hashes the answer's bytes.
+
+Bounded by bytes (`--rest-memo-bytes`, default 8 MiB per serving process; 0 turns it off): the answer and
+the body of each entry are counted, an entry over a sixty-fourth of the bound is not kept (large list pages
+would push everything else out), and the oldest entries go first (insertion order: a hit does not move an
+entry, which would cost more than the hit saves). Per process, owned by the app (`app[BODIES]`), not shared.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+import orjson
+from google.protobuf.message import Message
+
+from gateway.batching import Read
+from gateway.rest.shapes import Json, to_json, to_json_list
+
+M = TypeVar("M", bound=Message)
+
+ENTRY_OVERHEAD = 200  # bytes an entry costs beyond its answer and body (the key tuple, two bytes headers, slot)
+
+
+@dataclass(frozen=True, eq=False)  # eq=False: hashed and compared by identity (one per route, at import)
+class Shaped(Generic[M]):
+    """A read and the pure function that makes its REST body's JSON value from the response."""
+
+    read: Read[M]
+    shape: Callable[[M], Json]
+
+    def body(self, raw: bytes) -> bytes:
+        """The REST body of the answer `raw`, made from scratch."""
+        return orjson.dumps(self.shape(self.read.response.FromString(raw)))
+
+
+class BodyMemo:
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max(0, max_bytes)
+        self._largest = self.max_bytes // 64  # an entry's bytes at most
+        self._entries: dict[tuple[Shaped[Message], bytes], bytes] = {}
+        self.size = 0  # bytes of the entries kept (answers, bodies and ENTRY_OVERHEAD each)
+        self.hits = 0
+        self.misses = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def body(self, shaped: Shaped[M], raw: bytes) -> bytes:
+        """The REST body of the answer `raw` to `shaped`'s read: remembered, or made and remembered."""
+        key = (shaped, raw)
+        found = self._entries.get(key)  # type: ignore[arg-type]  # a Shaped of any response type
+        if found is not None:
+            self.hits += 1
+            return found
+        self.misses += 1
+        made = shaped.body(raw)
+        cost = len(raw) + len(made) + ENTRY_OVERHEAD
+        if cost <= self._largest:
+            self._keep(key, made, cost)  # type: ignore[arg-type]
+        return made
+
+    def _keep(self, key: tuple[Shaped[Message], bytes], body: bytes, cost: int) -> None:
+        entries = self._entries
+        while entries and self.size + cost > self.max_bytes:
+            (old_shaped, old_raw), old_body = next(iter(entries.items()))
+            del entries[(old_shaped, old_raw)]
+            self.size -= len(old_raw) + len(old_body) + ENTRY_OVERHEAD
+        entries[key] = body
+        self.size += cost
+
+
+def record_of(read: Read[M], field: str) -> Shaped[M]:
+    """A read whose REST body is one record of its response (`GetBlock`: the `block`)."""
+    return Shaped(read, lambda resp: to_json(getattr(resp, field)))
+
+
+def whole(read: Read[M]) -> Shaped[M]:
+    """A read whose REST body is its whole response (a proof)."""
+    return Shaped(read, to_json)
+
+
+def page_of(read: Read[M], field: str) -> Shaped[M]:
+    """A list read whose REST body is a page: the records of `field` and the cursor of the next page."""
+
+    def page(resp: Any) -> Json:  # any list response: its records' field and `next_page_token`
+        return {field: to_json_list(getattr(resp, field)), "next_cursor": resp.next_page_token}
+
+    return Shaped(read, page)
