@@ -21,6 +21,7 @@ GATEWAY = Path(sys.executable).with_name("chain-gateway")
         ([], {"OTEL_TRACES_SAMPLER_ARG": "often"}, "OTEL_TRACES_SAMPLER_ARG"),
         (["--workers", "0"], {}, "--workers"),  # no serving process: refused, not a gateway that never answers
         (["--read-batch", "-1"], {}, "--read-batch"),  # a negative batch size: refused, not taken as off
+        ([], {"CHAIN_GATEWAY_REST_MEMO_BYTES": "-1"}, "--rest-memo-bytes"),  # from the environment too
     ],
 )
 def test_bad_configuration_is_one_line_and_exit_2(args: list[str], env: dict[str, str], says: str) -> None:
