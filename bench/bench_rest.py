@@ -16,6 +16,10 @@ connections instead, gateway/workers.py).
 
 Printed: req/s of each pair, their ratio, and the CPU per GET of each (from /proc, summed over the
 gateway's parent and workers). The table row is the best same-process-count ratio, naming its configuration.
+The chain is idle while wrk runs, so after the first round every GET's node answer is one the gateway has
+shaped before and its body is remembered (gateway/rest/memo.py); one more pair (`--memo-off`, on unless
+`--no-memo-off`) runs the one-process gateway with `--rest-memo-bytes 0`, every body made from the answer
+as a GET whose record just changed would be: printed beside the row, not the row.
 `--profile FILE` also samples the one-process gateway with py-spy during its run (raw collapsed stacks).
 
 Instructions per GET (`--instructions N`, 0 skips): the one-process gateway and one bare process, each run
@@ -129,6 +133,7 @@ class Pair:
     bare_rps: float
     bare_us: float
     node_us: float  # the node's CPU per GET during the gateway's run (its processes, read workers included)
+    extra: tuple[str, ...] = ()  # flags beyond the shipped defaults (the memo turned off)
 
     @property
     def ratio(self) -> float:
@@ -136,7 +141,7 @@ class Pair:
 
     @property
     def label(self) -> str:
-        return "chain-gateway" + (f" --workers {self.workers}" if self.workers > 1 else "")
+        return " ".join(["chain-gateway", *([f"--workers {self.workers}"] if self.workers > 1 else []), *self.extra])
 
 
 async def gateway_bodies(port: int, paths: list[str]) -> dict[str, bytes]:
@@ -151,14 +156,16 @@ async def gateway_bodies(port: int, paths: list[str]) -> dict[str, bytes]:
     return bodies
 
 
-async def measure_pair(node: NodeProcess, paths: list[str], workers: int, ns: argparse.Namespace) -> tuple[Pair, int]:
+async def measure_pair(
+    node: NodeProcess, paths: list[str], workers: int, ns: argparse.Namespace, extra: tuple[str, ...] = ()
+) -> tuple[Pair, int]:
     """The gateway with `workers` processes and the bare app with as many, both up, measured in alternating
     slices (bare, gateway, bare, gateway, ...; `--slices`) and summed: this host's speed moves within a
     minute, so each side sees the same moments (one run each, back to back, once credited the gateway with
     a pass because the bare app's minute was slow, docs/performance.md, ninth pass). wrk rotates over
     `paths` (one per account) on both, and the bare app answers each with the gateway's own bytes."""
-    extra = ["--workers", str(workers)] if workers > 1 else []
-    gateway, port = await start_gateway(node, *extra, *ns.gateway_args)
+    more = ["--workers", str(workers)] if workers > 1 else []
+    gateway, port = await start_gateway(node, *more, *extra, *ns.gateway_args)
     bare: Bare | None = None
     try:
         gw_url = f"http://127.0.0.1:{port}{paths[0]}"
@@ -183,10 +190,11 @@ async def measure_pair(node: NodeProcess, paths: list[str], workers: int, ns: ar
         if bare is not None:
             bare.stop()
     pair = Pair(workers, gw.rps, gw.us_per_request(gw.cpu), plain.rps, plain.us_per_request(plain.cpu),
-                gw.us_per_request(gw.node_cpu))  # fmt: skip
+                gw.us_per_request(gw.node_cpu), extra)  # fmt: skip
     return pair, sum(map(len, bodies.values())) // len(bodies)
 
 
+MEMO_OFF = ("--rest-memo-bytes", "0")
 IN_FLIGHT = 16  # GETs the instruction count's client keeps in flight
 
 
@@ -276,6 +284,9 @@ async def main_async(ns: argparse.Namespace) -> None:
             for workers in ns.workers:
                 pair, size = await measure_pair(node, paths, workers, ns)
                 pairs.append(pair)
+            if ns.memo_off:  # every body made from scratch: what a GET costs when its answer is new
+                pair, size = await measure_pair(node, paths, 1, ns, MEMO_OFF)
+                pairs.append(pair)
             counts = None
             if ns.instructions and shutil.which("valgrind"):
                 counts = await measure_instructions(node, paths[:100], ns.instructions, Path(d))
@@ -304,10 +315,11 @@ async def main_async(ns: argparse.Namespace) -> None:
         instructions = f"; callgrind: {gw_count / 1000:,.0f}k instructions per GET, bare {bare_count / 1000:,.0f}k"
     elif ns.instructions:
         print("\n(instructions per GET not counted: valgrind is not installed)")
-    best = max(pairs, key=lambda p: p.ratio)
+    best = max((p for p in pairs if not p.extra), key=lambda p: p.ratio)  # the shipped settings' best
+    off = "".join(f"; {p.label}: {p.ratio:.3f}" for p in pairs if p.extra)
     how = (
         f"{best.label}: {best.gw_rps:,.0f} ÷ {best.bare_rps:,.0f} req/s of a {best.workers}-process bare app "
-        f"({load}); gateway {best.gw_us:,.0f} µs CPU per GET, bare {best.bare_us:,.0f} µs{instructions}"
+        f"({load}); gateway {best.gw_us:,.0f} µs CPU per GET, bare {best.bare_us:,.0f} µs{instructions}{off}"
     )
     emit(Row("rest_ratio", best.ratio, how))
 
@@ -318,6 +330,10 @@ def main() -> None:
     parser.add_argument("--connections", type=int, default=32)
     parser.add_argument("--workers", type=lambda t: [int(w) for w in t.split(",") if w], default=[1, 2])
     parser.add_argument("--accounts", type=int, default=1000, help="accounts wrk's GETs rotate over")
+    parser.add_argument(
+        "--memo-off", action=argparse.BooleanOptionalAction, default=True,
+        help="also the one-process gateway with --rest-memo-bytes 0 (printed, not the row)",
+    )  # fmt: skip
     parser.add_argument("--slices", type=int, default=3, help="bare/gateway alternations per pair (see measure_pair)")
     parser.add_argument("--profile", default="", help="py-spy raw output file for the one-process gateway's run")
     parser.add_argument("--gateway-arg", dest="gateway_args", action="append", default=[])
