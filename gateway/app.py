@@ -48,6 +48,7 @@ def setup_metrics(app: web.Application, metrics: GatewayMetrics) -> None:
     """The request middleware (outermost) and, once the events service exists, its observers."""
     app[METRICS] = metrics
     app.middlewares.insert(0, metrics.middleware)
+    metrics.watch_memo(app[BODIES])
 
     async def observe(app: web.Application) -> AsyncIterator[None]:
         if EVENTS in app:

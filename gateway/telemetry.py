@@ -29,6 +29,7 @@ from chain.v1 import block_pb2
 from gateway.errors import Handler
 from gateway.events.model import Event, Kind
 from gateway.events.service import EventService
+from gateway.rest.memo import BodyMemo
 from node.errors import Reason
 from node.observability.histogram import Key, series_key
 from node.observability.metrics import MetricsEndpoint
@@ -91,6 +92,16 @@ class GatewayMetrics:
             description="Events the relays appended to Redis (written) or found written already (duplicate)",
         )
         self._service: EventService | None = None
+        self._memo: BodyMemo | None = None
+        meter.create_observable_counter(
+            "chain.rest.memo.lookups",
+            [self._memo_lookups],
+            unit="{lookup}",
+            description="REST bodies looked up by the node answer they were made from: hit (kept) or miss (made)",
+        )
+        meter.create_observable_up_down_counter(
+            "chain.rest.memo.size", [self._memo_size], unit="By", description="Bytes of REST bodies kept, with answers"
+        )
         meter.create_observable_up_down_counter(
             "chain.sse.clients", [self._clients], unit="{client}", description="Open SSE streams, by kind"
         )
@@ -137,6 +148,22 @@ class GatewayMetrics:
                 header = block_pb2.Block.FromString(event.payload).header
                 if header.timestamp_ms:
                     self.relay_lag.record(max(0.0, (now_ms - header.timestamp_ms) / 1000))
+
+    def watch_memo(self, memo: BodyMemo) -> None:
+        """Observe this app's REST body memo (gateway/rest/memo.py)."""
+        self._memo = memo
+
+    def _memo_lookups(self, _options: CallbackOptions) -> list[Observation]:
+        memo = self._memo
+        if memo is None:
+            return []
+        return [
+            Observation(memo.hits, {"chain.memo.result": "hit"}),
+            Observation(memo.misses, {"chain.memo.result": "miss"}),
+        ]
+
+    def _memo_size(self, _options: CallbackOptions) -> list[Observation]:
+        return [] if self._memo is None else [Observation(self._memo.size)]
 
     def _clients(self, _options: CallbackOptions) -> list[Observation]:
         if self._service is None:

@@ -65,6 +65,9 @@ async def test_gateway_metrics_after_a_workload(node: NodeProcess, redis_server:
                         last_block = max(last_block, int(str(got["block_number"])))
                         break
                     await asyncio.sleep(0.05)
+            account = f"/v1/accounts/0x{bytes(20).hex()}"
+            for _ in range(2):  # the second answer is the first's bytes: its body is remembered
+                assert (await call(s, "GET", "/v1/accounts/{ownerAddress}", account))["status"] == 200
             again = await call(s, "POST", "/v1/messages", "/v1/messages", json=json_format.MessageToDict(msgs[0]))
             assert again["status"] == 409, again  # committed already: the node refuses it with its reason
             while int(str((await live.events(1, kind="block"))[0].id).split("-")[0]) < last_block:
@@ -91,6 +94,10 @@ async def test_gateway_metrics_after_a_workload(node: NodeProcess, redis_server:
     assert value(m, "chain_sse_clients", chain_stream_kind="blocks") == 1  # open while scraped
     assert value(m, "chain_sse_clients", chain_stream_kind="messages") == 0
     assert value(m, "chain_sse_clients_dropped_total") == 0
+    # REST bodies made: the three messages' and the account's first; the account's second was remembered
+    assert value(m, "chain_rest_memo_lookups_total", chain_memo_result="miss") == 4
+    assert value(m, "chain_rest_memo_lookups_total", chain_memo_result="hit") == 1
+    assert value(m, "chain_rest_memo_size_bytes") > 0
     written = value(m, "chain_relay_events_total", chain_relay_result="written")
     assert sum(before.values()) <= written <= sum(after.values())  # every entry in Redis, written by this relay
     lag_count = value(m, "chain_relay_lag_seconds_count")
