@@ -7,8 +7,8 @@ values for every request (about a sixth of the gateway's CPU per REST GET, docs/
 default format — `%a %t "%r" %s %b "%{Referer}i" "%{User-Agent}i"` — this writes the same line with one
 f-string and the timestamp formatted once per second; for any other format it defers to aiohttp's logger.
 The request target is the one the client sent (`raw_path`), not aiohttp's `path_qs`, which yarl rebuilds
-from its parts on every call (2-3 µs a GET, 2-3% of the gateway's CPU per REST GET) and which can differ
-from what was sent: `GET http://host/v1/x` logs as `/v1/x`, `//x/y` as `////x/y`, `/v1/a?` as `/v1/a`.
+from its parts on every call (~2.5k of the ~400k instructions of a REST GET, docs/performance.md) and which
+can differ from what was sent: `GET http://host/v1/x` logs as `/v1/x`, `//x/y` as `////x/y`, `/v1/a?` as `/v1/a`.
 For every other target the text is the same: the HTTP parser refuses control characters and non-ASCII
 bytes in a target before any line is written, so a raw target cannot break the line.
 The line's fields are not repeated as `extra` attributes of the record (no formatter here reads them), and
