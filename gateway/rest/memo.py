@@ -1,8 +1,9 @@
 """JSON bodies remembered by the node answer they were made from: a read's REST body is a pure function of
 the response bytes the node sent, so the same bytes need not be decoded, shaped and serialised again.
 
-    ACCOUNT = Shaped(reads.GET_ACCOUNT, shapes.account_summary)   # at import: the read and its shape
-    return await c.answer(ACCOUNT, request)                       # a route handler (gateway/rest/table.py)
+    GET_ACCOUNT_BODY = Shaped(reads.GET_ACCOUNT, shapes.account_summary)   # at import: the read, its shape
+    return await c.answer(GET_ACCOUNT_BODY, request)                       # in the route's handler (Call)
+    GET_BLOCK_BODY = record_of(reads.GET_BLOCK, "block")    # also whole(read), page_of(read, "blocks")
 
 The node is asked every time; only what the gateway does with the answer is skipped. A key is the `Shaped`
 (compared by identity: one per route, made at import) and the answer's bytes, so a changed record (a new
@@ -31,7 +32,8 @@ from gateway.rest.shapes import Json, to_json, to_json_list
 
 M = TypeVar("M", bound=Message)
 
-ENTRY_OVERHEAD = 200  # bytes an entry costs beyond its answer and body (the key tuple, two bytes headers, slot)
+# bytes an entry costs beyond its answer and body: the key tuple, the two bytes objects' headers, the dict slot
+ENTRY_OVERHEAD = 200
 
 
 @dataclass(frozen=True, eq=False)  # eq=False: hashed and compared by identity (one per route, at import)

@@ -31,8 +31,8 @@ Attributes = Mapping[str, str | int]
 
 
 class DurationSink(Protocol):
-    """Where a call's duration goes: the endpoint's histogram (node/observability/histogram.py), or a read
-    worker's shipper."""
+    """Where a call's duration goes: the endpoint's histogram (node/observability/histogram.py). (A read
+    worker records its own calls through node/server/readers/served.py, not through this interceptor.)"""
 
     def record(self, amount: float, attributes: Attributes | None = None) -> None: ...
 
@@ -41,7 +41,7 @@ class DurationSink(Protocol):
 
 
 class RpcRecorder(Protocol):
-    """NodeMetrics fits it; so does a read worker's shipper (node/server/readers/shipping.py)."""
+    """NodeMetrics fits it (and the interceptor test's recorder)."""
 
     @property
     def rpc_duration(self) -> DurationSink: ...
