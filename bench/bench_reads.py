@@ -18,6 +18,11 @@ settings, one Envoy worker thread as in tests/envoy) and through the same Envoy 
 it had before 2026-11-29 (up to 1000 calls on one upstream connection, none retired): calls/s and each read
 worker's CPU. Printed, not a row (docs/node.md, "Read workers", behind Envoy).
 
+The rows' requests repeat on an idle chain, so after its first call each is answered from the workers'
+answer memo (node/server/readers/answers.py: kept until the next write to the store). The same three rows
+are then run on the workers restarted with `--read-answer-bytes 0`, every call read as the first after a
+write is: printed and named in each row's text, not the rows.
+
 Last, with the node stopped, the ceiling: two echo processes on one port (SO_REUSEPORT, uvloop: the read
 workers' set-up with nothing behind a call) ÷ the echo, in the same slices. It is printed beside the rows,
 not a row: what two grpc.aio processes, h2load and grpc's own threads make of this machine's cores.
@@ -207,7 +212,9 @@ def interleaved(node_qps: Callable[[float], float], echo: Echo, ns: argparse.Nam
     return node_sum / ns.slices, echo_sum / ns.slices
 
 
-def measure(ns: argparse.Namespace) -> tuple[dict[int, dict[str, Pair]], int, Pair, dict[str, EnvoyRun]]:
+def measure(
+    ns: argparse.Namespace,
+) -> tuple[dict[int, dict[str, Pair]], int, Pair, dict[str, EnvoyRun], dict[str, Pair]]:
     with tempfile.TemporaryDirectory() as d:
         work, data = Path(d), Path(d) / "node"
         node = NodeProcess(data, "--read-workers", "0").start()
@@ -224,6 +231,12 @@ def measure(ns: argparse.Namespace) -> tuple[dict[int, dict[str, Pair]], int, Pa
             rows[ns.read_workers] = node_rows(node, calls, echo, work, ns)
             envoy = through_envoy(node, calls["GetAccount"][0], work, ns)
             node.stop()
+            # the same workers keeping no answers: every call read, as the first call after a write is
+            node = NodeProcess(data, "--read-workers", str(ns.read_workers), "--read-answer-bytes", "0").start(
+                timeout=180
+            )
+            unkept = node_rows(node, calls, echo, work, ns)
+            node.stop()
             pair = Echo(b"\x00" * response_size, calls["GetAccount"][0], work, processes=2)
             try:
                 pair.qps(ns, 2)  # warmed up as the node's processes are
@@ -234,7 +247,7 @@ def measure(ns: argparse.Namespace) -> tuple[dict[int, dict[str, Pair]], int, Pa
             node.stop()
             if echo is not None:
                 echo.close()
-    return rows, response_size, ceiling, envoy
+    return rows, response_size, ceiling, envoy, unkept
 
 
 PROTOCOL_OPTIONS = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions"
@@ -277,7 +290,7 @@ def main() -> None:
     parser.add_argument("--slices", type=int, default=3, help="echo/node alternations per row (see interleaved)")
     ns = parser.parse_args()
     assert shutil.which("h2load"), "h2load is not installed (make bench installs the Debian package nghttp2-client)"
-    rows, size, (two, one), envoy = measure(ns)
+    rows, size, (two, one), envoy, unkept = measure(ns)
     print(f"h2load -c {ns.connections} -m {ns.streams} -t {ns.threads}, {ns.seconds:g} s per row; baseline: a bare")
     print(f"grpc.aio echo (one process, {size}-byte response) measured alternately with each row, {ns.slices} slices\n")
     print("| call | read workers | calls/s | echo calls/s | ÷ echo |")
@@ -285,6 +298,8 @@ def main() -> None:
     for workers, by_method in rows.items():
         for method, (qps, echo) in by_method.items():
             print(f"| {method} | {workers} | {qps:,.0f} | {echo:,.0f} | {qps / echo:.2f} |")
+    for method, (qps, echo) in unkept.items():
+        print(f"| {method} | {ns.read_workers}, no answers kept | {qps:,.0f} | {echo:,.0f} | {qps / echo:.2f} |")
     print(
         f"\nceiling: two bare echo processes on one port (SO_REUSEPORT, uvloop, as the read workers) "
         f"{two:,.0f} calls/s ÷ the echo {one:,.0f} = {two / one:.2f}: what any two grpc.aio processes get "
@@ -301,7 +316,8 @@ def main() -> None:
         how = (
             f"{qps:,.0f} ÷ {echo:,.0f} calls/s with --read-workers {ns.read_workers} ({load}, echo and node "
             f"alternating in {ns.slices} slices); main process alone {alone[method][0] / alone[method][1]:.2f}; "
-            f"ceiling (two bare echo processes ÷ echo) {two / one:.2f}"
+            f"ceiling (two bare echo processes ÷ echo) {two / one:.2f}; "
+            f"no answers kept (--read-answer-bytes 0) {unkept[method][0] / unkept[method][1]:.2f}"
         )
         emit(Row(key, qps / echo, how))
 

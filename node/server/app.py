@@ -415,6 +415,7 @@ class NodeApp:
                     self.metrics is not None,
                     cfg.log_level,
                     cfg.log_format,
+                    cfg.read_answer_bytes,
                 )
 
             stale = self.state.chain.store.clear_stale_readers  # a killed worker's read transaction

@@ -54,6 +54,8 @@ class NodeConfig:
     # processes serving reads beside the main one on the same gRPC port (docs/node.md, "Read workers");
     # 0: the main process serves everything, its port bound exclusively; -1: one per extra CPU, at most 4
     read_workers: int = 0
+    # bytes of answers each read worker keeps per snapshot of the store (node/server/readers/answers.py); 0: none
+    read_answer_bytes: int = C.READ_ANSWER_BYTES
     # "process": block commits run in a child process that owns the store's write transactions
     # (node/storage/writer.py); "thread": in a thread of the main process
     store_writer: str = "process"
@@ -103,6 +105,12 @@ def _worker_flags(p: argparse.ArgumentParser, d: NodeConfig) -> None:
         type=int,
         default=d.read_workers,
         help="processes answering reads on the gRPC port beside the main one; -1: one per extra CPU, at most 4",
+    )
+    p.add_argument(
+        "--read-answer-bytes",
+        type=int,
+        default=d.read_answer_bytes,
+        help="bytes of answers each read worker keeps for calls repeated before the next write; 0 keeps none",
     )
     p.add_argument(
         "--store-writer",
@@ -240,6 +248,8 @@ def _check(values: Mapping[str, Any]) -> None:
         raise ConfigError(f"--verify-stall-seconds must be more than 0, not {values['verify_stall_seconds']}")
     if values["tree_cache_nodes"] < 0:
         raise ConfigError(f"--tree-cache-nodes must be 0 or more, not {values['tree_cache_nodes']}")
+    if values["read_answer_bytes"] < 0:
+        raise ConfigError(f"--read-answer-bytes must be 0 or more, not {values['read_answer_bytes']}")
     if values["read_workers"] < -1:
         raise ConfigError(f"--read-workers must be -1 (one per extra CPU), 0 or more, not {values['read_workers']}")
     if values["orderer"] == "etcd" and values["follow"]:

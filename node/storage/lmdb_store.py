@@ -80,6 +80,11 @@ class LmdbReadView:
             self._checked(self._check, key, value)
         return value
 
+    def snapshot_id(self) -> int:
+        """The id of the last write transaction committed before this read began: equal ids, equal stores."""
+        snapshot: int = self._txn.id()
+        return snapshot
+
     def scan(self, prefix: bytes, start: bytes | None = None, reverse: bool = False) -> Iterator[tuple[bytes, bytes]]:
         # one generator for the forward scan (every listing and every GetAccount runs several): no inner
         # generator to resume per item

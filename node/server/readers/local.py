@@ -4,9 +4,10 @@ relayed to the node's main process (relay.py), so it behaves exactly as it does 
 
     handlers = local_handlers(chain, relay)    # {"/chain.v1.ChainService/GetAccount": handler, ...}
 
-A worker keeps no cache of answers: each call opens one LMDB read transaction, which sees the newest block
-the main process committed, so there is nothing to invalidate when the height moves. (The head block, read
-in that transaction, is checked and decoded once per distinct head record: node/query/heads.py.)
+Each call opens one LMDB read transaction, which sees the newest block the main process committed. The
+answer to a call seen before on the same snapshot of the store (the transaction's id: any write moves it)
+is given from memory (answers.py), so nothing kept outlives a write. (The head block, read in a
+transaction, is checked and decoded once per distinct head record: node/query/heads.py.)
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from chain.v1 import keychain_service_pb2, rpc_pb2, service_pb2
 from node.chain import Chain
 from node.errors import NotFound
 from node.query.reader import Reader
+from node.server.readers.answers import AnswerMemo
+from node.server.rpc.interceptors import check_decoded, tolerant
 
 if TYPE_CHECKING:
     Handler = grpc.RpcMethodHandler[Any, Any]
@@ -89,16 +92,42 @@ def local_paths() -> frozenset[str]:
     return frozenset(f"/{service.full_name}/{name}" for service, name in names)
 
 
-def local_handlers(chain: Chain, relay: Relay) -> dict[str, Handler]:
+def local_handlers(chain: Chain, relay: Relay, answers: AnswerMemo | None = None) -> dict[str, Handler]:
     """A handler per local method path; GetMessage falls back to the main process for a hash the store
-    does not hold (the main process remembers messages it dropped, and says so)."""
+    does not hold (the main process remembers messages it dropped, and says so). With `answers`, every
+    other read answers a call seen before on the same snapshot of the store from memory (answers.py)."""
     out: dict[str, Handler] = {}
     for service, names in ((CHAIN, CHAIN_READS), (KEYCHAIN, KEYCHAIN_READS)):
         for name in names:
             path = f"/{service.full_name}/{name}"
-            fallback = relay(path) if name == "GetMessage" else None
-            out[path] = _handler(chain, service.methods_by_name[name], fallback)
+            method = service.methods_by_name[name]
+            if name == "GetMessage" or answers is None:
+                out[path] = _handler(chain, method, relay(path) if name == "GetMessage" else None)
+            else:
+                out[path] = _remembered(chain, method, path, answers)
     return out
+
+
+def _remembered(chain: Chain, method: MethodDescriptor, path: str, answers: AnswerMemo) -> Handler:
+    """A read taking and giving bytes: the answer kept for these request bytes on this snapshot of the
+    store, or read, serialised and kept. A request that does not decode is refused as before (`served`)."""
+    query = SPECIAL.get(method.name) or getattr(Reader, _snake(method.name))
+    decode = tolerant(message_factory.GetMessageClass(method.input_type).FromString)
+    assert decode is not None
+
+    async def call(request: bytes, context: Any) -> bytes:
+        with chain.read() as (view, nodes):
+            snapshot = view.snapshot_id()
+            kept = answers.get(path, request, snapshot)
+            if kept is not None:
+                return kept
+            message = decode(request)
+            check_decoded(message)  # MALFORMED_MESSAGE, as the decoding wrapper would have said
+            answer: bytes = query(Reader(view, chain.read_tree(nodes), chain.heads), message).SerializeToString()
+        answers.put(path, request, snapshot, answer)
+        return answer
+
+    return grpc.unary_unary_rpc_method_handler(call)
 
 
 def _handler(chain: Chain, method: MethodDescriptor, fallback: Handler | None) -> Handler:

@@ -33,6 +33,7 @@ import uvloop
 from node.chain import Chain
 from node.listen import grpc_add_port
 from node.observability.logs import configure_logging
+from node.server.readers.answers import ANSWER_BYTES, AnswerMemo
 from node.server.readers.local import local_handlers, local_paths
 from node.server.readers.relay import Relay
 from node.server.readers.served import served
@@ -61,6 +62,7 @@ class WorkerSettings:
     metrics: bool
     log_level: str = "info"
     log_format: str = "text"
+    answer_bytes: int = ANSWER_BYTES  # answers kept per snapshot of the store (answers.py; --read-answer-bytes)
 
     def encode(self) -> str:
         return json.dumps(self.__dict__)
@@ -138,7 +140,8 @@ async def serve(settings: WorkerSettings) -> None:
     relay = Relay(settings.main_target, settings.max_receive_bytes)
     await _unless(stop, relay.wait_ready(60.0))
     shipper = RpcShipper(local_paths())
-    table = await _routes(relay, local_handlers(chain, relay.handler), shipper if settings.metrics else None)
+    answers = AnswerMemo(settings.answer_bytes) if settings.answer_bytes else None  # answers.py
+    table = await _routes(relay, local_handlers(chain, relay.handler, answers), shipper if settings.metrics else None)
     options = [
         ("grpc.max_receive_message_length", settings.max_receive_bytes),
         ("grpc.max_send_message_length", 64 * 1024 * 1024),

@@ -49,6 +49,7 @@ def assert_one_line_exit_2(done: subprocess.CompletedProcess[str], says: str) ->
         (["--metrics-addr", "nowhere"], "--metrics-addr"),
         (["--read-workers", "-2"], "--read-workers must be -1"),
         (["--tree-cache-nodes", "-1"], "--tree-cache-nodes must be 0 or more"),
+        (["--read-answer-bytes", "-1"], "--read-answer-bytes must be 0 or more"),
         (["--verify-stall-seconds", "0"], "--verify-stall-seconds must be more than 0"),
         (["--verify-stall-seconds", "nan"], "--verify-stall-seconds must be more than 0"),
     ],

@@ -17,8 +17,9 @@ import grpc
 
 from chain.v1 import rpc_pb2, service_pb2_grpc
 from node.errors import REASON_CODE, trailer
+from node.server.readers.answers import ENTRY_OVERHEAD, AnswerMemo
 from node.storage import schema
-from tests.fixtures.actors import new_account
+from tests.fixtures.actors import authority_builder, new_account
 from tests.fixtures.nodeproc import NodeProcess
 
 SERVICE = "/chain.v1.ChainService"
@@ -101,5 +102,56 @@ def test_a_read_through_a_worker_sees_the_commit_before_it(tmp_path: Path) -> No
                     rpc_pb2.GetOperationProofRequest(key=schema.account_key(alice.address)), timeout=20
                 )
                 assert proof.block_number >= height  # the worker's head is the newest committed one
+    finally:
+        node.stop()
+
+
+def test_a_remembered_answer_is_given_only_on_the_store_it_was_read_from(tmp_path: Path) -> None:
+    """A worker keeps its answers by snapshot of the store (node/server/readers/answers.py): the same call
+    again is the same bytes, and after a commit that changes the account the next call says so."""
+    node = NodeProcess(tmp_path / "data", "--read-workers", "1").start(timeout=120)
+    try:
+        client = node.client()
+        alice = new_account(client, node.authority(), units=1)
+        request = rpc_pb2.GetAccountRequest(owner_address=alice.address)
+        with grpc.insecure_channel(node.grpc_target) as channel:
+            stub = service_pb2_grpc.ChainServiceStub(channel)
+            first = stub.GetAccount(request, timeout=20)
+            assert stub.GetAccount(request, timeout=20) == first and first.storage_units == 1
+            client.commit(authority_builder(node.authority()).storage_grant(alice.address, 2))
+            assert stub.GetAccount(request, timeout=20).storage_units == 3
+    finally:
+        node.stop()
+
+
+def test_the_answers_kept_stay_within_their_bytes() -> None:
+    memo = AnswerMemo(64 * 1024)  # entries up to 1 KiB
+    answer = bytes(300)
+    for n in range(1000):
+        memo.put("/m", n.to_bytes(4, "big"), 7, answer)
+        assert memo.size <= memo.max_bytes
+    assert 100 <= len(memo) <= 64 * 1024 // (4 + 300 + ENTRY_OVERHEAD)
+    assert memo.get("/m", (999).to_bytes(4, "big"), 7) == answer  # the newest kept, the oldest gone
+    assert memo.get("/m", (0).to_bytes(4, "big"), 7) is None
+    assert memo.get("/m", (999).to_bytes(4, "big"), 8) is None  # another snapshot: not given
+    size = memo.size
+    memo.put("/m", (999).to_bytes(4, "big"), 8, answer)  # answered again on a newer snapshot: replaced
+    assert memo.size == size and memo.get("/m", (999).to_bytes(4, "big"), 8) == answer
+    memo.put("/m", b"big", 7, bytes(2000))  # over a sixty-fourth of the bound: not kept
+    assert memo.get("/m", b"big", 7) is None
+
+
+def test_with_no_answers_kept_every_call_is_read(tmp_path: Path) -> None:
+    """`--read-answer-bytes 0`: the worker keeps nothing; the answers are the same."""
+    node = NodeProcess(tmp_path / "data", "--read-workers", "1", "--read-answer-bytes", "0").start(timeout=120)
+    try:
+        client = node.client()
+        alice = new_account(client, node.authority(), units=1)
+        request = rpc_pb2.GetAccountRequest(owner_address=alice.address)
+        with grpc.insecure_channel(node.grpc_target) as channel:
+            stub = service_pb2_grpc.ChainServiceStub(channel)
+            assert stub.GetAccount(request, timeout=20) == stub.GetAccount(request, timeout=20)
+            client.commit(authority_builder(node.authority()).storage_grant(alice.address, 2))
+            assert stub.GetAccount(request, timeout=20).storage_units == 3
     finally:
         node.stop()
