@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+import pytest
 
 from chain.v1 import rpc_pb2, service_pb2_grpc
 from node.errors import REASON_CODE, trailer
@@ -106,10 +107,12 @@ def test_a_read_through_a_worker_sees_the_commit_before_it(tmp_path: Path) -> No
         node.stop()
 
 
-def test_a_remembered_answer_is_given_only_on_the_store_it_was_read_from(tmp_path: Path) -> None:
+@pytest.mark.parametrize("kept", [["--read-answer-bytes", "8388608"], ["--read-answer-bytes", "0"]])
+def test_a_remembered_answer_is_given_only_on_the_store_it_was_read_from(tmp_path: Path, kept: list[str]) -> None:
     """A worker keeps its answers by snapshot of the store (node/server/readers/answers.py): the same call
-    again is the same bytes, and after a commit that changes the account the next call says so."""
-    node = NodeProcess(tmp_path / "data", "--read-workers", "1").start(timeout=120)
+    again is the same bytes, and after a commit that changes the account the next call says so; with
+    `--read-answer-bytes 0` nothing is kept and the answers are the same."""
+    node = NodeProcess(tmp_path / "data", "--read-workers", "1", *kept).start(timeout=120)
     try:
         client = node.client()
         alice = new_account(client, node.authority(), units=1)
@@ -139,19 +142,3 @@ def test_the_answers_kept_stay_within_their_bytes() -> None:
     assert memo.size == size and memo.get("/m", (999).to_bytes(4, "big"), 8) == answer
     memo.put("/m", b"big", 7, bytes(2000))  # over a sixty-fourth of the bound: not kept
     assert memo.get("/m", b"big", 7) is None
-
-
-def test_with_no_answers_kept_every_call_is_read(tmp_path: Path) -> None:
-    """`--read-answer-bytes 0`: the worker keeps nothing; the answers are the same."""
-    node = NodeProcess(tmp_path / "data", "--read-workers", "1", "--read-answer-bytes", "0").start(timeout=120)
-    try:
-        client = node.client()
-        alice = new_account(client, node.authority(), units=1)
-        request = rpc_pb2.GetAccountRequest(owner_address=alice.address)
-        with grpc.insecure_channel(node.grpc_target) as channel:
-            stub = service_pb2_grpc.ChainServiceStub(channel)
-            assert stub.GetAccount(request, timeout=20) == stub.GetAccount(request, timeout=20)
-            client.commit(authority_builder(node.authority()).storage_grant(alice.address, 2))
-            assert stub.GetAccount(request, timeout=20).storage_units == 3
-    finally:
-        node.stop()
