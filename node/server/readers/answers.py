@@ -7,10 +7,12 @@ request bytes, served from the same store, gets the bytes answered before withou
 The store is named by its LMDB snapshot id (`LmdbReadView.snapshot_id`: the last write transaction
 committed before the call's read transaction began). Any write to the store, a block or anything else,
 moves it, and every answer kept under an older id is then stale and never served: there is nothing to
-invalidate by hand. Between two blocks the same GetAccount is answered from memory; the read transaction
-is still opened on every call (that is how the id is known), and what the memo saves is the reading,
-decoding, building and serialising: about a quarter of a worker's GIL time per GetAccount
-(docs/performance.md, twenty-sixth pass).
+invalidate by hand. The ids only grow: a worker reads one LMDB environment for its whole life (a
+restore, a state sync or a reset of the data directory runs with the node and its workers stopped), and
+LMDB never reuses a transaction id within an environment. Between two blocks the same GetAccount is
+answered from memory; the read transaction is still opened on every call (that is how the id is known),
+and what the memo saves is the reading, decoding, building and serialising: about a quarter of a
+worker's GIL time per GetAccount (docs/performance.md, twenty-sixth pass).
 
 Bounded by bytes per worker (request, answer and 200 bytes an entry); an entry over a sixty-fourth of the
 bound is not kept; when full, the oldest go first. An entry of an older snapshot is replaced when its key
