@@ -13,9 +13,9 @@ miss. Decoding, shaping and serialising a GetAccount answer costs ~5.8 µs of th
 CPU per REST GET (docs/performance.md); a hit costs a dict lookup, which hashes the answer's bytes.
 
 Bounded by bytes (`--rest-memo-bytes`, default 8 MiB per serving process; 0 turns it off): the answer and
-the body of each entry are counted, an entry over a sixty-fourth of the bound is not kept (large list pages
-would push everything else out), and the oldest entries go first (insertion order: a hit does not move an
-entry, which would cost more than the hit saves). Per process, owned by the app (`app[BODIES]`), not shared.
+the body of each entry are counted, and node/memo.py's rules keep the bound (an entry over a sixty-fourth
+is not kept, so large list pages cannot push everything else out; the oldest go first). Per process, owned
+by the app (`app[BODIES]`), not shared.
 """
 
 from __future__ import annotations
@@ -29,11 +29,9 @@ from google.protobuf.message import Message
 
 from gateway.batching import Read
 from gateway.rest.shapes import Json, to_json, to_json_list
+from node.memo import ENTRY_OVERHEAD, BoundedMemo
 
 M = TypeVar("M", bound=Message)
-
-# bytes an entry costs beyond its answer and body: the key tuple, the two bytes objects' headers, the dict slot
-ENTRY_OVERHEAD = 200
 
 
 @dataclass(frozen=True, eq=False)  # eq=False: hashed and compared by identity (one per route, at import)
@@ -48,40 +46,21 @@ class Shaped(Generic[M]):
         return orjson.dumps(self.shape(self.read.response.FromString(raw)))
 
 
-class BodyMemo:
-    def __init__(self, max_bytes: int) -> None:
-        self.max_bytes = max(0, max_bytes)
-        self._largest = self.max_bytes // 64  # an entry's bytes at most
-        self._entries: dict[tuple[Shaped[Message], bytes], bytes] = {}
-        self.size = 0  # bytes of the entries kept (answers, bodies and ENTRY_OVERHEAD each)
-        self.hits = 0
-        self.misses = 0
-
-    def __len__(self) -> int:
-        return len(self._entries)
+class BodyMemo(BoundedMemo[tuple[Shaped[Any], bytes], bytes]):
+    """REST bodies kept under (route's Shaped, answer bytes); an entry costs its answer, its body and
+    ENTRY_OVERHEAD (node/memo.py)."""
 
     def body(self, shaped: Shaped[M], raw: bytes) -> bytes:
         """The REST body of the answer `raw` to `shaped`'s read: remembered, or made and remembered."""
         key = (shaped, raw)
-        found = self._entries.get(key)  # type: ignore[arg-type]  # a Shaped of any response type
+        found = self.get(key)
         if found is not None:
             self.hits += 1
             return found
         self.misses += 1
         made = shaped.body(raw)
-        cost = len(raw) + len(made) + ENTRY_OVERHEAD
-        if cost <= self._largest:
-            self._keep(key, made, cost)  # type: ignore[arg-type]
+        self.put(key, made, len(raw) + len(made) + ENTRY_OVERHEAD)
         return made
-
-    def _keep(self, key: tuple[Shaped[Message], bytes], body: bytes, cost: int) -> None:
-        entries = self._entries
-        while entries and self.size + cost > self.max_bytes:
-            (old_shaped, old_raw), old_body = next(iter(entries.items()))
-            del entries[(old_shaped, old_raw)]
-            self.size -= len(old_raw) + len(old_body) + ENTRY_OVERHEAD
-        entries[key] = body
-        self.size += cost
 
 
 def record_of(read: Read[M], field: str) -> Shaped[M]:

@@ -82,8 +82,9 @@ Relay = Callable[[str], Handler | None]
 """The relay's handler for a method path (None: not a method the main process serves)."""
 
 
-def _snake(name: str) -> str:
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+def _query(method: MethodDescriptor) -> Callable[[Reader, Any], Message]:
+    """The Reader method answering `method`: SPECIAL's, or the one named as the RPC in snake case."""
+    return SPECIAL.get(method.name) or getattr(Reader, re.sub(r"(?<!^)(?=[A-Z])", "_", method.name).lower())
 
 
 def local_paths() -> frozenset[str]:
@@ -111,27 +112,27 @@ def local_handlers(chain: Chain, relay: Relay, answers: AnswerMemo | None = None
 def _remembered(chain: Chain, method: MethodDescriptor, path: str, answers: AnswerMemo) -> Handler:
     """A read taking and giving bytes: the answer kept for these request bytes on this snapshot of the
     store, or read, serialised and kept. A request that does not decode is refused as before (`served`)."""
-    query = SPECIAL.get(method.name) or getattr(Reader, _snake(method.name))
+    query = _query(method)
     decode = tolerant(message_factory.GetMessageClass(method.input_type).FromString)
     assert decode is not None
 
     async def call(request: bytes, context: Any) -> bytes:
         with chain.read() as (view, nodes):
             snapshot = view.snapshot_id()
-            kept = answers.get(path, request, snapshot)
+            kept = answers.answer(path, request, snapshot)
             if kept is not None:
                 return kept
             message = decode(request)
             check_decoded(message)  # MALFORMED_MESSAGE, as the decoding wrapper would have said
             answer: bytes = query(Reader(view, chain.read_tree(nodes), chain.heads), message).SerializeToString()
-        answers.put(path, request, snapshot, answer)
+        answers.keep(path, request, snapshot, answer)
         return answer
 
     return grpc.unary_unary_rpc_method_handler(call)
 
 
 def _handler(chain: Chain, method: MethodDescriptor, fallback: Handler | None) -> Handler:
-    query = SPECIAL.get(method.name) or getattr(Reader, _snake(method.name))
+    query = _query(method)
     request_class = message_factory.GetMessageClass(method.input_type)
 
     def read(request: Any) -> Message:

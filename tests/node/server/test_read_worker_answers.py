@@ -18,7 +18,8 @@ import pytest
 
 from chain.v1 import rpc_pb2, service_pb2_grpc
 from node.errors import REASON_CODE, trailer
-from node.server.readers.answers import ENTRY_OVERHEAD, AnswerMemo
+from node.memo import ENTRY_OVERHEAD
+from node.server.readers.answers import AnswerMemo
 from node.storage import schema
 from tests.fixtures.actors import authority_builder, new_account
 from tests.fixtures.nodeproc import NodeProcess
@@ -127,18 +128,14 @@ def test_a_remembered_answer_is_given_only_on_the_store_it_was_read_from(tmp_pat
         node.stop()
 
 
-def test_the_answers_kept_stay_within_their_bytes() -> None:
-    memo = AnswerMemo(64 * 1024)  # entries up to 1 KiB
+def test_an_answer_is_given_only_for_its_snapshot() -> None:
+    memo = AnswerMemo(64 * 1024)  # entries up to 1 KiB (the bound's rules: tests/node/test_memo.py)
     answer = bytes(300)
-    for n in range(1000):
-        memo.put("/m", n.to_bytes(4, "big"), 7, answer)
-        assert memo.size <= memo.max_bytes
-    assert 100 <= len(memo) <= 64 * 1024 // (4 + 300 + ENTRY_OVERHEAD)
-    assert memo.get("/m", (999).to_bytes(4, "big"), 7) == answer  # the newest kept, the oldest gone
-    assert memo.get("/m", (0).to_bytes(4, "big"), 7) is None
-    assert memo.get("/m", (999).to_bytes(4, "big"), 8) is None  # another snapshot: not given
-    size = memo.size
-    memo.put("/m", (999).to_bytes(4, "big"), 8, answer)  # answered again on a newer snapshot: replaced
-    assert memo.size == size and memo.get("/m", (999).to_bytes(4, "big"), 8) == answer
-    memo.put("/m", b"big", 7, bytes(2000))  # over a sixty-fourth of the bound: not kept
-    assert memo.get("/m", b"big", 7) is None
+    memo.keep("/m", b"req", 7, answer)
+    assert memo.size == 3 + 300 + ENTRY_OVERHEAD  # an entry costs its request and its answer
+    assert memo.answer("/m", b"req", 7) == answer
+    assert memo.answer("/m", b"req", 8) is None  # another snapshot: not given
+    assert memo.answer("/n", b"req", 7) is None  # another method's call with the same bytes
+    memo.keep("/m", b"req", 8, answer)  # answered again on a newer snapshot: replaced, counted once
+    assert memo.size == 3 + 300 + ENTRY_OVERHEAD and memo.answer("/m", b"req", 8) == answer
+    assert memo.answer("/m", b"req", 7) is None
