@@ -64,6 +64,23 @@ class ReadWorkers:
         self._stopping = False
         self.restarts = 0
         self.calls = dict.fromkeys(range(count), 0)  # calls each worker answered itself (from its metric lines)
+        # each worker's kept answers (answers.py), from the totals its lines carry: (hits, misses) of the
+        # index's earlier processes, and (hits, misses, bytes) of the one running
+        self._answers_before = {i: (0, 0) for i in range(count)}
+        self._answers_now = {i: (0, 0, 0) for i in range(count)}
+
+    @property
+    def answer_lookups(self) -> dict[int, tuple[int, int]]:
+        """Each worker index's lookups of kept answers over the node's life: (hits, misses)."""
+        return {
+            i: (before[0] + self._answers_now[i][0], before[1] + self._answers_now[i][1])
+            for i, before in self._answers_before.items()
+        }
+
+    @property
+    def answer_bytes(self) -> dict[int, int]:
+        """The bytes of answers each running worker keeps."""
+        return {i: now[2] for i, now in self._answers_now.items()}
 
     @property
     def pids(self) -> list[int]:
@@ -100,6 +117,10 @@ class ReadWorkers:
             self._procs[index] = proc
             await self._follow(index, proc)
             status = await proc.wait()
+            hits, misses, _ = self._answers_now[index]  # the next process counts from 0 again
+            before = self._answers_before[index]
+            self._answers_before[index] = (before[0] + hits, before[1] + misses)
+            self._answers_now[index] = (0, 0, 0)
             if self._stopping:
                 return
             first = self._ready[index]
@@ -133,6 +154,9 @@ class ReadWorkers:
                 self._ready[index].set_result(None)
             elif doc.get("event") == "rpc" and self._durations is not None and isinstance(doc.get("series"), list):
                 self.calls[index] += replay(doc["series"], self._durations)
+                answers = doc.get("answers")
+                if isinstance(answers, list) and len(answers) == 3 and all(_count(n) for n in answers):
+                    self._answers_now[index] = (answers[0], answers[1], answers[2])
 
     async def stop(self) -> None:
         """Drain every worker (SIGTERM: it stops taking calls, finishes the ones it has for a second)."""
@@ -153,3 +177,7 @@ class ReadWorkers:
         for task in self._tasks:
             with suppress(asyncio.CancelledError):
                 await task
+
+
+def _count(n: object) -> bool:
+    return isinstance(n, int) and not isinstance(n, bool) and n >= 0

@@ -95,12 +95,21 @@ def _emit(doc: dict[str, Any]) -> None:
     sys.stdout.flush()
 
 
-async def _ship(shipper: RpcShipper, every: float) -> None:
+async def _ship(shipper: RpcShipper, answers: AnswerMemo | None, every: float) -> None:
     while True:
         await asyncio.sleep(every)
-        series = shipper.take()
-        if series:
-            _emit({"event": "rpc", "series": series})
+        _ship_once(shipper, answers)
+
+
+def _ship_once(shipper: RpcShipper, answers: AnswerMemo | None) -> None:
+    """The calls' durations since the last line and, with them, the kept answers' totals for this worker's
+    life (hits, misses, bytes; every lookup is a call, so a line follows any change)."""
+    series = shipper.take()
+    if series:
+        doc: dict[str, Any] = {"event": "rpc", "series": series}
+        if answers is not None:
+            doc["answers"] = [answers.hits, answers.misses, answers.size]
+        _emit(doc)
 
 
 async def _unless(gone: asyncio.Event, step: Coroutine[Any, Any, None]) -> None:
@@ -154,16 +163,14 @@ async def serve(settings: WorkerSettings) -> None:
     await server.start()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
     loop.add_signal_handler(signal.SIGINT, lambda: None)  # Ctrl-C reaches the whole group: the main decides
-    shipping = asyncio.create_task(_ship(shipper, 1.0), name="ship-metrics") if settings.metrics else None
+    shipping = asyncio.create_task(_ship(shipper, answers, 1.0), name="ship-metrics") if settings.metrics else None
     _emit({"event": "worker-ready", "pid": os.getpid(), "index": settings.index})
     await stop.wait()
     batches.close()  # the gateways' read streams end; what they had waiting comes as calls
     await server.stop(grace=1.0)
     if shipping is not None:
         shipping.cancel()
-        series = shipper.take()
-        if series:
-            _emit({"event": "rpc", "series": series})
+        _ship_once(shipper, answers)
     await relay.close()
     chain.close()
 

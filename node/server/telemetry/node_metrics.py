@@ -39,6 +39,12 @@ class ObservedReaders(Protocol):
     @property
     def restarts(self) -> int: ...
 
+    @property
+    def answer_lookups(self) -> Mapping[int, tuple[int, int]]: ...
+
+    @property
+    def answer_bytes(self) -> Mapping[int, int]: ...
+
 
 class ObservedStorage(Protocol):
     """Whether block commits fail (node/server/storage_health.py's StorageHealth fits it)."""
@@ -196,6 +202,26 @@ class NodeMetrics:
             unit="{restart}",
             description="Read workers started again after one exited while the node ran (crash, kill, OOM)",
         )
+        self.meter.create_observable_counter(
+            "chain.read_worker.answers",
+            [lambda _o: _answer_lookups(readers)],
+            unit="{lookup}",
+            description="Reads a worker answered from its kept answers (hit) or read from the store (miss)",
+        )
+        self.meter.create_observable_gauge(
+            "chain.read_worker.answers.size",
+            [lambda _o: [Observation(n, {"chain.read_worker": str(i)}) for i, n in readers.answer_bytes.items()]],
+            unit="By",
+            description="Bytes of answers a read worker keeps for the current snapshot and older ones",
+        )
+
+
+def _answer_lookups(readers: ObservedReaders) -> list[Observation]:
+    out = []
+    for i, (hits, misses) in sorted(readers.answer_lookups.items()):
+        out.append(Observation(hits, {"chain.read_worker": str(i), "chain.memo.result": "hit"}))
+        out.append(Observation(misses, {"chain.read_worker": str(i), "chain.memo.result": "miss"}))
+    return out
 
 
 def _diverged(node: ObservedNode) -> list[Observation]:

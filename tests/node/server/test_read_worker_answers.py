@@ -23,6 +23,8 @@ from node.server.readers.answers import AnswerMemo
 from node.storage import schema
 from tests.fixtures.actors import authority_builder, new_account
 from tests.fixtures.nodeproc import NodeProcess
+from tests.fixtures.procs import wait_until
+from tests.fixtures.scrape import read_worker_answers, read_worker_calls
 
 SERVICE = "/chain.v1.ChainService"
 Outcome = tuple[str, bytes, tuple[tuple[str, Any], ...]]
@@ -124,8 +126,20 @@ def test_a_remembered_answer_is_given_only_on_the_store_it_was_read_from(tmp_pat
             assert stub.GetAccount(request, timeout=20) == first and first.storage_units == 1
             client.commit(authority_builder(node.authority()).storage_grant(alice.address, 2))
             assert stub.GetAccount(request, timeout=20).storage_units == 3
+        # the worker's lines carry its totals (about once a second): the repeat was a hit, the first call and
+        # the one after the commit misses (other reads, the client's, may add to either)
+        port = node.ready["metrics_port"]
+        if kept[1] == "0":
+            assert wait_until(lambda: read_worker_calls(port).get("0", 0) >= 3, timeout=20)
+            assert read_worker_answers(port) == (0, 0, 0)
+        else:
+            assert wait_until(lambda: _seen(*read_worker_answers(port)), timeout=20), read_worker_answers(port)
     finally:
         node.stop()
+
+
+def _seen(hits: float, misses: float, size: float) -> bool:
+    return hits >= 1 and misses >= 2 and size > 0
 
 
 def test_an_answer_is_given_only_for_its_snapshot() -> None:

@@ -28,7 +28,7 @@ from tests.fixtures.procs import alive as _alive
 from tests.fixtures.procs import children as _children
 from tests.fixtures.procs import children_running, free_port
 from tests.fixtures.procs import wait_until as _wait
-from tests.fixtures.scrape import read_worker_calls, scrape, value
+from tests.fixtures.scrape import read_worker_calls, read_worker_lookups, scrape, value
 
 
 def _workers(pid: int) -> set[int]:
@@ -47,6 +47,18 @@ def _fresh_call(target: str) -> int:
     with grpc.insecure_channel(target, options=[("grpc.use_local_subchannel_pool", 1)]) as channel:
         stub = service_pb2_grpc.ChainServiceStub(channel)
         return int(stub.GetNodeStatus(rpc_pb2.GetNodeStatusRequest(), timeout=20).status.block_height)
+
+
+def _fresh_read(target: str) -> bool:
+    """GetAccount (a read the workers keep answers for) on a new connection."""
+    with grpc.insecure_channel(target, options=[("grpc.use_local_subchannel_pool", 1)]) as channel:
+        stub = service_pb2_grpc.ChainServiceStub(channel)
+        stub.GetAccount(rpc_pb2.GetAccountRequest(owner_address=b"\x07" * 20), timeout=20)
+    return True
+
+
+def _looked_up(port: int) -> dict[str, float]:
+    return {i: n for i, n in read_worker_lookups(port).items() if n > 0}
 
 
 def _second_node(tmp_path: Path, grpc_addr: str, *extra: str) -> subprocess.CompletedProcess[str]:
@@ -145,13 +157,19 @@ def test_a_killed_worker_is_replaced_and_a_killed_node_leaves_none(tmp_path: Pat
     try:
         workers = _workers(main)
         assert len(workers) == 2
+        port = node.ready["metrics_port"]
+        # both workers have looked up kept answers (and shipped their totals) before one dies
+        assert _wait(lambda: _fresh_read(node.grpc_target) and len(_looked_up(port)) == 2, timeout=60)
+        before = _looked_up(port)
         victim = min(workers)
         os.kill(victim, signal.SIGKILL)
         assert _wait(lambda: len(_workers(main) - {victim}) == 2 and not _alive(victim), timeout=90)
         family |= set(_children(main))
         assert any("read worker" in line and "starting another" in line for line in node.stderr_lines)
-        restarts = scrape(node.ready["metrics_port"])["chain_read_worker_restarts_total"]
+        restarts = scrape(port)["chain_read_worker_restarts_total"]
         assert restarts == [({}, 1.0)], restarts
+        after = read_worker_lookups(port)  # counters: the dead worker's lookups still count
+        assert all(after[i] >= n for i, n in before.items()), (before, after)
         for _ in range(6):  # every process on the port serves (new connections spread over them)
             assert _fresh_call(node.grpc_target) >= 0
         workers = _workers(main)
