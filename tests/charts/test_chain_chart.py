@@ -78,6 +78,7 @@ def test_helm_lint_strict(profile):
         (["--set", "operator.snapshots.every=weekly"], "/operator/snapshots/every"),
         (["--set", "node.typo=1"], "typo"),
         (["--set", "node.readWorkers=-2"], "/node/readWorkers"),
+        (["--set", "node.readAnswerBytes=-1"], "/node/readAnswerBytes"),
         (["--set", "node.treeCacheNodes=-1"], "/node/treeCacheNodes"),
     ],
 )
@@ -173,10 +174,16 @@ def test_node_read_workers_and_tree_cache_reach_the_node(default):
     env = env_of(node_container(default))
     assert env["CHAIN_NODE_READ_WORKERS"] == "0"  # the node's default: the main process serves every call
     assert env["CHAIN_NODE_TREE_CACHE_NODES"] == "250000"
-    tuned = Manifests(template("--set", "node.readWorkers=-1", "--set", "node.treeCacheNodes=1000000"))
+    assert env["CHAIN_NODE_READ_ANSWER_BYTES"] == "8388608"  # the node's default, written out (not 8.388608e+06)
+    tuned = Manifests(
+        template(
+            "--set", "node.readWorkers=-1", "--set", "node.treeCacheNodes=1000000", "--set", "node.readAnswerBytes=0"
+        )
+    )
     env = env_of(node_container(tuned))
     assert env["CHAIN_NODE_READ_WORKERS"] == "-1"  # sized by the node, as verifyWorkers
     assert env["CHAIN_NODE_TREE_CACHE_NODES"] == "1000000"
+    assert env["CHAIN_NODE_READ_ANSWER_BYTES"] == "0"
 
 
 def test_node_statefulset_probes_ports_and_volumes(rendered, profile):
