@@ -51,8 +51,13 @@ class Goal:
         return value >= self.goal if self.bound is Bound.AT_LEAST else value <= self.goal
 
     def format(self, value: float) -> str:
-        digits = 3 if self.unit == "" and abs(value) < 1 else 2
-        text = f"{value:,.{digits}f}" if abs(value) < 100 else f"{value:,.0f}"
+        """The figure as the table prints it; with more digits where the rounded text would read as the
+        other verdict (0.79968 against "≥ 0.8" is "0.7997", not "0.800")."""
+        digits = (3 if self.unit == "" and abs(value) < 1 else 2) if abs(value) < 100 else 0
+        text = f"{value:,.{digits}f}"
+        while digits < 6 and not math.isnan(value) and self.passes(float(text.replace(",", ""))) != self.passes(value):
+            digits += 1
+            text = f"{value:,.{digits}f}"
         return f"{text} {self.unit}".rstrip()
 
 

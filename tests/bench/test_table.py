@@ -128,3 +128,12 @@ def test_the_rows_file_prints_as_a_table_on_its_own(tmp_path: Path, capsys: pyte
     out = capsys.readouterr().out
     assert "kept from a run" in out
     assert out.count("not measured") == len(GOALS) - 1
+
+
+def test_a_figure_never_prints_as_the_other_verdict() -> None:
+    ratio, latency = FAKE[0], FAKE[1]
+    assert ratio.format(0.61234) == "0.612" and latency.format(231.6) == "232 ms"  # the usual digits
+    assert ratio.format(0.49968) == "0.4997" and not ratio.passes(0.49968)  # not "0.500", read as a pass
+    assert ratio.format(0.5) == "0.500" and ratio.passes(0.5)
+    assert latency.format(250.4) == "250.4 ms" and not latency.passes(250.4)  # not "250 ms"
+    assert latency.format(249.6) == "250 ms" and latency.passes(249.6)  # "250" against "≤ 250" reads as the pass it is
