@@ -55,6 +55,7 @@ RUNS: tuple[Run, ...] = (
     Run("bench.bench_gateway", ("--sse-clients", "10000"), ("--sse-clients", "2000", "--seconds", "3")),
     Run("bench.bench_store", ("--keys", "1000000"), ("--keys", "100000")),
     Run("bench.bench_rest", ("--seconds", "10", "--connections", "32"), ("--seconds", "5", "--connections", "32")),
+    Run("bench.bench_under_writes", ("--seconds", "5", "--rounds", "2"), ("--seconds", "3", "--rounds", "1")),
     Run("bench.bench_statesync", ("--keys", "1000000"), ("--keys", "100000")),
     Run("bench.bench_tracing", ("--messages", "10000", "--rounds", "2"), ("--messages", "5000", "--rounds", "2")),
 )
