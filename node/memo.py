@@ -21,8 +21,10 @@ from typing import Generic, TypeVar
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
 
-# bytes an entry costs beyond what it holds: the key and value tuples, the objects' headers, the dict slot
-ENTRY_OVERHEAD = 200
+# bytes an entry costs beyond the lengths of what it holds: the key and value tuples, the OrderedDict's slot
+# and node (187 bytes by tracemalloc for a (Shaped, bytes) key and a (bytes, cost) value) and two bytes
+# objects' headers (33 each)
+ENTRY_OVERHEAD = 256
 
 
 class BoundedMemo(Generic[K, V]):

@@ -14,7 +14,7 @@ answered from memory; the read transaction is still opened on every call (that i
 and what the memo saves is the reading, decoding, building and serialising: about a quarter of a
 worker's GIL time per GetAccount (docs/performance.md, twenty-sixth pass).
 
-Bounded by bytes per worker (request, answer and 200 bytes an entry) by node/memo.py's rules: an entry
+Bounded by bytes per worker (request, answer and 256 bytes an entry) by node/memo.py's rules: an entry
 over a sixty-fourth of the bound is not kept; when full, the oldest go first. An entry of an older
 snapshot is replaced when its key is answered again. Only the worker's own reads of the committed store
 use it (node/server/readers/local.py), never an answer relayed from the main process (GetMessage's
