@@ -64,23 +64,21 @@ class ReadWorkers:
         self._stopping = False
         self.restarts = 0
         self.calls = dict.fromkeys(range(count), 0)  # calls each worker answered itself (from its metric lines)
-        # each worker's kept answers (answers.py), from the totals its lines carry: (hits, misses) of the
-        # index's earlier processes, and (hits, misses, bytes) of the one running
-        self._answers_before = {i: (0, 0) for i in range(count)}
-        self._answers_now = {i: (0, 0, 0) for i in range(count)}
+        # each worker index's kept answers (answers.py) over the node's life: (hits, misses, bytes kept now),
+        # replaced whole (the metrics thread reads it); the hits and misses of the index's earlier processes
+        # are its base, which each line's totals for the running process are added to
+        self._answers = {i: (0, 0, 0) for i in range(count)}
+        self._answers_base = {i: (0, 0) for i in range(count)}
 
     @property
     def answer_lookups(self) -> dict[int, tuple[int, int]]:
         """Each worker index's lookups of kept answers over the node's life: (hits, misses)."""
-        return {
-            i: (before[0] + self._answers_now[i][0], before[1] + self._answers_now[i][1])
-            for i, before in self._answers_before.items()
-        }
+        return {i: (hits, misses) for i, (hits, misses, _) in self._answers.items()}
 
     @property
     def answer_bytes(self) -> dict[int, int]:
         """The bytes of answers each running worker keeps."""
-        return {i: now[2] for i, now in self._answers_now.items()}
+        return {i: kept for i, (_, _, kept) in self._answers.items()}
 
     @property
     def pids(self) -> list[int]:
@@ -117,10 +115,7 @@ class ReadWorkers:
             self._procs[index] = proc
             await self._follow(index, proc)
             status = await proc.wait()
-            hits, misses, _ = self._answers_now[index]  # the next process counts from 0 again
-            before = self._answers_before[index]
-            self._answers_before[index] = (before[0] + hits, before[1] + misses)
-            self._answers_now[index] = (0, 0, 0)
+            self._answers_gone(index)
             if self._stopping:
                 return
             first = self._ready[index]
@@ -154,9 +149,19 @@ class ReadWorkers:
                 self._ready[index].set_result(None)
             elif doc.get("event") == "rpc" and self._durations is not None and isinstance(doc.get("series"), list):
                 self.calls[index] += replay(doc["series"], self._durations)
-                answers = doc.get("answers")
-                if isinstance(answers, list) and len(answers) == 3 and all(_count(n) for n in answers):
-                    self._answers_now[index] = (answers[0], answers[1], answers[2])
+                self._answers_shipped(index, doc.get("answers"))
+
+    def _answers_shipped(self, index: int, answers: object) -> None:
+        """A line's totals of the running worker's kept answers: [hits, misses, bytes] for its life."""
+        if isinstance(answers, list) and len(answers) == 3 and all(_count(n) for n in answers):
+            base_hits, base_misses = self._answers_base[index]
+            self._answers[index] = (base_hits + answers[0], base_misses + answers[1], answers[2])
+
+    def _answers_gone(self, index: int) -> None:
+        """The worker at `index` exited: it keeps nothing now, and the next one counts from 0 on top of it."""
+        hits, misses, _ = self._answers[index]
+        self._answers_base[index] = (hits, misses)
+        self._answers[index] = (hits, misses, 0)
 
     async def stop(self) -> None:
         """Drain every worker (SIGTERM: it stops taking calls, finishes the ones it has for a second)."""

@@ -189,7 +189,8 @@ class NodeMetrics:
         )
 
     def observe_read_workers(self, readers: ObservedReaders) -> None:
-        """Calls each read worker answered itself, and workers started again after an exit (`--read-workers`)."""
+        """Calls each read worker answered itself, workers started again after an exit (`--read-workers`), and
+        each worker's kept answers: lookups by hit or miss, bytes (`--read-answer-bytes`)."""
         self.meter.create_observable_counter(
             "chain.read_worker.calls",
             [lambda _o: [Observation(n, {"chain.read_worker": str(i)}) for i, n in sorted(readers.calls.items())]],

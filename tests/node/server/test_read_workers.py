@@ -6,7 +6,9 @@ killed main process leaves no worker behind."""
 
 from __future__ import annotations
 
+import asyncio
 import errno
+import json
 import os
 import signal
 import socket
@@ -14,6 +16,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import grpc
 import pytest
@@ -21,8 +24,10 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from chain.v1 import rpc_pb2, service_pb2_grpc
 from node.errors import REASON_CODE, trailer
+from node.observability.histogram import Histogram
 from node.server.readers.sharing import lock_name
-from node.server.readers.supervisor import WORKER_MODULE
+from node.server.readers.supervisor import WORKER_MODULE, ReadWorkers
+from node.server.telemetry.node_metrics import MS_BUCKETS
 from tests.fixtures.nodeproc import ROOT, NodeProcess
 from tests.fixtures.procs import alive as _alive
 from tests.fixtures.procs import children as _children
@@ -184,3 +189,24 @@ def test_a_killed_worker_is_replaced_and_a_killed_node_leaves_none(tmp_path: Pat
         for pid in family:
             if _alive(pid):
                 os.kill(pid, signal.SIGKILL)
+
+
+async def test_kept_answer_counts_carry_over_a_worker_s_replacement() -> None:
+    """The supervisor reads each worker's totals from its lines (over its stdout); when a worker exits its
+    replacement counts from 0, and the node's counters go on from the dead one's (never fall)."""
+    readers = ReadWorkers(2, lambda _i: None, Histogram("rpc.server.duration", "ms", "", MS_BUCKETS))  # type: ignore[arg-type,return-value]
+
+    async def lines(index: int, *answers: list[object]) -> None:
+        out = asyncio.StreamReader()
+        for a in answers:
+            out.feed_data(json.dumps({"event": "rpc", "series": [], "answers": a}).encode() + b"\n")
+        out.feed_eof()
+        await readers._follow(index, SimpleNamespace(stdout=out))  # type: ignore[arg-type]
+
+    await lines(0, [3, 1, 900], [5, 2, 1200], [7, "x", 0], [-1, 0, 0])  # the malformed ones are skipped
+    await lines(1, [4, 4, 700])
+    assert readers.answer_lookups == {0: (5, 2), 1: (4, 4)} and readers.answer_bytes == {0: 1200, 1: 700}
+    readers._answers_gone(0)  # worker 0 exited (kill -9): it keeps nothing, its lookups still count
+    assert readers.answer_lookups[0] == (5, 2) and readers.answer_bytes[0] == 0
+    await lines(0, [1, 3, 300])  # its replacement's own totals
+    assert readers.answer_lookups == {0: (6, 5), 1: (4, 4)} and readers.answer_bytes == {0: 300, 1: 700}
