@@ -2,24 +2,28 @@
 memo give when blocks keep coming. The table's read rows run on an idle chain, where every repeated call
 is answered from memory; this bench prints the figures of a chain that is not idle.
 
-    python -m bench.bench_under_writes [--seconds S] [--rate R] [--rounds N]
+    python -m bench.bench_under_writes [--seconds S] [--rate R] [--rounds N] [--accounts A]
 
 One store, one node with `--read-workers 2` at the node's default block interval (0.2 s), and a
-chain-gateway in front of it. Each figure is one account's GetAccount read over and over: over gRPC by
-`h2load` (as `bench_reads`) and as `GET /v1/accounts/{addr}` through the gateway by `wrk` (as
-`bench_rest`), each for S seconds:
+chain-gateway in front of it. Three reads, each for S seconds:
 
-- **idle**: nothing else happens;
-- **under writes**: a load client process (bench/clients.py) submits pre-signed follows from another
-  account, paced at R msgs/s, during the reads (the follows/s column is what it got committed: reads that
-  saturate the machine slow it). The read account never changes, but every block is a write to the store.
+- one account's GetAccount over gRPC by `h2load` (as `bench_reads`), over and over;
+- the same account as `GET /v1/accounts/{addr}` through the gateway by `wrk` (as `bench_rest`);
+- the same GET over A accounts in turn (a wrk script), so that a key is read a few times per block
+  interval, not thousands: the case where a block leaves the workers' kept answers mostly stale.
+
+Each idle, then **under writes**: a load client process (bench/clients.py) submits pre-signed follows
+from another account, paced at R msgs/s, during the read (the follows/s column is what it got committed:
+reads that saturate the machine slow it). The accounts read never change, but every block is a write to
+the store.
 
 Both with the memos on (the defaults: 8 MiB of kept answers per read worker, 8 MiB of REST bodies) and off
 (`--read-answer-bytes 0`, `--rest-memo-bytes 0`; the node and gateway restarted on the same store), the
-two alternated for N rounds, the order swapped every round. The hit share of each phase comes from the
-processes' own metrics (`chain_read_worker_answers_total`, `chain_rest_memo_lookups_total`): a read
-worker's answers are kept per snapshot of the store, so a block makes them all stale, where the gateway's
-bodies are kept by the node's answer bytes, which do not change when other accounts are written.
+two alternated for N rounds, the order swapped every round. The hit shares come from the processes' own
+metrics (`chain_read_worker_answers_total`, `chain_rest_memo_lookups_total`): a read worker's answers are
+kept per snapshot of the store, so a block makes them all stale, where the gateway's bodies are kept by
+the node's answer bytes, which do not change when other accounts are written. The gateway asks the node
+on every GET, so the workers' share is shown for the REST reads too.
 
 Printed, not a row of the issue's table (docs/performance.md, twenty-seventh pass).
 """
@@ -38,7 +42,7 @@ from pathlib import Path
 
 from bench.bench_node import submit_all
 from bench.bench_reads import frame, h2load
-from bench.bench_rest import wrk
+from bench.bench_rest import rotation_script, wrk
 from bench.clients import ClientProcesses, Submitted
 from chain.v1 import message_pb2 as pb
 from chain.v1 import rpc_pb2
@@ -58,14 +62,15 @@ class Phase:
     """One interface's reads in one mode and load, over the rounds."""
 
     rates: list[float] = field(default_factory=list)  # reads/s per round
-    hits: float = 0.0
-    lookups: float = 0.0
+    counts: dict[str, list[float]] = field(default_factory=dict)  # per memo: [hits, lookups] in its runs
     written: list[float] = field(default_factory=list)  # follows committed per second while reading
 
-    def row(self) -> tuple[float, str, str]:
-        share = f"{self.hits / self.lookups:.1%}" if self.lookups else "-"
-        wrote = f"{statistics.median(self.written):,.0f}" if self.written else "-"
-        return statistics.median(self.rates), share, wrote
+    def share(self, memo: str) -> str:
+        hits, lookups = self.counts.get(memo, [0.0, 0.0])
+        return f"{hits / lookups:.1%}" if lookups else "-"
+
+    def wrote(self) -> str:
+        return f"{statistics.median(self.written):,.0f}" if self.written else "-"
 
 
 Phases = dict[tuple[str, str, str], Phase]  # (interface, mode, load)
@@ -100,15 +105,13 @@ class Writes:
 
 
 def memo_counts(node: NodeProcess, gateway: GatewayProcess) -> dict[str, tuple[float, float]]:
-    """(hits, lookups) so far: the read workers' kept answers ("grpc"), the gateway's bodies ("rest")."""
+    """(hits, lookups) so far: the read workers' kept answers ("workers"), the gateway's bodies ("gateway")."""
     hits, misses, _ = read_worker_answers(node.ready["metrics_port"])
     samples = scrape(gateway.ready["metrics_port"])
     name = "chain_rest_memo_lookups_total"
     rest_hits = value(samples, name, chain_memo_result="hit")
-    return {
-        "grpc": (hits, hits + misses),
-        "rest": (rest_hits, rest_hits + value(samples, name, chain_memo_result="miss")),
-    }
+    rest_lookups = rest_hits + value(samples, name, chain_memo_result="miss")
+    return {"workers": (hits, hits + misses), "gateway": (rest_hits, rest_lookups)}
 
 
 @dataclass(frozen=True)
@@ -117,25 +120,35 @@ class Served:
 
     node: NodeProcess
     gateway: GatewayProcess
-    address: bytes  # the account read
+    address: bytes  # the account read over and over
     body: Path  # its framed GetAccount request, for h2load
+    rotation: Path  # a wrk script reading every account of the wide read in turn
 
     def read(self, interface: str, seconds: float, ns: argparse.Namespace) -> float:
         """Reads per second over `seconds`."""
         if interface == "grpc":
             url = f"http://{self.node.grpc_target}{SERVICE}/GetAccount"
             return h2load(url, self.body, seconds, ns.connections, ns.streams, 1)
-        return wrk(f"{self.gateway.url}/v1/accounts/0x{self.address.hex()}", seconds, ns.connections)[0]
+        if interface == "rest":
+            return wrk(f"{self.gateway.url}/v1/accounts/0x{self.address.hex()}", seconds, ns.connections)[0]
+        return wrk(self.gateway.url, seconds, ns.connections, script=str(self.rotation))[0]
+
+
+INTERFACES = {
+    "grpc": "gRPC GetAccount, one account (h2load; 2 read workers)",
+    "rest": "REST GET /v1/accounts, one account (wrk; gateway)",
+    "wide": "REST GET /v1/accounts, {accounts} accounts in turn",
+}
 
 
 def read_phase(served: Served, mode: str, ns: argparse.Namespace, into: Phases) -> None:
-    """Both interfaces idle, then both under writes, in one mode."""
-    for interface in ("grpc", "rest"):
+    """Every interface idle, then every one under writes, in one mode."""
+    for interface in INTERFACES:
         served.read(interface, 1, ns)  # warm-up: every process, the first answers
     for load in ("idle", "writes"):
-        for interface in ("grpc", "rest"):
+        for interface in INTERFACES:
             writes = Writes(served.node, ns.rate, ns.seconds) if load == "writes" else None
-            before = memo_counts(served.node, served.gateway)[interface]
+            before = memo_counts(served.node, served.gateway)
             if writes is not None:
                 writes.start()
             phase = into.setdefault((interface, mode, load), Phase())
@@ -143,9 +156,10 @@ def read_phase(served: Served, mode: str, ns: argparse.Namespace, into: Phases) 
             if writes is not None:
                 phase.written.append(writes.join())
             time.sleep(1.2)  # the workers ship their counts about once a second
-            after = memo_counts(served.node, served.gateway)[interface]
-            phase.hits += after[0] - before[0]
-            phase.lookups += after[1] - before[1]
+            for memo, (hits, lookups) in memo_counts(served.node, served.gateway).items():
+                total = phase.counts.setdefault(memo, [0.0, 0.0])
+                total[0] += hits - before[memo][0]
+                total[1] += lookups - before[memo][1]
 
 
 def measure(ns: argparse.Namespace) -> Phases:
@@ -154,11 +168,14 @@ def measure(ns: argparse.Namespace) -> Phases:
         data = Path(d) / "node"
         node = NodeProcess(data).start()
         try:
-            (reader,) = funded_actors(node.client(), node.authority(), 1)
+            readers = funded_actors(node.client(), node.authority(), ns.accounts)
         finally:
             node.stop()
+        reader = readers[0]
         body = Path(d) / "GetAccount.bin"
         body.write_bytes(frame(rpc_pb2.GetAccountRequest(owner_address=reader.address).SerializeToString()))
+        paths = [f"/v1/accounts/0x{a.address.hex()}" for a in readers]
+        rotation = rotation_script(paths, Path(d) / "rotate.lua")
         for r in range(ns.rounds):
             for mode in ("on", "off") if r % 2 == 0 else ("off", "on"):
                 answers, bodies = MODES[mode]
@@ -168,7 +185,7 @@ def measure(ns: argparse.Namespace) -> Phases:
                 gateway = None
                 try:
                     gateway = GatewayProcess(node.grpc_target, args=["--rest-memo-bytes", bodies]).start()
-                    read_phase(Served(node, gateway, reader.address, body), mode, ns, phases)
+                    read_phase(Served(node, gateway, reader.address, body, rotation), mode, ns, phases)
                 finally:
                     if gateway is not None:
                         gateway.stop()
@@ -181,25 +198,29 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=5.0, help="each read run")
     parser.add_argument("--rate", type=float, default=500.0, help="follows per second while reading under writes")
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--accounts", type=int, default=1000, help="accounts the wide REST read goes through")
     parser.add_argument("--connections", type=int, default=32)
     parser.add_argument("--streams", type=int, default=8, help="concurrent calls per connection (h2load -m)")
     ns = parser.parse_args()
     assert shutil.which("h2load") and shutil.which("wrk"), "make bench installs nghttp2-client and wrk"
     phases = measure(ns)
     print(
-        f"### One account read over and over, idle and under {ns.rate:,.0f} follows/s from another account "
-        f"(blocks every 0.2 s), memos on and off, median of {ns.rounds} rounds of {ns.seconds:g} s\n"
+        f"### Reads idle and under {ns.rate:,.0f} follows/s from another account (blocks every 0.2 s), memos on "
+        f"and off, median of {ns.rounds} rounds of {ns.seconds:g} s\n"
     )
-    print("| reads | memos | idle reads/s | hit share | under writes reads/s | hit share | follows/s | writes ÷ idle |")
+    print(
+        "| reads | memos | idle reads/s | under writes reads/s | writes ÷ idle | follows/s committed "
+        "| workers' hit share idle / writes | gateway's hit share idle / writes |"
+    )
     print("|---|---|---:|---:|---:|---:|---:|---:|")
-    names = {"grpc": "gRPC GetAccount (h2load; 2 read workers)", "rest": "REST GET /v1/accounts (wrk; gateway)"}
-    for interface, name in names.items():
+    for interface, name in INTERFACES.items():
         for mode in MODES:
-            idle, idle_share, _ = phases[(interface, mode, "idle")].row()
-            busy, busy_share, wrote = phases[(interface, mode, "writes")].row()
+            idle, busy = phases[(interface, mode, "idle")], phases[(interface, mode, "writes")]
+            idle_rate, busy_rate = statistics.median(idle.rates), statistics.median(busy.rates)
             print(
-                f"| {name} | {mode} | {idle:,.0f} | {idle_share} | {busy:,.0f} | {busy_share} | {wrote} "
-                f"| {busy / idle:.2f} |"
+                f"| {name.format(accounts=ns.accounts)} | {mode} | {idle_rate:,.0f} | {busy_rate:,.0f} "
+                f"| {busy_rate / idle_rate:.2f} | {busy.wrote()} | {idle.share('workers')} / {busy.share('workers')} "
+                f"| {idle.share('gateway')} / {busy.share('gateway')} |"
             )
 
 
