@@ -32,7 +32,9 @@ MEMPOOL_CAPACITY: Final = 100_000
 # each: 250,000 is ~55 MB). Each doubling saves about one store read per changed key once the tree holds
 # more nodes than this (docs/merkle.md, "Storage").
 TREE_CACHE_NODES: Final = 250_000
-READ_ANSWER_BYTES: Final = 8 << 20  # answers a read worker keeps per snapshot (node/server/readers/answers.py)
+# bytes of answers a read worker keeps per snapshot (node/server/readers/answers.py), within the 64 MiB
+# budgeted for each worker (node/server/write/sizing.py)
+READ_ANSWER_BYTES: Final = 8 << 20
 MAX_BLOCK_MESSAGES: Final = 10_000
 MAX_BLOCK_MESSAGES_PER_PROJECT: Final = 500
 # The producer's cap on the serialized bytes of a block's messages: a block it builds (sealed from the open

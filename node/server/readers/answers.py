@@ -1,7 +1,7 @@
 """A read worker's answers remembered for the store they were read from: a call with the same method and
 request bytes, served from the same store, gets the bytes answered before without reading them again.
 
-    answers = AnswerMemo(ANSWER_BYTES)
+    answers = AnswerMemo(READ_ANSWER_BYTES)         # node/constants.py; --read-answer-bytes
     raw = answers.answer(path, request, snapshot)   # None: read, serialise, then answers.keep(...)
 
 The store is named by its LMDB snapshot id (`LmdbReadView.snapshot_id`: the last write transaction
@@ -23,10 +23,7 @@ fallback for a dropped message).
 
 from __future__ import annotations
 
-from node.constants import READ_ANSWER_BYTES
 from node.memo import ENTRY_OVERHEAD, BoundedMemo
-
-ANSWER_BYTES = READ_ANSWER_BYTES  # per read worker (64 MiB are budgeted for each, node/server/write/sizing.py)
 
 
 class AnswerMemo(BoundedMemo[tuple[str, bytes], tuple[int, bytes]]):

@@ -31,9 +31,10 @@ import grpc
 import uvloop
 
 from node.chain import Chain
+from node.constants import READ_ANSWER_BYTES
 from node.listen import grpc_add_port
 from node.observability.logs import configure_logging
-from node.server.readers.answers import ANSWER_BYTES, AnswerMemo
+from node.server.readers.answers import AnswerMemo
 from node.server.readers.local import local_handlers, local_paths
 from node.server.readers.relay import Relay
 from node.server.readers.served import served
@@ -62,7 +63,7 @@ class WorkerSettings:
     metrics: bool
     log_level: str = "info"
     log_format: str = "text"
-    answer_bytes: int = ANSWER_BYTES  # answers kept per snapshot of the store (answers.py; --read-answer-bytes)
+    answer_bytes: int = READ_ANSWER_BYTES  # answers kept per snapshot of the store (answers.py; --read-answer-bytes)
 
     def encode(self) -> str:
         return json.dumps(self.__dict__)
