@@ -32,7 +32,7 @@ from gateway.events.service import EventService
 from gateway.rest.memo import BodyMemo
 from node.errors import Reason
 from node.observability.histogram import Key, series_key
-from node.observability.metrics import MetricsEndpoint
+from node.observability.metrics import MetricsEndpoint, memo_lookups
 from node.server.telemetry.node_metrics import SECONDS_BUCKETS
 
 INTERNAL = Reason.INTERNAL.value  # a request whose handler raised, until the error middleware answers
@@ -155,12 +155,7 @@ class GatewayMetrics:
 
     def _memo_lookups(self, _options: CallbackOptions) -> list[Observation]:
         memo = self._memo
-        if memo is None:
-            return []
-        return [
-            Observation(memo.hits, {"chain.memo.result": "hit"}),
-            Observation(memo.misses, {"chain.memo.result": "miss"}),
-        ]
+        return [] if memo is None else memo_lookups(memo.hits, memo.misses)
 
     def _memo_size(self, _options: CallbackOptions) -> list[Observation]:
         return [] if self._memo is None else [Observation(self._memo.size)]

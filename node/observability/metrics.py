@@ -17,11 +17,11 @@ are node.observability.histogram's, registered in the same registry and exposed 
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from opentelemetry.exporter.prometheus import PrometheusMetricReader
-from opentelemetry.metrics import Meter, NoOpMeterProvider
+from opentelemetry.metrics import Meter, NoOpMeterProvider, Observation
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from prometheus_client import CollectorRegistry, start_http_server
@@ -87,3 +87,13 @@ class MetricsEndpoint:
         if self._provider is not None:
             self._provider.shutdown()  # also unregisters the reader's collector
             self._provider = None
+
+
+def memo_lookups(hits: int, misses: int, attributes: Mapping[str, str] | None = None) -> list[Observation]:
+    """A memo's lookups as a counter's two series, `chain.memo.result` hit and miss, beside `attributes`
+    (the gateway's REST bodies, gateway/telemetry.py; the read workers' answers, node_metrics.py)."""
+    base = dict(attributes or {})
+    return [
+        Observation(hits, {**base, "chain.memo.result": "hit"}),
+        Observation(misses, {**base, "chain.memo.result": "miss"}),
+    ]

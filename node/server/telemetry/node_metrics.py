@@ -14,7 +14,7 @@ from typing import Protocol
 
 from opentelemetry.metrics import CallbackOptions, Observation
 
-from node.observability.metrics import MetricsEndpoint
+from node.observability.metrics import MetricsEndpoint, memo_lookups
 
 SECONDS_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 INTERVAL_BUCKETS = (0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.5, 0.75, 1.0, 2.0, 5.0, 10.0, 30.0)
@@ -218,11 +218,8 @@ class NodeMetrics:
 
 
 def _answer_lookups(readers: ObservedReaders) -> list[Observation]:
-    out = []
-    for i, (hits, misses) in sorted(readers.answer_lookups.items()):
-        out.append(Observation(hits, {"chain.read_worker": str(i), "chain.memo.result": "hit"}))
-        out.append(Observation(misses, {"chain.read_worker": str(i), "chain.memo.result": "miss"}))
-    return out
+    lookups = sorted(readers.answer_lookups.items())
+    return [o for i, (hits, misses) in lookups for o in memo_lookups(hits, misses, {"chain.read_worker": str(i)})]
 
 
 def _diverged(node: ObservedNode) -> list[Observation]:
