@@ -49,8 +49,8 @@ RUNS: tuple[Run, ...] = (
     Run("bench.bench_reads", ("--seconds", "10", "--connections", "32"), ("--seconds", "5", "--connections", "32")),
     Run(
         "bench.bench_replicated",
-        ("--messages", "9000", "--trials", "10"),
-        ("--messages", "6000", "--rounds", "3", "--trials", "3"),
+        ("--messages", "9000", "--trials", "10", "--member-cores", "0.5"),
+        ("--messages", "6000", "--rounds", "3", "--trials", "3", "--member-cores", "0.5"),
     ),
     Run("bench.bench_gateway", ("--sse-clients", "10000"), ("--sse-clients", "2000", "--seconds", "3")),
     Run("bench.bench_store", ("--keys", "1000000"), ("--keys", "100000")),

@@ -22,6 +22,11 @@ behind Envoy's round robin.
   p50/p99;
 - failover: kill -9 the leader, time until a surviving node holds a block cut after the kill, T trials,
   median and max (the killed node is restarted and caught up between trials).
+- one machine per member, emulated (`--member-cores C`, 0.5 in `make bench`): after the rounds above, R'
+  more (`--confined-rounds`, 2) in which every node, solo and each member alike, runs in a CPU quota of C cores
+  of its own (a cgroup; bench/cpulimit.py), etcd and the clients outside them. Three members then have three
+  times solo's CPU, as on three machines; the shared rounds measure them on the same two cores. Printed
+  beside the row (the row is the shared figure); skipped, with the reason, where no cgroup can be made.
 With `--profile DIR`, py-spy samples the members of round 1's clusters and not solo: that round's ratios
 then measure the profiler too (one round of 30,000 messages: 0.48 with it, 0.59 without), and the report
 says so.
@@ -41,12 +46,14 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import grpc
 
 from bench.bench_node import BATCH, Watcher, paced, percentile
 from bench.clients import ClientProcesses
+from bench.cpulimit import CpuLimits, unavailable
 from bench.procstat import cpu_seconds, tree_cpu_delta, tree_cpu_seconds
 from bench.table import Row, emit
 from chain.v1 import message_pb2 as pb
@@ -60,6 +67,7 @@ from tests.fixtures.replicaset import ENV, ReplicaSet, funded_actors, leader_ind
 
 COMMON = ("--web-addr", "", "--verify-workers", "0", "--block-interval", "0.2")
 PACED_BATCH = 5  # messages per batch in the paced (latency) phase
+Round = dict[str, dict[str, float]]  # "solo", "secret", "plain" -> that phase's figures
 
 
 def signed_load(node: NodeProcess, clients: int, total: int, batch: int = BATCH) -> list[list[list[pb.Message]]]:
@@ -129,12 +137,17 @@ def measure(
     clients: int,
     paced: float,
     etcd: EtcdCluster | None = None,
+    limits: CpuLimits | None = None,
 ) -> dict[str, float]:
     """Throughput, and node CPU per committed message: on a shared machine the CPU a message costs is the
     steadier figure (throughput is what the other tenants leave over, divided by it). With `etcd`, its
-    members' CPU per committed message too (they share the machine with the nodes)."""
+    members' CPU per committed message too (they share the machine with the nodes). With `limits`, each
+    node runs in a CPU quota of its own from here on."""
     load = signed_load(nodes[0], clients, messages)
     pids = [n.proc.pid for n in nodes if n.proc is not None]
+    if limits is not None:
+        for pid in pids:
+            limits.confine(pid)
     etcd_pids = [m.proc.pid for m in etcd.members if m.proc is not None] if etcd is not None else []
     before, etcd_before = node_cpu(pids), total_cpu(etcd_pids)
     saturated = phase(targets, targets[0], load)
@@ -155,7 +168,13 @@ def measure(
 
 
 def replicated(
-    work: Path, etcd: EtcdCluster, extra: tuple[str, ...], ns: argparse.Namespace, paced: float, spy: Path | None
+    work: Path,
+    etcd: EtcdCluster,
+    extra: tuple[str, ...],
+    ns: argparse.Namespace,
+    paced: float,
+    spy: Path | None,
+    limits: CpuLimits | None = None,
 ) -> dict[str, float]:
     nodes = ReplicaSet(work, etcd, *COMMON, *extra, block_interval=0.2).start(3)
     spies: list[subprocess.Popen[bytes]] = []
@@ -164,7 +183,7 @@ def replicated(
         if spy is not None:
             spy.mkdir(parents=True, exist_ok=True)
             spies = profile([n.proc.pid for n in nodes.nodes if n.proc is not None], spy, 12)
-        return measure(targets, nodes.nodes, ns.messages, ns.clients, paced, etcd)
+        return measure(targets, nodes.nodes, ns.messages, ns.clients, paced, etcd, limits)
     finally:
         for p in spies:
             p.wait()
@@ -265,14 +284,16 @@ def profile(pids: list[int], out: Path, seconds: float) -> list[subprocess.Popen
 
 
 def round_of(
-    work: Path, etcd: EtcdCluster, ns: argparse.Namespace, r: int, latency: bool
-) -> dict[str, dict[str, float]]:
-    """One round: solo, three members with a cluster secret, three without, one after another."""
+    work: Path, etcd: EtcdCluster, ns: argparse.Namespace, r: int, latency: bool, limits: CpuLimits | None = None
+) -> Round:
+    """One round: solo, three members with a cluster secret, three without, one after another (with `limits`:
+    each node in a CPU quota of its own)."""
     paced = ns.paced_rate if latency else 0.0
-    out: dict[str, dict[str, float]] = {}
-    solo = NodeProcess(work / f"solo{r}", *COMMON, env=ENV).start()
+    tag = "confined-" if limits is not None else ""
+    out: Round = {}
+    solo = NodeProcess(work / f"{tag}solo{r}", *COMMON, env=ENV).start()
     try:
-        out["solo"] = measure([solo.grpc_target], [solo], ns.messages, ns.clients, paced)
+        out["solo"] = measure([solo.grpc_target], [solo], ns.messages, ns.clients, paced, limits=limits)
     finally:
         solo.stop()
     ttl = ("--lease-ttl", str(ns.lease_ttl))
@@ -280,11 +301,10 @@ def round_of(
     secret.write_text(os.urandom(16).hex())
     configs = (("secret", ("--cluster-secret-file", str(secret))), ("plain", ()))
     for name, extra in configs if r % 2 == 0 else configs[::-1]:  # alternate which one goes first
-        print(f"  round {r + 1}: {name}...", file=sys.stderr, flush=True)
-        spy = Path(ns.profile) / f"{name}{r}" if ns.profile and r == 0 else None
-        out[name] = replicated(
-            work / f"{name}{r}", etcd, (*ttl, "--etcd-prefix", f"/{name}{r}/", *extra), ns, paced, spy
-        )
+        print(f"  round {r + 1}: {tag}{name}...", file=sys.stderr, flush=True)
+        spy = Path(ns.profile) / f"{name}{r}" if ns.profile and r == 0 and limits is None else None
+        prefix = ("--etcd-prefix", f"/{tag}{name}{r}/")
+        out[name] = replicated(work / f"{tag}{name}{r}", etcd, (*ttl, *prefix, *extra), ns, paced, spy, limits)
     return out
 
 
@@ -298,6 +318,8 @@ def main() -> None:
     parser.add_argument("--lease-ttl", type=int, default=2)
     parser.add_argument("--admission-rounds", type=int, default=3, help="0 skips the leader admission rounds")
     parser.add_argument("--profile", default="", help="a directory: py-spy each member in round 1")
+    parser.add_argument("--member-cores", type=float, default=0.0, help="> 0: rounds with each node in a quota")
+    parser.add_argument("--confined-rounds", type=int, default=2, help="rounds with --member-cores")
     ns = parser.parse_args()
     with tempfile.TemporaryDirectory() as d:
         work = Path(d)
@@ -311,10 +333,27 @@ def main() -> None:
             for r in range(ns.rounds):
                 print(f"round {r + 1} of {ns.rounds}: solo, 3 nodes with and without a secret", file=sys.stderr)
                 rounds.append(round_of(work, etcd, ns, r, latency=r == 0))
+            confined, skipped = confined_rounds(work, etcd, ns)
             times = failover(work, etcd, ns) if ns.trials else []
         finally:
             etcd.stop()
-    report(rounds, ns, proved, plain, times)
+    report(rounds, ns, proved, plain, times, confined, skipped)
+
+
+def confined_rounds(work: Path, etcd: EtcdCluster, ns: argparse.Namespace) -> tuple[list[Round], str]:
+    """The rounds with each node in a CPU quota of its own (`--member-cores`), or why there are none."""
+    if ns.member_cores <= 0 or ns.confined_rounds <= 0:
+        return [], ""
+    why = unavailable()
+    if why:
+        print(f"confined rounds skipped: {why}", file=sys.stderr)
+        return [], why
+    out = []
+    with CpuLimits(ns.member_cores) as limits:
+        for r in range(ns.confined_rounds):
+            print(f"confined round {r + 1} of {ns.confined_rounds}: {ns.member_cores} cores a node", file=sys.stderr)
+            out.append(round_of(work, etcd, ns, r, latency=False, limits=limits))
+    return out, ""
 
 
 def failover(work: Path, etcd: EtcdCluster, ns: argparse.Namespace) -> list[float]:
@@ -332,30 +371,24 @@ def spread(values: list[float]) -> str:
 
 
 def report(
-    rounds: list[dict[str, dict[str, float]]], ns: argparse.Namespace, proved: float, plain: float, times: list[float]
+    rounds: list[Round],
+    ns: argparse.Namespace,
+    proved: float,
+    plain: float,
+    times: list[float],
+    confined: Sequence[Round] = (),
+    skipped: str = "",
 ) -> None:
     first = rounds[0]
     s, r = first["solo"], first["secret"]
-    ratio = [x["secret"]["rate"] / x["solo"]["rate"] for x in rounds]
-    plain_ratio = [x["plain"]["rate"] / x["solo"]["rate"] for x in rounds]
+    ratio, plain_ratio = ratios(rounds, "secret"), ratios(rounds, "plain")
     print(
         f"\n### Replicated (3 nodes, 3 etcd members) next to solo, {ns.messages:,} messages, {ns.clients} clients "
         f"spread over the members, {len(rounds)} interleaved rounds (median, min-max)\n"
     )
     if ns.profile:
         print("(--profile: py-spy sampled round 1's clusters and not its solo node; round 1's ratios include it)\n")
-    print(
-        "| round | solo msgs/s | 3 nodes, secret | ratio | 3 nodes, no secret | ratio "
-        "| CPU ms/msg solo / secret / none | etcd µs/msg secret / none |"
-    )
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
-    for i, x in enumerate(rounds):
-        a, b, c = x["solo"], x["secret"], x["plain"]
-        print(
-            f"| {i + 1} | {a['rate']:,.0f} | {b['rate']:,.0f} | {b['rate'] / a['rate']:.2f} | {c['rate']:,.0f} | "
-            f"{c['rate'] / a['rate']:.2f} | {a['cpu_ms']:.2f} / {b['cpu_ms']:.2f} / {c['cpu_ms']:.2f} | "
-            f"{b['etcd_ms'] * 1000:.0f} / {c['etcd_ms'] * 1000:.0f} |"
-        )
+    print_rounds(rounds)
     print(f"\ncommitted msgs/s ratio with the cluster secret: {spread(ratio)}; without: {spread(plain_ratio)}")
     cpu = [x["secret"]["cpu_ms"] / x["solo"]["cpu_ms"] for x in rounds]
     cpu_plain = [x["plain"]["cpu_ms"] / x["solo"]["cpu_ms"] for x in rounds]
@@ -386,7 +419,38 @@ def report(
         f"median of {len(rounds)} interleaved rounds {spread(ratio)} (with the cluster secret; without "
         f"{spread(plain_ratio)}), {ns.messages:,} msgs"
     )
+    if confined:
+        own = f"{spread(ratios(confined, 'secret'))}, without the secret {spread(ratios(confined, 'plain'))}"
+        print(
+            f"\n### Each node in a CPU quota of {ns.member_cores} cores of its own (one machine per member, "
+            f"emulated), {len(confined)} rounds\n"
+        )
+        print_rounds(confined)
+        print(f"\ncommitted msgs/s ratio, each node in its own quota, with the cluster secret: {own}")
+        how += f"; each node in its own {ns.member_cores}-core quota: {own}"
+    elif skipped:
+        print(f"\n(the rounds with each node in a CPU quota of its own were skipped: {skipped})")
     emit(Row("replicated_ratio", statistics.median(ratio), how))
+
+
+def ratios(rounds: Sequence[Round], cluster: str) -> list[float]:
+    """Each round's committed msgs/s of `cluster` ("secret" or "plain") ÷ its solo's."""
+    return [x[cluster]["rate"] / x["solo"]["rate"] for x in rounds]
+
+
+def print_rounds(rounds: Sequence[Round]) -> None:
+    print(
+        "| round | solo msgs/s | 3 nodes, secret | ratio | 3 nodes, no secret | ratio "
+        "| CPU ms/msg solo / secret / none | etcd µs/msg secret / none |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for i, x in enumerate(rounds):
+        a, b, c = x["solo"], x["secret"], x["plain"]
+        print(
+            f"| {i + 1} | {a['rate']:,.0f} | {b['rate']:,.0f} | {b['rate'] / a['rate']:.2f} | {c['rate']:,.0f} | "
+            f"{c['rate'] / a['rate']:.2f} | {a['cpu_ms']:.2f} / {b['cpu_ms']:.2f} / {c['cpu_ms']:.2f} | "
+            f"{b['etcd_ms'] * 1000:.0f} / {c['etcd_ms'] * 1000:.0f} |"
+        )
 
 
 if __name__ == "__main__":
