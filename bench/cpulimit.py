@@ -3,7 +3,8 @@
 `CpuLimits` makes one cgroup (v1 `cpu` controller) per confined group under a parent of its own, gives each a
 CFS quota of `cores` cores (`cpu.cfs_quota_us` = cores x `cpu.cfs_period_us`), and moves a process tree into it;
 processes the tree starts later are born inside. `close()` moves what is still alive back to the root group and
-removes the groups. Only cgroup v1's `cpu` controller is handled (what this project's bench machine mounts,
+removes the groups; groups a killed bench left behind (their bench process is gone) are removed on entry.
+Only cgroup v1's `cpu` controller is handled (what this project's bench machine mounts,
 at /sys/fs/cgroup/cpu); `unavailable()` says why a machine cannot confine (no such controller, not writable),
 and the bench then skips the confined rounds and says so.
 """
@@ -18,6 +19,7 @@ from types import TracebackType
 from bench.procstat import descendants
 
 CPU_ROOT = Path("/sys/fs/cgroup/cpu")
+PREFIX = "chain-bench-"  # + the pid of the bench process that made the groups
 
 
 def unavailable(root: Path = CPU_ROOT) -> str:
@@ -35,13 +37,17 @@ class CpuLimits:
             raise ValueError(f"cores must be positive, got {cores}")
         self.cores = cores
         self.root = root
-        self.parent = root / f"chain-bench-{os.getpid()}"
+        self.parent = root / f"{PREFIX}{os.getpid()}"
         self._groups: list[Path] = []
 
     def __enter__(self) -> CpuLimits:
         why = unavailable(self.root)
         if why:
             raise RuntimeError(why)
+        for stale in self.root.glob(f"{PREFIX}*"):
+            owner = stale.name.removeprefix(PREFIX)
+            if owner.isdigit() and not Path(f"/proc/{owner}").exists():
+                self._remove(stale, sorted(p for p in stale.iterdir() if p.is_dir()))
         self.parent.mkdir()
         return self
 
@@ -61,15 +67,18 @@ class CpuLimits:
         return group
 
     def close(self) -> None:
-        for group in self._groups:
+        self._remove(self.parent, self._groups)
+        self._groups = []
+
+    def _remove(self, parent: Path, groups: list[Path]) -> None:
+        for group in groups:
             for pid in members(group):
                 with contextlib.suppress(ProcessLookupError):
                     (self.root / "cgroup.procs").write_text(str(pid))
             with contextlib.suppress(FileNotFoundError):
                 group.rmdir()
-        self._groups = []
         with contextlib.suppress(FileNotFoundError):
-            self.parent.rmdir()
+            parent.rmdir()
 
 
 def members(group: Path) -> list[int]:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.cpulimit import CPU_ROOT, CpuLimits, members, unavailable
+from bench.cpulimit import CPU_ROOT, PREFIX, CpuLimits, members, unavailable
 
 BUSY = "import time\nend = time.time() + 30\nwhile time.time() < end: pass\n"
 # a parent that starts a busy child after it was confined, then spins itself
@@ -69,6 +69,28 @@ def test_groups_of_ended_processes_are_removed_too() -> None:
         assert members(group) == [proc.pid]
         proc.communicate(b"\n")
     assert not group.exists() and not limits.parent.exists()
+
+
+@needs_cgroup
+def test_groups_a_killed_bench_left_are_removed_on_entry() -> None:
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    stale = CPU_ROOT / f"{PREFIX}{gone.pid}"
+    (stale / "g0").mkdir(parents=True)
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        (stale / "g0" / "cgroup.procs").write_text(str(sleeper.pid))
+        with CpuLimits(0.5) as limits:
+            assert not stale.exists()
+            assert limits.parent.exists()
+        root = {int(p) for p in (CPU_ROOT / "cgroup.procs").read_text().split()}
+        assert sleeper.pid in root
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+        for group in (stale / "g0", stale):
+            if group.exists():
+                group.rmdir()
 
 
 def test_a_machine_without_the_controller_says_why(tmp_path: Path) -> None:
