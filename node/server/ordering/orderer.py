@@ -25,6 +25,7 @@ from chain.v1 import message_pb2 as pb
 from node.chain import Chain
 from node.errors import StorageFailed
 from node.server.events import EventHub
+from node.server.ordering.applier import BlockApplier
 from node.server.storage_health import StorageHealth
 from node.server.write.mempool import Mempool
 from node.server.write.pipeline import Outcome, Pipeline
@@ -92,6 +93,7 @@ class SoloOrderer:
         self.clock = clock
         self.on_block = on_block
         self.storage = storage or StorageHealth()
+        self._publisher = BlockApplier(chain, mempool, pipeline, hub, self.storage)
         self._task: asyncio.Task[None] | None = None
         self._building = 0
         self.blocks_from_pending = 0  # blocks sealed from the pending state (their messages executed once)
@@ -167,11 +169,7 @@ class SoloOrderer:
             len(self.mempool),
         )
         self._last_block = self.clock()
-        record.committed(out, self.mempool.admissions)  # span and metrics, before the mempool forgets them
-        committed = [bytes(r.message.hash) for r in out.applied]
-        self.mempool.remove(committed + [d.hash for d in out.dropped])
-        self.pipeline.after_block(committed, out.dropped, out.block.header.number, out.block)
-        self.hub.publish(out.block, out.applied)
+        self._publisher.publish(out, record)  # span and metrics, mempool, pending state, events: as for any block
         if self.on_block is not None:
             self.on_block(out)
         return out
