@@ -3,6 +3,8 @@ emulated machine per member), and the groups gone afterwards. Needs cgroup v1's 
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -51,14 +53,18 @@ def test_a_confined_tree_is_held_to_its_quota_and_its_later_children_are_born_in
         parent.stdin.write("go\n")
         parent.stdin.flush()
         child = int(parent.stdout.readline())
-        assert set(members(group)) == {parent.pid, child}
-        deadline = time.monotonic() + 20
-        while throttled(group) < 3 and time.monotonic() < deadline:  # two busy processes on 0.2 of a core
-            time.sleep(0.1)
-        assert throttled(group) >= 3
-    assert not group.exists() and not limits.parent.exists()
-    root = {int(p) for p in (CPU_ROOT / "cgroup.procs").read_text().split()}
-    assert {parent.pid, child} <= root  # still running, back in the root group
+        try:
+            assert set(members(group)) == {parent.pid, child}
+            deadline = time.monotonic() + 20
+            while throttled(group) < 3 and time.monotonic() < deadline:  # two busy processes on 0.2 of a core
+                time.sleep(0.1)
+            assert throttled(group) >= 3
+            limits.close()
+            assert not group.exists() and not limits.parent.exists()
+            root = {int(p) for p in (CPU_ROOT / "cgroup.procs").read_text().split()}
+            assert {parent.pid, child} <= root  # still running, back in the root group
+        finally:
+            os.kill(child, signal.SIGKILL)  # the fixture ends the parent; its busy child would spin on
 
 
 @needs_cgroup
