@@ -99,7 +99,7 @@ def store_size(data_dir: Path) -> StoreSize:
         pages: dict[str, int] = {}
         entries: dict[str, int] = {}
         with env.begin() as txn:
-            for name in ("state", "tree"):
+            for name in ("state", "nodes"):  # the tree's nodes, by block (the `tree` database holds format 1's)
                 stat = txn.stat(env.open_db(name.encode(), txn=txn, create=False))
                 pages[name] = stat["branch_pages"] + stat["leaf_pages"] + stat["overflow_pages"]
                 entries[name] = stat["entries"]

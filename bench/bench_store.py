@@ -29,6 +29,7 @@ from node.chain import Chain
 from node.constants import PROTOCOL_VERSION
 from node.state.params import ChainParams
 from node.storage import schema
+from node.storage.tree_layout import update_writes
 
 
 def build(path: Path, keys: int, block_keys: int) -> int:
@@ -42,6 +43,7 @@ def build(path: Path, keys: int, block_keys: int) -> int:
             changes = {schema.account_key(os.urandom(20)): os.urandom(120) for _ in range(batch)}
             with chain.read() as (_view, nodes):
                 result = merkle.update(nodes, parent.header.state_root, changes)
+                roots, stored = update_writes(parent.header.number + 1, result.root, result.new_nodes, nodes.where)
             header = block_pb2.BlockHeader(
                 number=parent.header.number + 1,
                 parent_hash=parent.hash,
@@ -53,10 +55,10 @@ def build(path: Path, keys: int, block_keys: int) -> int:
             )
             block = block_pb2.Block(header=header, hash=header_hash(header))
             raw = block.SerializeToString(deterministic=True)
-            writes: dict[bytes, bytes | None] = dict(changes)
+            writes: dict[bytes, bytes | None] = {**changes, **roots}
             writes[schema.block_key(header.number)] = raw
             writes[schema.meta_key(schema.META_HEAD)] = raw
-            chain.store.commit(writes, result.new_nodes)
+            chain.store.commit(writes, stored)
             parent = block
             made += batch
         return int(parent.header.number)

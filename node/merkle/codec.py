@@ -22,6 +22,7 @@ from blake3 import blake3
 HASH_LEN = 32
 PATH_BITS = 256
 NODE_LEN = 1 + 2 * HASH_LEN
+PLACED_INTERNAL_LEN = NODE_LEN + 16  # an internal node as stored on disk: its encoding, then two locations
 EMPTY = bytes(HASH_LEN)
 LEAF_TAG = b"\x00"
 INTERNAL_TAG = b"\x01"
@@ -67,13 +68,13 @@ def node_hash(encoded: bytes) -> bytes:
 
 
 def decode(encoded: bytes) -> Node | None:
-    """Decode a stored node; None when the bytes are not a well-formed node."""
-    if len(encoded) != NODE_LEN:
-        return None
-    tag = encoded[0]
-    if tag == 1:
+    """Decode a node as encoded or as stored (an internal node may be followed by its children's places on
+    disk, 16 bytes: node/storage/tree_layout.py); None when the bytes are not a well-formed node."""
+    size = len(encoded)
+    tag = encoded[0] if size else -1
+    if tag == 1 and size in (NODE_LEN, PLACED_INTERNAL_LEN):
         return _new_internal((encoded[1:33], encoded[33:65]))
-    if tag == 0:
+    if tag == 0 and size == NODE_LEN:
         return _new_leaf((encoded[1:33], encoded[33:65]))
     return None
 

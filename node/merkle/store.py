@@ -76,9 +76,10 @@ def _drop_oldest(nodes: dict[bytes, bytes], count: int) -> None:
 
 class CachedNodeStore:
     """A node store read through a memo first (`RecentNodes`, `ReadNodes`); with `keep`, what a miss reads
-    from the store is handed to it."""
+    from the store is handed to it. A store that learns from the nodes it serves (the LMDB node view learns
+    where each child is stored from its parent) is shown each hit too, as if it had read it."""
 
-    __slots__ = ("_keep", "_recent", "_store")
+    __slots__ = ("_keep", "_learn", "_recent", "_store")
 
     def __init__(
         self, recent: Mapping[bytes, bytes], store: NodeStore, keep: Callable[[bytes, bytes], None] | None = None
@@ -86,10 +87,13 @@ class CachedNodeStore:
         self._recent = recent
         self._store = store
         self._keep = keep
+        self._learn: Callable[[bytes], None] | None = getattr(store, "learn", None)
 
     def get(self, node_hash: bytes) -> bytes | None:
         hit = self._recent.get(node_hash)
         if hit is not None:
+            if self._learn is not None:
+                self._learn(hit)
             return hit
         data = self._store.get(node_hash)
         if data is not None and self._keep is not None:

@@ -2,7 +2,8 @@
 
 1. every check the node makes at start-up, with the page walk reaching every node of every leaf page;
 2. every block: stored under its number, hashes to its hash, links to its parent, numbers 0..head;
-3. every tree node: hashes to the name it is stored under;
+3. every tree node: hashes to the name it is stored under, and an internal node's children are stored where
+   it says they are (node/storage/tree_layout.py);
 4. the state root recomputed from the leaves (every public-state record) equals the head's.
 
 Progress goes to stderr about once a second. Exit 0 and a summary (stderr) plus a JSON document (stdout)
@@ -27,9 +28,11 @@ from blake3 import blake3
 from chain.v1 import block_pb2
 from node.errors import DataCorrupted, StoreRefused
 from node.merkle.build import build_sorted
+from node.merkle.codec import EMPTY, NODE_LEN, decode
 from node.storage import schema
 from node.storage.integrity import CHECKED_KEYS, check_contents, check_files, check_record
 from node.storage.lmdb_store import LmdbReadView, LmdbStore
+from node.storage.tree_layout import PLACED_LEN
 
 EXIT_SOUND, EXIT_DAMAGED, EXIT_USAGE = 0, 1, 2
 
@@ -96,12 +99,20 @@ def check_blocks(view: LmdbReadView, head: block_pb2.Block, progress: Progress) 
 def check_tree_nodes(store: LmdbStore, progress: Progress) -> int:
     total = store.tree_node_count()
     count = 0
-    for name, encoded in store.tree_nodes():
-        if blake3(encoded).digest() != name:
-            raise Damaged(f"tree node {name.hex()[:16]} does not hash to its name")
-        count += 1
-        if not count & 0xFFFF:
-            progress.tick("tree nodes", count, total)
+    with store.read() as (_view, nodes):
+        for name, stored in store.tree_nodes():
+            if decode(stored) is None or blake3(stored[:NODE_LEN]).digest() != name:
+                raise Damaged(f"tree node {name.hex()[:16]} does not hash to its name")
+            if len(stored) == PLACED_LEN:
+                for child, at in ((stored[1:33], stored[65:73]), (stored[33:65], stored[73:81])):
+                    if child != EMPTY and not nodes.present(child, int.from_bytes(at, "big")):
+                        raise Damaged(
+                            f"tree node {name.hex()[:16]} refers to {child.hex()[:16]} at block "
+                            f"{int.from_bytes(at, 'big')}, where it is not stored"
+                        )
+            count += 1
+            if not count & 0xFFFF:
+                progress.tick("tree nodes", count, total)
     return count
 
 

@@ -22,7 +22,8 @@ from typing import Any
 
 from chain.v1 import message_pb2 as pb
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # what this node writes: 2 stores tree nodes with their block (node/storage/tree_layout.py)
+READABLE_FORMATS = (1, 2)  # what it opens; a store of format 1 is marked 2 when opened for writing
 IDENTITY_FILE = "store-identity.json"
 DATA_FILE = "data.mdb"
 LOCK_FILE = "lock.mdb"
@@ -56,6 +57,10 @@ class StoreIdentity:
             return cls(int(doc["format_version"]), str(doc["network"]), bytes.fromhex(doc["genesis_hash"]))
         except (ValueError, KeyError, TypeError) as err:
             raise IdentityUnreadable(str(err)) from None
+
+    def same_chain(self, other: StoreIdentity) -> bool:
+        """The same network and genesis, whatever the format versions."""
+        return (self.network, self.genesis_hash) == (other.network, other.genesis_hash)
 
     def describe(self) -> str:
         return f"{self.network} chain with genesis {self.genesis_hash.hex()[:16]}"

@@ -32,6 +32,7 @@ from node.storage.identity import (
     FORMAT_VERSION,
     IDENTITY_FILE,
     LOCK_FILE,
+    READABLE_FORMATS,
     IdentityUnreadable,
     StoreIdentity,
     network_name,
@@ -42,6 +43,7 @@ from node.storage.lmdb_store import LmdbNodeView, LmdbReadView, LmdbStore
 
 HEAD_CHAIN_DEPTH = 64
 TREE_DB = b"tree"
+NODES_DB = b"nodes"
 HEAD_KEY = schema.meta_key(schema.META_HEAD)
 BLOCK_PREFIX = schema.blocks_prefix()
 CHECKED_KEYS = (BLOCK_PREFIX, HEAD_KEY)  # the keys check_record looks at: it passes every other record unread
@@ -98,7 +100,7 @@ def check_files(data_dir: Path, *, deep: bool = False) -> StoreIdentity | None:
         held = IDENTITY_FILE if identity is not None else LOCK_FILE
         raise refuse(data_dir, f"{DATA_FILE} is missing but this directory has held a store ({held} is there)")
     try:
-        check_file(data, shallow=frozenset() if deep else frozenset({TREE_DB}))
+        check_file(data, shallow=frozenset() if deep else frozenset({TREE_DB, NODES_DB}))
     except LmdbFileDamaged as err:
         raise refuse(data_dir, f"{DATA_FILE} is damaged: {err}") from None
     except OSError as err:
@@ -111,7 +113,7 @@ class Contents:
     identity: StoreIdentity
     params: ChainParams
     head: block_pb2.Block
-    recorded: bool  # the identity record is in the store (False: a store from before identities)
+    recorded: bool  # the identity record is in the store as this node writes it (False: none yet, or of format 1)
 
 
 def _load_head(data_dir: Path, view: LmdbReadView) -> block_pb2.Block:
@@ -168,15 +170,16 @@ def _identity(data_dir: Path, view: LmdbReadView) -> tuple[StoreIdentity, ChainP
         stored = StoreIdentity.decode(recorded)
     except IdentityUnreadable as err:
         raise refuse(data_dir, f"the identity record is unreadable ({err})") from None
-    if stored.format_version != FORMAT_VERSION:
+    if stored.format_version not in READABLE_FORMATS:
+        readable = ", ".join(str(v) for v in READABLE_FORMATS)
         raise refuse(
             data_dir,
-            f"store format version {stored.format_version}, this node reads {FORMAT_VERSION}",
+            f"store format version {stored.format_version}, this node reads {readable}",
             "run a chain-node release that reads it, or restore a snapshot made by this release",
         )
-    if stored != identity:
+    if not stored.same_chain(identity):
         raise refuse(data_dir, f"the identity record ({stored.describe()}) disagrees with block 0")
-    return identity, params, True
+    return identity, params, stored.format_version == FORMAT_VERSION
 
 
 def check_contents(store: LmdbStore, file_identity: StoreIdentity | None) -> Contents:
@@ -190,7 +193,7 @@ def check_contents(store: LmdbStore, file_identity: StoreIdentity | None) -> Con
             _check_root(data_dir, nodes, head)
     except (DataCorrupted, DecodeError) as err:
         raise refuse(data_dir, f"{DATA_FILE} is damaged: {err}") from None
-    if file_identity is not None and file_identity != identity:
+    if file_identity is not None and not file_identity.same_chain(identity):
         raise refuse(
             data_dir,
             f"{IDENTITY_FILE} names a {file_identity.describe()} but {DATA_FILE} holds a {identity.describe()}",

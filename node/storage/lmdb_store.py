@@ -1,9 +1,11 @@
 """The embedded store: LMDB on disk.
 
-Two named databases: `state` (every key built by node.storage.schema) and
-`tree` (sparse Merkle tree nodes, content addressed). A block's writes,
-including its tree nodes, go in one write transaction, so a crash leaves the
-store exactly at the previous block.
+Three named databases: `state` (every key built by node.storage.schema),
+`nodes` (the sparse Merkle tree's nodes, each under the block that stored it:
+node/storage/tree_layout.py) and `tree` (the nodes of stores written before
+that layout, by hash; read, never written). A block's writes, including its
+tree nodes, go in one write transaction, so a crash leaves the store exactly
+at the previous block.
 
 Integrity: an LMDB error that means a damaged file, a tree node that does not hash to its name, or a record
 that fails the store's `check` (node.storage.integrity.check_record: blocks) is latched in the store's
@@ -22,8 +24,10 @@ import lmdb
 from blake3 import blake3
 
 from node.errors import StorageFailed
+from node.storage import schema
 from node.storage.fault import StoreFault
 from node.storage.kv import prefix_end
+from node.storage.tree_layout import LEGACY, learn
 
 DEFAULT_MAP_SIZE = 64 * 1024**3
 # LMDB errors that mean the file is damaged (not a full disk, a full map, a busy reader table, a failed
@@ -143,23 +147,61 @@ class LmdbReadView:
 
 
 class LmdbNodeView:
-    """Tree-node lookups by hash within one LMDB transaction; every node read is checked against its hash."""
+    """Tree-node lookups by hash within one LMDB transaction; every node read is checked against its hash.
 
-    __slots__ = ("_db", "_fault", "_txn")
+    Each node is looked up where it is stored (node/storage/tree_layout.py): a node this view has seen the
+    parent of, where that parent says; any other (a walk's root) by the root's location record in `state`;
+    one without either in the hash-keyed `legacy` database. What it returns is the stored form (an internal
+    node may carry its children's locations after its 65-byte encoding); `where` is what it has learned."""
 
-    def __init__(self, txn: Any, db: Any, fault: StoreFault | None = None) -> None:
+    __slots__ = ("_db", "_fault", "_legacy", "_state", "_txn", "where")
+
+    def __init__(
+        self, txn: Any, db: Any, fault: StoreFault | None = None, *, legacy: Any = None, state: Any = None
+    ) -> None:
+        """`db`: the `nodes` database (None: a store with none yet); `legacy`: the `tree` database (None: none);
+        `state`: the database of the roots' location records (None: every root is legacy)."""
         self._txn = txn
         self._db = db
+        self._legacy = legacy
+        self._state = state
         self._fault = fault or StoreFault(Path("?"))
+        self.where: dict[bytes, int] = {}
 
     def get(self, node_hash: bytes) -> bytes | None:
+        at = self.where.get(node_hash)
+        txn = self._txn
         try:  # arguments by position, as in LmdbReadView.get
-            value: bytes | None = self._txn.get(node_hash, None, self._db)
+            if at is None:
+                at = self._root_location(node_hash)
+            if at != LEGACY:
+                value: bytes | None = txn.get(schema.tree_node_key(at, node_hash), None, self._db)
+            else:
+                value = None if self._legacy is None else txn.get(node_hash, None, self._legacy)
         except DAMAGE_ERRORS as err:
             raise self._fault.record(f"LMDB: {err}") from None
-        if value is not None and blake3(value).digest() != node_hash:  # bytes: no transaction is a buffers one
+        if value is None:
+            return None
+        if blake3(value[:65]).digest() != node_hash:  # bytes: no transaction is a buffers one
             raise self._fault.record(f"tree node {node_hash.hex()[:16]} does not hash to its name")
+        learn(self.where, value)
         return value
+
+    def learn(self, stored: bytes) -> None:
+        """A node's stored form read elsewhere (a memo of this store's nodes): where its children are."""
+        learn(self.where, stored)
+
+    def present(self, node_hash: bytes, location: int) -> bool:
+        """Is a node stored under this name at this location (unchecked: verify-store checks every node)?"""
+        db = self._legacy if location == LEGACY else self._db
+        key = node_hash if location == LEGACY else schema.tree_node_key(location, node_hash)
+        return db is not None and self._txn.get(key, None, db) is not None
+
+    def _root_location(self, node_hash: bytes) -> int:
+        if self._state is None or self._db is None:
+            return LEGACY
+        raw = self._txn.get(schema.tree_root_key(node_hash), None, self._state)
+        return LEGACY if raw is None else int.from_bytes(raw, "big")
 
 
 class ReadSnapshot:
@@ -211,7 +253,15 @@ class LmdbStore:
             readonly=readonly,
         )
         self._state = self._env.open_db(b"state", create=not readonly)
-        self._tree = self._env.open_db(b"tree", create=not readonly)
+        self._tree = self._open_db(b"tree", readonly)  # the nodes of format 1, by hash (read, never written)
+        self._nodes = self._open_db(b"nodes", readonly)  # every node stored since, by block and hash
+
+    def _open_db(self, name: bytes, readonly: bool) -> Any:
+        """A named database; None when a read-only environment has none (a store of an older format)."""
+        try:
+            return self._env.open_db(name, create=not readonly)
+        except lmdb.NotFoundError:
+            return None
 
     @contextmanager
     def read(self) -> Iterator[tuple[LmdbReadView, LmdbNodeView]]:
@@ -221,7 +271,7 @@ class LmdbStore:
 
     def _views(self, txn: Any) -> tuple[LmdbReadView, LmdbNodeView]:
         view = LmdbReadView(txn, self._state, self.fault, self._check, self._scope)
-        return view, LmdbNodeView(txn, self._tree, self.fault)
+        return view, LmdbNodeView(txn, self._nodes, self.fault, legacy=self._tree, state=self._state)
 
     def begin_read(self) -> ReadSnapshot:
         """A long-lived read snapshot (close it when done): the mempool validates against one."""
@@ -230,7 +280,8 @@ class LmdbStore:
 
     def commit(self, writes: Mapping[bytes, bytes | None], tree_nodes: Mapping[bytes, bytes]) -> None:
         """Write one block's changes atomically; StorageFailed (nothing written) when the disk refuses,
-        DataCorrupted (latched) when LMDB finds the file damaged."""
+        DataCorrupted (latched) when LMDB finds the file damaged. `tree_nodes`: the block's nodes in the
+        `nodes` database, `schema.tree_node_key` -> stored form (`Chain.commit` makes them)."""
         try:
             self._write(writes, tree_nodes)
         except DAMAGE_ERRORS as err:
@@ -253,9 +304,8 @@ class LmdbStore:
                 for key, value in writes.items():
                     if value is None:
                         txn.delete(key, db=self._state)
-            if tree_nodes:
-                tree_cursor = txn.cursor(db=self._tree)
-                tree_cursor.putmulti(sorted(tree_nodes.items()), overwrite=False)
+            if tree_nodes:  # keyed by the block's number first: appended after every node stored before
+                txn.cursor(db=self._nodes).putmulti(sorted(tree_nodes.items()), append=True)
 
     def copy_to(self, dest: Path | str) -> None:
         """A consistent, compacted copy of the whole environment (snapshots)."""
@@ -263,13 +313,18 @@ class LmdbStore:
         self._env.copy(str(dest), compact=True)
 
     def tree_nodes(self) -> Iterator[tuple[bytes, bytes]]:
-        """Every stored tree node (hash, encoding), unchecked: verify-store checks them itself."""
+        """Every stored tree node (hash, stored form), unchecked: verify-store checks them itself. The
+        legacy ones (by hash) first, then the rest in the order the blocks stored them."""
         with self._env.begin() as txn:
-            yield from txn.cursor(db=self._tree).iternext()
+            if self._tree is not None:
+                yield from txn.cursor(db=self._tree).iternext()
+            if self._nodes is not None:
+                for key, value in txn.cursor(db=self._nodes).iternext():
+                    yield key[8:], value
 
     def tree_node_count(self) -> int:
         with self._env.begin() as txn:
-            return int(txn.stat(self._tree)["entries"])
+            return sum(int(txn.stat(db)["entries"]) for db in (self._tree, self._nodes) if db is not None)
 
     def entry_count(self) -> int:
         with self._env.begin() as txn:

@@ -50,6 +50,7 @@ class Prefix(IntEnum):
     BLOCK = 0x60
     MESSAGE = 0x61
     EVENT = 0x62
+    TREE_ROOT = 0x63  # where a state root's tree node is stored (node/storage/tree_layout.py)
     META = 0x70
 
 
@@ -124,6 +125,7 @@ _LIVE_PROJECTS: Final = bytes([Prefix.LIVE_PROJECTS])
 _BLOCK: Final = bytes([Prefix.BLOCK])
 _MESSAGE: Final = bytes([Prefix.MESSAGE])
 _EVENT: Final = bytes([Prefix.EVENT])
+_TREE_ROOT: Final = bytes([Prefix.TREE_ROOT])
 _META: Final = bytes([Prefix.META])
 
 
@@ -327,6 +329,17 @@ def event_key(event_id: int) -> bytes:
 
 def events_prefix() -> bytes:
     return _EVENT
+
+
+def tree_root_key(root: bytes) -> bytes:
+    """A state root -> the location (u64) of its tree node: where every walk from that root starts."""
+    return _TREE_ROOT + root
+
+
+def tree_node_key(location: int, node_hash: bytes) -> bytes:
+    """A tree node in the `nodes` database: the number of the block that stored it, then its hash, so that
+    each block's nodes are appended at the end of the B-tree (node/storage/tree_layout.py)."""
+    return u64(location) + node_hash
 
 
 def meta_key(name: str) -> bytes:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import lmdb
 from blake3 import blake3
@@ -19,7 +20,7 @@ from chain.v1 import block_pb2
 from node.block import header_hash
 from node.errors import RestoreFailed
 from node.merkle import EMPTY
-from node.merkle.codec import INTERNAL_TAG, LEAF_TAG, NODE_LEN
+from node.merkle.codec import INTERNAL_TAG, LEAF_TAG, NODE_LEN, PLACED_INTERNAL_LEN
 from node.state.access import StateAccess
 from node.storage.kv import Overlay
 from node.storage.lmdb_store import LmdbNodeView, LmdbReadView
@@ -55,7 +56,10 @@ def walk_tree(nodes: LmdbNodeView, root: bytes) -> int:
         raw = get(ref)
         if raw is None:
             raise RestoreFailed(f"state tree node {ref.hex()} is missing")
-        if len(raw) != NODE_LEN or blake3(raw).digest() != ref:
+        size = len(raw)  # an internal node may be stored with its children's locations after it
+        if (size != NODE_LEN and (size != PLACED_INTERNAL_LEN or raw[0] != INTERNAL)) or blake3(
+            raw[:NODE_LEN]
+        ).digest() != ref:
             raise RestoreFailed(f"state tree node {ref.hex()} does not hash to its reference")
         if raw[0] == LEAF:
             leaves += 1
@@ -72,9 +76,9 @@ def verify_store(directory: Path, expected: Expected) -> block_pb2.Block:
     """The store's head block once everything checks out; RestoreFailed saying what does not."""
     env = lmdb.open(str(directory), readonly=True, lock=False, max_dbs=4, readahead=False)
     try:
-        state, tree = env.open_db(b"state", create=False), env.open_db(b"tree", create=False)
+        state, tree, placed = (_named(env, name) for name in (b"state", b"tree", b"nodes"))
         with env.begin() as txn:  # bytes, as the store views expect
-            view, nodes = LmdbReadView(txn, state), LmdbNodeView(txn, tree)
+            view, nodes = LmdbReadView(txn, state), LmdbNodeView(txn, placed, legacy=tree, state=state)
             head = StateAccess(Overlay(view)).head()
             if head is None:
                 raise RestoreFailed(f"the restored store in {directory} has no head block")
@@ -88,6 +92,17 @@ def verify_store(directory: Path, expected: Expected) -> block_pb2.Block:
     if leaves != public:
         raise RestoreFailed(f"the restored state tree has {leaves} leaves but the store {public} public entries")
     return head
+
+
+def _named(env: lmdb.Environment, name: bytes) -> Any:
+    """A named database of the restored store; None when it has none (`nodes` before format 2, `tree` in a
+    store made by format 2)."""
+    try:
+        return env.open_db(name, create=False)
+    except lmdb.NotFoundError:
+        if name == b"state":
+            raise
+        return None
 
 
 def _check_head(head: block_pb2.Block, expected: Expected) -> None:

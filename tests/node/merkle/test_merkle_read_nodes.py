@@ -12,7 +12,9 @@ from node.errors import DataCorrupted
 from node.merkle import EMPTY, key_path, prove, update, witness
 from node.merkle.codec import encode_internal, encode_leaf
 from node.merkle.store import DictNodeStore, ReadNodes
+from node.storage import schema
 from node.storage.lmdb_store import LmdbStore
+from node.storage.tree_layout import update_writes
 
 
 class Counting:
@@ -39,13 +41,13 @@ def test_proofs_through_the_memo_equal_the_stores_under_every_head(tmp_path: Pat
     root = EMPTY
     keys = [rnd.randbytes(rnd.randint(1, 4)) for _ in range(400)]
     try:
-        for _ in range(10):
+        for number in range(1, 11):
             changes: dict[bytes, bytes | None] = {}
             for key in rnd.sample(keys, 60):
                 changes[key] = None if model and rnd.random() < 0.2 else rnd.randbytes(6)
             with store.read() as (_, nodes):
                 result = update(nodes, root, changes)
-            store.commit({}, result.new_nodes)
+                store.commit(*update_writes(number, result.root, result.new_nodes, nodes.where))
             root = result.root
             roots.append(root)
             for key, value in changes.items():
@@ -86,7 +88,8 @@ def test_a_node_the_store_refuses_is_never_kept(tmp_path: Path) -> None:
     store = LmdbStore(tmp_path / "s", sync=False)
     memo = ReadNodes()
     try:
-        store.commit({}, {name: good[:-1] + b"\x03"})  # stored under the hash of other bytes
+        # stored under the hash of other bytes, as the root of block 1
+        store.commit({schema.tree_root_key(name): schema.u64(1)}, {schema.tree_node_key(1, name): good[:-1] + b"\x03"})
         for _ in range(2):
             with store.read() as (_, nodes), pytest.raises(DataCorrupted, match="does not hash to its name"):
                 memo.over(nodes).get(name)

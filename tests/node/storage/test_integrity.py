@@ -84,25 +84,34 @@ def test_a_broken_parent_link_below_the_head_is_refused(store: Path) -> None:
         Chain.open(store)
 
 
+def _node_keys(chain: Chain) -> tuple[bytes, bytes, bytes, bytes]:
+    """The head's root and its left child, and where each is stored in the `nodes` database."""
+    root = bytes(chain.head().header.state_root)
+    with chain.read() as (view, nodes):
+        at = int.from_bytes(view.get(schema.tree_root_key(root)) or b"", "big")
+        child = (nodes.get(root) or b"")[1:33]
+        return root, schema.tree_node_key(at, root), child, schema.tree_node_key(nodes.where[child], child)
+
+
 def test_a_missing_head_root_node_is_refused(store: Path) -> None:
     chain = Chain.open(store)
-    root = bytes(chain.head().header.state_root)
+    _, root_key, _, _ = _node_keys(chain)
     chain.close()
-    raw_put(store, b"tree", root, None)
+    raw_put(store, b"nodes", root_key, None)
     with pytest.raises(StoreRefused, match=r"state root \w+ is missing from the tree"):
         Chain.open(store)
 
 
 def test_a_tree_node_that_does_not_hash_to_its_name_latches_data_corrupted(store: Path) -> None:
     chain = Chain.open(store)
-    root = bytes(chain.head().header.state_root)
-    with chain.read() as (_, nodes):
-        child = (nodes.get(root) or b"")[1:33]  # the root's left child
+    _, _, child, child_key = _node_keys(chain)  # the root's left child
     chain.close()
-    raw_put(store, b"tree", child, b"\x01" + bytes(64))
+    raw_put(store, b"nodes", child_key, b"\x01" + bytes(64))
     chain = Chain.open(store)  # the start-up check reads the root only
+    root = bytes(chain.head().header.state_root)
     try:
         with pytest.raises(DataCorrupted, match="does not hash to its name"), chain.read() as (_, nodes):
+            nodes.get(root)  # a walk reaches a node through its parent, which says where it is
             nodes.get(child)
         assert chain.store.fault.problem is not None
         with pytest.raises(DataCorrupted), chain.read() as (view, _):  # every later read too
@@ -121,9 +130,9 @@ def test_a_store_without_identity_is_adopted(store: Path) -> None:
 
 def test_a_store_of_another_format_version_is_refused(store: Path) -> None:
     identity = check_store(store)
-    newer = json.dumps({**identity.to_json(), "format_version": 2}).encode()
+    newer = json.dumps({**identity.to_json(), "format_version": 3}).encode()
     raw_put(store, b"state", schema.meta_key(schema.META_IDENTITY), newer)
-    with pytest.raises(StoreRefused, match="store format version 2, this node reads 1"):
+    with pytest.raises(StoreRefused, match="store format version 3, this node reads 1, 2"):
         Chain.open(store)
 
 

@@ -1,0 +1,224 @@
+"""Tree nodes stored with the block that stored them (store format 2, node/storage/tree_layout.py): where each
+block's nodes go, walks and proofs across them, a store of format 1 read and continued, and the refusals."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import lmdb
+import pytest
+
+from node import merkle
+from node.chain import Chain
+from node.errors import InvariantBroken
+from node.merkle.codec import INTERNAL_TAG, encode_internal, encode_leaf, node_hash
+from node.server.verify_store import Damaged, Progress, verify
+from node.state.transition import build_block
+from node.storage import schema, tree_layout
+from node.storage.identity import IDENTITY_FILE, StoreIdentity, read_identity_file, write_identity_file
+from node.storage.tree_layout import LEGACY, PLACED_LEN
+from tests.harness import Actor, Harness
+
+INTERNAL = INTERNAL_TAG[0]
+
+
+def follows(h: Harness, actors: list[Actor], blocks: int, per_block: int) -> list[int]:
+    """Blocks of follows (each block's numbers returned)."""
+    numbers = []
+    for _ in range(blocks):
+        out = h.commit(*[actors[i % len(actors)].b.follow(os.urandom(20)) for i in range(per_block)])
+        numbers.append(int(out.block.header.number))
+    return numbers
+
+
+def raw_nodes(path: Path, db: bytes) -> dict[bytes, bytes]:
+    env = lmdb.open(str(path), max_dbs=4, readonly=True, lock=False)
+    try:
+        handle = env.open_db(db, create=False)
+        with env.begin(db=handle) as txn:
+            return dict(txn.cursor().iternext())
+    finally:
+        env.close()
+
+
+def public_keys(chain: Chain) -> list[bytes]:
+    with chain.read() as (view, _):
+        return [k for k, _ in view.scan(b"") if schema.in_tree(k)]
+
+
+def assert_every_key_proves(
+    chain: Chain, root: bytes, keys: list[bytes], values: dict[bytes, bytes] | None = None
+) -> None:
+    """A proof of each key under `root` read from the store (fresh views: no memo) verifies against it;
+    `values`: the keys' values under that root (default: the store's now)."""
+    with chain.read() as (view, nodes):
+        for key in keys:
+            proof = merkle.prove(nodes, root, key, view.get if values is None else values.get)
+            assert merkle.verify_proof(proof, root), key.hex()
+
+
+def values_of(chain: Chain, keys: list[bytes]) -> dict[bytes, bytes]:
+    with chain.read() as (view, _):
+        return {k: view.get(k) or b"" for k in keys}
+
+
+def to_format_1(path: Path) -> None:
+    """Rewrite a store as format 1 wrote it: every node under its hash in `tree`, as its bare encoding; no
+    root location records; identity format 1 (record and file)."""
+    identity = read_identity_file(path)
+    assert identity is not None
+    old = StoreIdentity(1, identity.network, identity.genesis_hash)
+    env = lmdb.open(str(path), max_dbs=4, map_size=1 << 30)
+    try:
+        state, tree, nodes = env.open_db(b"state"), env.open_db(b"tree"), env.open_db(b"nodes")
+        with env.begin(write=True) as txn:
+            for key, stored in list(txn.cursor(db=nodes).iternext()):
+                txn.put(key[8:], stored[:65], db=tree)
+            txn.drop(nodes, delete=False)
+            roots = [k for k, _ in txn.cursor(db=state).iternext() if k[0] == schema.Prefix.TREE_ROOT]
+            for key in roots:
+                txn.delete(key, db=state)
+            txn.put(schema.meta_key(schema.META_IDENTITY), old.encode(), db=state)
+    finally:
+        env.close()
+    write_identity_file(path, old)
+
+
+def test_each_blocks_new_nodes_are_stored_under_its_number(tmp_path: Path) -> None:
+    h = Harness(tmp_path / "c")
+    actors = [h.actor(units=20) for _ in range(3)]
+    outputs = [h.commit(*[a.b.follow(os.urandom(20)) for a in actors for _ in range(30)]) for _ in range(6)]
+    assert_every_key_proves(h.chain, h.root(), public_keys(h.chain))
+    for out in outputs:
+        root = bytes(out.block.header.state_root)
+        with h.chain.read() as (view, _):
+            assert view.get(schema.tree_root_key(root)) == schema.u64(out.block.header.number)
+    h.chain.close()
+    stored = raw_nodes(tmp_path / "c", b"nodes")
+    for out in outputs:
+        number = int(out.block.header.number)
+        mine = {k[8:]: v for k, v in stored.items() if k[:8] == schema.u64(number)}
+        assert mine == out.tree_nodes  # the block's nodes, in their stored forms, under its number
+        assert all(len(v) == PLACED_LEN for v in mine.values() if v[0] == INTERNAL)
+    assert list(stored) == sorted(stored)  # appended: every block's keys after the one before
+    assert raw_nodes(tmp_path / "c", b"tree") == {}  # nothing is written by hash any more
+
+
+def test_walks_follow_locations_into_older_blocks_and_through_the_memo(tmp_path: Path) -> None:
+    """An update reaches nodes stored blocks ago (read from LMDB with the memo off, or from the memo), and
+    places the new nodes' references to them where they are."""
+    for capacity in (0, 100_000):
+        h = Harness(tmp_path / f"c{capacity}")
+        h.chain.recent_nodes = merkle.store.RecentNodes(capacity)
+        actors = [h.actor(units=20) for _ in range(3)]
+        numbers = follows(h, actors, 5, 40)
+        older = 0
+        for stored in h.commit(actors[0].b.follow(os.urandom(20))).tree_nodes.values():
+            if len(stored) == PLACED_LEN:
+                places = {int.from_bytes(stored[65:73], "big"), int.from_bytes(stored[73:81], "big")}
+                older += any(0 < p < numbers[-1] + 1 for p in places)
+        assert older > 0  # one new path refers to subtrees older blocks stored
+        assert_every_key_proves(h.chain, h.root(), public_keys(h.chain))
+
+
+def test_a_store_of_format_1_is_read_continued_and_marked_format_2(tmp_path: Path) -> None:
+    path = tmp_path / "c"
+    h = Harness(path)
+    actors = [h.actor(units=40) for _ in range(3)]
+    follows(h, actors, 4, 30)
+    old_root, old_keys = h.root(), public_keys(h.chain)
+    old_values = values_of(h.chain, old_keys)
+    h.chain.close()
+    to_format_1(path)
+    assert raw_nodes(path, b"nodes") == {}
+
+    h.chain = Chain.open(path, h.chain.params)
+    assert (read_identity_file(path) or StoreIdentity(0, "", b"")).format_version == 2  # the file
+    with h.chain.read() as (view, _):
+        record = StoreIdentity.decode(view.get(schema.meta_key(schema.META_IDENTITY)) or b"")
+    assert record.format_version == 2  # and the record: a format-1 binary now refuses the store
+    assert_every_key_proves(h.chain, old_root, old_keys)  # every node is legacy, by hash
+
+    numbers = follows(h, actors, 3, 30)
+    assert_every_key_proves(h.chain, h.root(), public_keys(h.chain))
+    assert_every_key_proves(h.chain, old_root, old_keys, old_values)  # an old root still walks, by hash
+    h.chain.close()
+    legacy_refs = sum(
+        LEGACY in (int.from_bytes(v[65:73], "big"), int.from_bytes(v[73:81], "big"))
+        for v in raw_nodes(path, b"nodes").values()
+        if len(v) == PLACED_LEN
+    )
+    assert legacy_refs > 0  # new paths refer to the untouched subtrees of the old layout
+
+    report = verify(path, Progress(60))  # verify-store reads both layouts
+    assert report.height == numbers[-1]
+    reopened = Chain.open(path)
+    try:
+        assert_every_key_proves(reopened, bytes(reopened.head().header.state_root), public_keys(reopened))
+    finally:
+        reopened.close()
+
+
+def test_a_block_whose_nodes_were_not_placed_is_refused_and_nothing_is_stored(tmp_path: Path) -> None:
+    """The gate in Chain.commit: a bare internal node (no children's locations) would make every node below
+    it unreachable once stored."""
+    h = Harness(tmp_path / "c")
+    actors = [h.actor(units=20) for _ in range(2)]
+    follows(h, actors, 2, 20)
+    height, root = h.chain.height, h.root()
+    msgs = [actors[0].b.follow(os.urandom(20)) for _ in range(20)]
+    with h.chain.read() as (view, nodes):
+        bare = build_block(view, h.chain.tree_nodes(nodes), h.chain.params, h.now * 1000, msgs)
+    with pytest.raises(InvariantBroken, match="was not placed"):
+        h.chain.commit(bare)
+    assert (h.chain.height, h.root()) == (height, root)
+    h.commit(*msgs)  # the same messages, built and placed as the node does
+    assert h.chain.height == height + 1
+
+
+def test_a_child_whose_location_the_update_did_not_learn_is_refused() -> None:
+    leaf_a, leaf_b = encode_leaf(b"\x00" * 32, b"\x01" * 32), encode_leaf(b"\x80" + bytes(31), b"\x02" * 32)
+    a, b = node_hash(leaf_a), node_hash(leaf_b)
+    parent = encode_internal(a, b)
+    new = {node_hash(parent): parent, b: leaf_b}
+    with pytest.raises(InvariantBroken, match="did not learn"):
+        tree_layout.place(new, 7, {})
+    placed = tree_layout.place(new, 7, {a: 3})
+    assert placed[node_hash(parent)] == tree_layout.placed(parent, 3, 7) and placed[b] == leaf_b
+    where: dict[bytes, int] = {}
+    tree_layout.learn(where, placed[node_hash(parent)])
+    assert where == {a: 3, b: 7}
+    tree_layout.learn(where := {}, parent)  # a legacy (format 1) internal node: its children are legacy
+    assert where == {a: LEGACY, b: LEGACY}
+
+
+def test_verify_store_finds_a_child_that_is_not_where_its_parent_says(tmp_path: Path) -> None:
+    path = tmp_path / "c"
+    h = Harness(path)
+    actors = [h.actor(units=20) for _ in range(2)]
+    follows(h, actors, 3, 20)
+    h.chain.close()
+    key, stored = next((k, v) for k, v in raw_nodes(path, b"nodes").items() if len(v) == PLACED_LEN)
+    moved = stored[:65] + schema.u64(int.from_bytes(stored[65:73], "big") + 1000) + stored[73:]
+    env = lmdb.open(str(path), max_dbs=4, map_size=1 << 30)
+    try:
+        with env.begin(write=True, db=env.open_db(b"nodes")) as txn:
+            txn.put(key, moved)  # the node still hashes to its name: only its left child's location is wrong
+    finally:
+        env.close()
+    with pytest.raises(Damaged, match="where it is not stored"):
+        verify(path, Progress(60))
+
+
+def test_the_identity_file_of_a_format_1_store_is_rewritten_even_when_the_record_was_first(tmp_path: Path) -> None:
+    """A crash between the record and the file leaves the record at 2 and the file at 1: the next open
+    accepts it (same chain) and writes the file again."""
+    path = tmp_path / "c"
+    h = Harness(path)
+    h.chain.close()
+    identity = read_identity_file(path)
+    assert identity is not None and identity.format_version == 2
+    write_identity_file(path, StoreIdentity(1, identity.network, identity.genesis_hash))
+    Chain.open(path).close()
+    assert (path / IDENTITY_FILE).exists() and read_identity_file(path) == identity
