@@ -29,7 +29,7 @@ from node.chain import Chain
 from node.constants import PROTOCOL_VERSION
 from node.state.params import ChainParams
 from node.storage import schema
-from node.storage.tree_layout import update_writes
+from node.storage.tree_layout import root_record
 
 
 def build(path: Path, keys: int, block_keys: int) -> int:
@@ -41,9 +41,13 @@ def build(path: Path, keys: int, block_keys: int) -> int:
         while made < keys:
             batch = min(block_keys, keys - made)
             changes = {schema.account_key(os.urandom(20)): os.urandom(120) for _ in range(batch)}
+            number = parent.header.number + 1
             with chain.read() as (_view, nodes):
-                result = merkle.update(nodes, parent.header.state_root, changes)
-                roots, stored = update_writes(parent.header.number + 1, result.root, result.new_nodes, nodes.where)
+                root_at = nodes.root_location(parent.header.state_root)
+                result = merkle.update(
+                    nodes, parent.header.state_root, changes, here=schema.u64(number), root_at=root_at
+                )
+            roots = root_record(result)
             header = block_pb2.BlockHeader(
                 number=parent.header.number + 1,
                 parent_hash=parent.hash,
@@ -58,7 +62,7 @@ def build(path: Path, keys: int, block_keys: int) -> int:
             writes: dict[bytes, bytes | None] = {**changes, **roots}
             writes[schema.block_key(header.number)] = raw
             writes[schema.meta_key(schema.META_HEAD)] = raw
-            chain.store.commit(writes, stored)
+            chain.store.commit(writes, result.new_nodes, number)
             parent = block
             made += batch
         return int(parent.header.number)

@@ -12,7 +12,6 @@ raises DataCorrupted, and every later read does too.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -28,11 +27,12 @@ from node.crypto.ed25519 import Ed25519Verifier
 from node.errors import DataCorrupted, InvariantBroken
 from node.merkle import InvalidChange, MerkleError, NodeStore
 from node.merkle.store import ReadNodes, RecentNodes
+from node.merkle.update import Placed
 from node.query.heads import HeadMemo
 from node.state.access import StateAccess
 from node.state.params import ChainParams
 from node.state.transition import BlockOutput, apply_block, build_block, genesis_writes
-from node.storage import schema, tree_layout
+from node.storage import schema
 from node.storage.fault import StoreFault
 from node.storage.identity import write_identity_file
 from node.storage.integrity import (
@@ -230,7 +230,7 @@ class Chain:
 
     def build(self, timestamp_ms: int, candidates: Sequence[pb.Message], *, verify: bool = False) -> BlockOutput:
         with self.read() as (view, nodes):
-            out = build_block(
+            return build_block(
                 view,
                 self.tree_nodes(nodes),
                 self.params,
@@ -238,49 +238,32 @@ class Chain:
                 candidates,
                 verifier=self.verifier if verify else None,
             )
-            return self.placed(out, nodes)
 
     def apply(self, block: block_pb2.Block, *, verify: bool = True) -> BlockOutput:
         with self.read() as (view, nodes):
             verifier = self.verifier if verify else None
-            return self.placed(apply_block(view, self.tree_nodes(nodes), self.params, block, verifier=verifier), nodes)
-
-    @staticmethod
-    def placed(output: BlockOutput, nodes: LmdbNodeView) -> BlockOutput:
-        """`output` ready to commit: its new tree nodes in their stored forms, and its state root's location
-        record among its writes (node/storage/tree_layout.py). `nodes`: the view the block's tree update read
-        through (through `tree_nodes`), which learned where every older node it refers to is."""
-        number = int(output.block.header.number)
-        stored = tree_layout.place(output.tree_nodes, number, nodes.where)
-        root = bytes(output.block.header.state_root)
-        at = tree_layout.root_location(root, output.tree_nodes, number, nodes.where)
-        writes = output.writes
-        if at is not None:
-            writes = {**writes, schema.tree_root_key(root): schema.u64(at)}
-        return dataclasses.replace(output, writes=writes, tree_nodes=stored)
+            return apply_block(view, self.tree_nodes(nodes), self.params, block, verifier=verifier)
 
     def commit(self, output: BlockOutput) -> None:
-        """Write one block atomically (an output `placed` made). The caller serialises commits (one writer)."""
+        """Write one block atomically. The caller serialises commits (one writer)."""
         number = int(output.block.header.number)
         if number != self.height + 1:
             raise InvariantBroken(f"block {number} does not follow {self.height}")
-        bare = tree_layout.unplaced(output.tree_nodes)
-        if bare is not None:
-            raise InvariantBroken(f"block {number}: tree node {bare.hex()[:16]} was not placed (Chain.placed)")
-        keyed = tree_layout.keyed(number, output.tree_nodes)
+        if not isinstance(output.tree_nodes, Placed):  # nothing could find the children of a node stored bare
+            raise InvariantBroken(f"block {number}: its tree nodes were not placed (an update without `here`)")
         if self.writer is None:
-            self.store.commit(output.writes, keyed)
+            self.store.commit(output.writes, output.tree_nodes, number)
         else:
-            self._commit_in_writer(output, keyed)
+            self._commit_in_writer(output)
         self.recent_nodes.add(output.tree_nodes)  # after the transaction: never a node of a block not committed
 
-    def _commit_in_writer(self, output: BlockOutput, keyed: dict[bytes, bytes]) -> None:
+    def _commit_in_writer(self, output: BlockOutput) -> None:
         """A writer that died is replaced once at once (a second loss in a row is StorageFailed)."""
         assert self.writer is not None
         number = output.block.header.number
         for attempt in (1, 2):
             try:
-                self.writer.commit(output.writes, keyed)
+                self.writer.commit(output.writes, output.tree_nodes, number)
                 return
             except WriterLost as lost:
                 # the transaction is atomic: the block is wholly stored or not at all. The head tells which;

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from blake3 import blake3
 
 from node.errors import MerkleReason
-from node.merkle.codec import EMPTY, INTERNAL_TAG, LEAF_TAG, PATH_BITS
+from node.merkle.codec import EMPTY, INTERNAL_TAG, LEAF_TAG, NOWHERE, PATH_BITS, UNPLACED
 from node.merkle.errors import InvalidChange
 
 LEAF_BRANCH = PATH_BITS
@@ -30,19 +30,41 @@ def build_sorted(
     out: dict[bytes, bytes],
     reuse: tuple[bytes, bytes] | None = None,
 ) -> bytes:
+    """Hash of the subtree at `depth` holding exactly these leaves (bare nodes added to `out`): `build_placed`
+    without locations."""
+    return build_placed(ints, paths, vhashes, depth, out=out, reuse=reuse)[0]
+
+
+def build_placed(
+    ints: Sequence[int],
+    paths: Sequence[bytes],
+    vhashes: Sequence[bytes],
+    depth: int,
+    *,
+    out: dict[bytes, bytes],
+    reuse: tuple[bytes, bytes] | None = None,
+    reuse_at: bytes = UNPLACED,
+    here: bytes | None = None,
+) -> tuple[bytes, bytes]:
     """Hash of the subtree at `depth` holding exactly these leaves; new nodes are added to `out`.
 
     `ints[i]` is `paths[i]` as an integer; the ints must be strictly increasing and share their first
-    `depth` bits. `reuse` = (path, hash) of a leaf already in the store: it is not hashed or emitted again.
+    `depth` bits. `reuse` = (path, hash) of a leaf already in the store: it is not hashed or emitted again
+    (`reuse_at`: where it is stored). `here`: the location of the nodes made now; with it, each new internal
+    node goes into `out` in its stored form, followed by its children's locations (update.py, `Placed`).
+    Returns the subtree's root and where it is (`here`, or `reuse_at` when it is the reused leaf alone).
     """
     count = len(ints)
     if count == 0:
-        return EMPTY
+        return EMPTY, NOWHERE
     hasher = blake3
     reuse_path, reuse_hash = reuse if reuse is not None else (None, EMPTY)
+    made = here if here is not None else UNPLACED
     # Completed subtrees still waiting for their right-hand sibling, bottom to top:
-    # hash, branch depth of their root (LEAF_BRANCH for a leaf), any path inside them, depth of the join.
+    # hash, where it is stored, branch depth of their root (LEAF_BRANCH for a leaf), any path inside them,
+    # depth of the join.
     st_hash: list[bytes] = []
+    st_at: list[bytes] = []
     st_branch: list[int] = []
     st_sample: list[int] = []
     st_join: list[int] = []
@@ -50,10 +72,10 @@ def build_sorted(
     for i in range(count):
         path = paths[i]
         if path == reuse_path:
-            node = reuse_hash
+            node, node_at = reuse_hash, reuse_at
         else:
             encoded = LEAF_TAG + path + vhashes[i]
-            node = hasher(encoded).digest()
+            node, node_at = hasher(encoded).digest(), made
             out[node] = encoded
         branch = LEAF_BRANCH
         sample = ints[i]
@@ -65,28 +87,34 @@ def build_sorted(
             join = depth - 1
         while st_join and st_join[-1] > join:
             at = st_join.pop()
-            left = _chain(st_hash.pop(), st_branch.pop(), st_sample[-1], at + 1, out)
-            right = _chain(node, branch, sample, at + 1, out)
+            left, left_at = _chain(st_hash.pop(), st_at.pop(), st_branch.pop(), st_sample[-1], at + 1, out, here)
+            right, right_at = _chain(node, node_at, branch, sample, at + 1, out, here)
             encoded = INTERNAL_TAG + left + right
-            node = hasher(encoded).digest()
-            out[node] = encoded
+            node, node_at = hasher(encoded).digest(), made
+            out[node] = encoded if here is None else encoded + left_at + right_at
             branch = at
             sample = st_sample.pop()
         st_hash.append(node)
+        st_at.append(node_at)
         st_branch.append(branch)
         st_sample.append(sample)
         st_join.append(join)
-    return _chain(st_hash[0], st_branch[0], st_sample[0], depth, out)
+    return _chain(st_hash[0], st_at[0], st_branch[0], st_sample[0], depth, out, here)
 
 
-def _chain(node: bytes, branch: int, sample: int, depth: int, out: dict[bytes, bytes]) -> bytes:
-    """Place a subtree whose root branches at `branch` at position `depth` by adding chain nodes above it."""
+def _chain(
+    node: bytes, node_at: bytes, branch: int, sample: int, depth: int, out: dict[bytes, bytes], here: bytes | None
+) -> tuple[bytes, bytes]:
+    """Place a subtree whose root branches at `branch` at position `depth` by adding chain nodes above it;
+    the subtree's new root and where it is."""
     if branch == LEAF_BRANCH:
-        return node
+        return node, node_at
     hasher = blake3
     for level in range(branch - 1, depth - 1, -1):
         right = (sample >> (PATH_BITS - 1 - level)) & 1
         encoded = INTERNAL_TAG + (EMPTY + node if right else node + EMPTY)
+        placed = encoded if here is None else encoded + (NOWHERE + node_at if right else node_at + NOWHERE)
         node = hasher(encoded).digest()
-        out[node] = encoded
-    return node
+        out[node] = placed
+        node_at = here if here is not None else UNPLACED
+    return node, node_at

@@ -23,6 +23,10 @@ HASH_LEN = 32
 PATH_BITS = 256
 NODE_LEN = 1 + 2 * HASH_LEN
 PLACED_INTERNAL_LEN = NODE_LEN + 16  # an internal node as stored on disk: its encoding, then two locations
+# A location is an opaque 8-byte tag a store gives a node (the LMDB store: the number of the block that stored
+# it, node/storage/tree_layout.py). The tree only copies it from a parent to a walk, or into a new parent.
+UNPLACED = b"\xff" * 8  # the children of a node stored without locations (by hash alone)
+NOWHERE = bytes(8)  # the location written for an EMPTY child: no walk fetches it
 EMPTY = bytes(HASH_LEN)
 LEAF_TAG = b"\x00"
 INTERNAL_TAG = b"\x01"
@@ -77,6 +81,13 @@ def decode(encoded: bytes) -> Node | None:
     if tag == 0 and size == NODE_LEN:
         return _new_leaf((encoded[1:33], encoded[33:65]))
     return None
+
+
+def child_locations(stored: bytes) -> tuple[bytes, bytes]:
+    """Where an internal node's children are, from its stored form (UNPLACED for a node stored bare)."""
+    if len(stored) == PLACED_INTERNAL_LEN:
+        return stored[65:73], stored[73:81]
+    return UNPLACED, UNPLACED
 
 
 def path_bit(path: bytes, depth: int) -> int:

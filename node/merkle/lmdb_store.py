@@ -23,7 +23,7 @@ class LmdbNodeStore:
         self._db = db
         self._prefix = prefix
 
-    def get(self, node_hash: bytes) -> bytes | None:
+    def get(self, node_hash: bytes, at: bytes | None = None) -> bytes | None:
         data = self._txn.get(self._prefix + node_hash, db=self._db)
         return None if data is None else bytes(data)
 

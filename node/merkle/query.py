@@ -10,10 +10,10 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from node.errors import MerkleReason
-from node.merkle.codec import EMPTY, HASH_LEN, PATH_BITS, Leaf, key_path, path_int, value_hash
+from node.merkle.codec import EMPTY, HASH_LEN, PATH_BITS, Leaf, child_locations, key_path, path_int, value_hash
 from node.merkle.errors import CorruptNode, ValueMismatch
 from node.merkle.proof import MerkleProof
-from node.merkle.store import NodeStore, load_node
+from node.merkle.store import NodeStore, fetch
 
 
 class Witness(NamedTuple):
@@ -37,23 +37,25 @@ class Witness(NamedTuple):
 
 
 def witness(store: NodeStore, root: bytes, path: bytes) -> Witness:
-    """Walk from `root` along `path` until a leaf or an empty slot."""
+    """Walk from `root` along `path` until a leaf or an empty slot (each child read where its parent says)."""
     siblings: list[bytes] = []
     bits = path_int(path)  # the bit at depth d is (bits >> (PATH_BITS - 1 - d)) & 1, as codec.path_bit says
     node = root
+    at: bytes | None = None  # the root: the store finds it
     depth = 0
     while node != EMPTY:
-        loaded = load_node(store, node)
+        loaded, stored = fetch(store, node, at)
         if isinstance(loaded, Leaf):
             return Witness(path, tuple(siblings), loaded)
         if depth >= PATH_BITS:
             raise CorruptNode(node, MerkleReason.INTERNAL_TOO_DEEP, str(depth))
         left, right = loaded
+        left_at, right_at = child_locations(stored)
         if (bits >> (PATH_BITS - 1 - depth)) & 1:
-            node = right
+            node, at = right, right_at
             siblings.append(left)
         else:
-            node = left
+            node, at = left, left_at
             siblings.append(right)
         depth += 1
     return Witness(path, tuple(siblings), None)
@@ -63,14 +65,19 @@ def get_hashed(store: NodeStore, root: bytes, path: bytes) -> bytes | None:
     """The value hash stored under `path`, or None."""
     bits = path_int(path)
     node = root
+    at: bytes | None = None
     depth = 0
     while node != EMPTY:
-        loaded = load_node(store, node)
+        loaded, stored = fetch(store, node, at)
         if isinstance(loaded, Leaf):
             return loaded.value_hash if loaded.path == path else None
         if depth >= PATH_BITS:
             raise CorruptNode(node, MerkleReason.INTERNAL_TOO_DEEP, str(depth))
-        node = loaded.right if (bits >> (PATH_BITS - 1 - depth)) & 1 else loaded.left
+        left_at, right_at = child_locations(stored)
+        if (bits >> (PATH_BITS - 1 - depth)) & 1:
+            node, at = loaded.right, right_at
+        else:
+            node, at = loaded.left, left_at
         depth += 1
     return None
 

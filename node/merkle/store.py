@@ -19,8 +19,10 @@ from node.merkle.errors import CorruptNode, MissingNode
 
 
 class NodeStore(Protocol):
-    def get(self, node_hash: bytes) -> bytes | None:
-        """The encoded node stored under `node_hash`, or None."""
+    def get(self, node_hash: bytes, at: bytes | None = None) -> bytes | None:
+        """The node stored under `node_hash` (its encoding, or its stored form: an internal node may be
+        followed by its children's locations, codec.child_locations), or None. `at`: where the node is, as
+        its parent's stored form says (None: a walk's root, or unknown); a store without locations ignores it."""
         ...
 
 
@@ -30,7 +32,7 @@ class DictNodeStore:
     def __init__(self, nodes: Mapping[bytes, bytes] | None = None) -> None:
         self._nodes: dict[bytes, bytes] = dict(nodes) if nodes else {}
 
-    def get(self, node_hash: bytes) -> bytes | None:
+    def get(self, node_hash: bytes, at: bytes | None = None) -> bytes | None:
         return self._nodes.get(node_hash)
 
     def put_nodes(self, nodes: Mapping[bytes, bytes]) -> None:
@@ -76,10 +78,10 @@ def _drop_oldest(nodes: dict[bytes, bytes], count: int) -> None:
 
 class CachedNodeStore:
     """A node store read through a memo first (`RecentNodes`, `ReadNodes`); with `keep`, what a miss reads
-    from the store is handed to it. A store that learns from the nodes it serves (the LMDB node view learns
-    where each child is stored from its parent) is shown each hit too, as if it had read it."""
+    from the store is handed to it. The memo holds nodes as the store gave them (stored forms), so a walk
+    finds each child's location in its parent either way."""
 
-    __slots__ = ("_keep", "_learn", "_recent", "_store")
+    __slots__ = ("_keep", "_recent", "_store")
 
     def __init__(
         self, recent: Mapping[bytes, bytes], store: NodeStore, keep: Callable[[bytes, bytes], None] | None = None
@@ -87,15 +89,12 @@ class CachedNodeStore:
         self._recent = recent
         self._store = store
         self._keep = keep
-        self._learn: Callable[[bytes], None] | None = getattr(store, "learn", None)
 
-    def get(self, node_hash: bytes) -> bytes | None:
+    def get(self, node_hash: bytes, at: bytes | None = None) -> bytes | None:
         hit = self._recent.get(node_hash)
         if hit is not None:
-            if self._learn is not None:
-                self._learn(hit)
             return hit
-        data = self._store.get(node_hash)
+        data = self._store.get(node_hash, at)
         if data is not None and self._keep is not None:
             self._keep(node_hash, data)
         return data
@@ -133,12 +132,17 @@ class ReadNodes:
         return len(self._nodes)
 
 
-def load_node(store: NodeStore, node_hash: bytes) -> Node:
+def load_node(store: NodeStore, node_hash: bytes, at: bytes | None = None) -> Node:
     """Fetch and decode a node that must exist (the caller never passes EMPTY)."""
-    data = store.get(node_hash)
+    return fetch(store, node_hash, at)[0]
+
+
+def fetch(store: NodeStore, node_hash: bytes, at: bytes | None = None) -> tuple[Node, bytes]:
+    """A node that must exist, decoded, and as stored (where its children are: codec.child_locations)."""
+    data = store.get(node_hash, at)
     if data is None:
         raise MissingNode(node_hash)
     node = decode(data)
     if node is None:
         raise CorruptNode(node_hash, MerkleReason.BAD_ENCODING)
-    return node
+    return node, data

@@ -6,6 +6,12 @@ writes those in the block's own transaction. Nothing is overwritten or deleted, 
 
 The batch descends once: the changed paths are sorted, and each node on the way down takes the contiguous
 run of changes under it, so a node shared by many changed keys is loaded, hashed and emitted once.
+
+With `here` (the node's store: the block's number, node/storage/tree_layout.py), the update also says where
+things are: each node it loads comes with its children's locations (its parent's stored form), and each new
+internal node is emitted in its stored form, its encoding followed by its children's locations (`here` for
+a child made now, an old child's own); the result is then `Placed`, with the new root's location. Names and
+roots are the same with or without it.
 """
 
 from __future__ import annotations
@@ -15,12 +21,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from node.errors import MerkleReason
-from node.merkle.build import build_sorted
+from node.merkle.build import build_placed, build_sorted
 from node.merkle.codec import (
     EMPTY,
     HASH_LEN,
+    NOWHERE,
     PATH_BITS,
+    UNPLACED,
     Leaf,
+    child_locations,
     encode_internal,
     key_path,
     node_hash,
@@ -28,38 +37,67 @@ from node.merkle.codec import (
     value_hash,
 )
 from node.merkle.errors import CorruptNode, InvalidChange
-from node.merkle.store import NodeStore, load_node
+from node.merkle.store import NodeStore, fetch, load_node
+
+
+class Placed(dict[bytes, bytes]):
+    """New nodes in their stored forms (hash -> stored form), as an update with `here` made them: what the
+    node's store commits (`Chain.commit` refuses any other mapping)."""
 
 
 @dataclass(frozen=True)
 class UpdateResult:
     root: bytes
     new_nodes: dict[bytes, bytes]
-    """hash -> encoded node, for every node the new root reaches that the update had to create."""
+    """hash -> encoded node (stored form with `here`: `Placed`), for every node the new root reaches that the
+    update had to create."""
+    root_at: bytes | None = None
+    """With `here`: where the new root is (`here` when new, an old node's location when one was lifted to the
+    top); None when the root did not change, or is EMPTY."""
 
 
-def update(store: NodeStore, root: bytes, changes: Mapping[bytes, bytes | None]) -> UpdateResult:
-    """Apply key -> value changes (None deletes) to the tree at `root`."""
+def update(
+    store: NodeStore,
+    root: bytes,
+    changes: Mapping[bytes, bytes | None],
+    *,
+    here: bytes | None = None,
+    root_at: bytes | None = None,
+) -> UpdateResult:
+    """Apply key -> value changes (None deletes) to the tree at `root` (`root_at`: where it is; required with
+    `here`)."""
     return update_hashed(
         store,
         root,
         {key_path(key): None if value is None else value_hash(value) for key, value in changes.items()},
+        here=here,
+        root_at=root_at,
     )
 
 
-def update_hashed(store: NodeStore, root: bytes, changes: Mapping[bytes, bytes | None]) -> UpdateResult:
+def update_hashed(
+    store: NodeStore,
+    root: bytes,
+    changes: Mapping[bytes, bytes | None],
+    *,
+    here: bytes | None = None,
+    root_at: bytes | None = None,
+) -> UpdateResult:
     """Apply path -> value_hash changes (None deletes) to the tree at `root`."""
+    if here is not None and root_at is None and root != EMPTY:
+        raise ValueError("an update that places its nodes needs the root's location (root_at)")
     for path, vhash in changes.items():
         if len(path) != HASH_LEN:
             raise InvalidChange(MerkleReason.PATH_LENGTH, path)
         if vhash is not None and len(vhash) != HASH_LEN:
             raise InvalidChange(MerkleReason.VALUE_HASH_LENGTH, path)
     if not changes:
-        return UpdateResult(root, {})
+        return UpdateResult(root, Placed() if here is not None else {})
     paths = sorted(changes)
-    batch = _Batch(store, paths, [changes[p] for p in paths])
-    new_root, _is_leaf = batch.apply(root, 0, 0, len(paths))
-    return UpdateResult(new_root, batch.out)
+    batch = _Batch(store, paths, [changes[p] for p in paths], here)
+    new_root, _is_leaf, new_at = batch.apply(root, root_at, 0, 0, len(paths))
+    moved = new_root not in (root, EMPTY) and here is not None
+    return UpdateResult(new_root, batch.out, new_at if moved else None)
 
 
 def build_tree(items: Mapping[bytes, bytes]) -> UpdateResult:
@@ -79,58 +117,73 @@ def build_tree_hashed(items: Mapping[bytes, bytes]) -> UpdateResult:
 
 
 class _Batch:
-    """One batch of sorted changes walking down one tree; `out` collects the nodes it creates."""
+    """One batch of sorted changes walking down one tree; `out` collects the nodes it creates. Each subtree
+    it returns comes as (hash, is a leaf (None: not known), where it is)."""
 
-    def __init__(self, store: NodeStore, paths: list[bytes], vhashes: list[bytes | None]) -> None:
+    def __init__(self, store: NodeStore, paths: list[bytes], vhashes: list[bytes | None], here: bytes | None) -> None:
         self.store = store
         self.paths = paths
         self.ints = [path_int(p) for p in paths]
         self.vhashes = vhashes
-        self.out: dict[bytes, bytes] = {}
+        self.here = here
+        self.made = here if here is not None else UNPLACED  # where a node made now is
+        self.out: dict[bytes, bytes] = Placed() if here is not None else {}
 
-    def apply(self, node: bytes, depth: int, lo: int, hi: int) -> tuple[bytes, bool]:
-        """New (hash, is_leaf) of the subtree at `depth` after changes[lo:hi], which all lie under it."""
+    def apply(self, node: bytes, at: bytes | None, depth: int, lo: int, hi: int) -> tuple[bytes, bool | None, bytes]:
+        """New (hash, is_leaf, location) of the subtree at `depth` after changes[lo:hi], which all lie under it;
+        `at`: where `node` is (None: a root)."""
         if lo == hi:
             raise AssertionError("apply() needs at least one change")
         if node == EMPTY:
             return self._build(depth, lo, hi, None)
-        loaded = load_node(self.store, node)
+        loaded, stored = fetch(self.store, node, at)
         if isinstance(loaded, Leaf):
-            return self._merge_leaf(node, loaded, depth, lo, hi)
+            return self._merge_leaf(node, at, loaded, depth, lo, hi)
         if depth >= PATH_BITS:
             raise CorruptNode(node, MerkleReason.INTERNAL_TOO_DEEP, str(depth))
         left, right = loaded
+        left_at, right_at = child_locations(stored)
         shift = PATH_BITS - depth
         threshold = ((self.ints[lo] >> shift) << shift) | (1 << (shift - 1))
         split = bisect_left(self.ints, threshold, lo, hi)
-        new_left, left_leaf = self.apply(left, depth + 1, lo, split) if split > lo else (left, None)
-        new_right, right_leaf = self.apply(right, depth + 1, split, hi) if split < hi else (right, None)
+        new_left, left_leaf, new_left_at = (
+            self.apply(left, left_at, depth + 1, lo, split) if split > lo else (left, None, left_at)
+        )
+        new_right, right_leaf, new_right_at = (
+            self.apply(right, right_at, depth + 1, split, hi) if split < hi else (right, None, right_at)
+        )
         if new_left == left and new_right == right:
-            return node, False
+            return node, False, at if at is not None else UNPLACED
         if EMPTY in (new_left, new_right):
-            other, other_leaf = (new_right, right_leaf) if new_left == EMPTY else (new_left, left_leaf)
+            other, other_leaf, other_at = (
+                (new_right, right_leaf, new_right_at) if new_left == EMPTY else (new_left, left_leaf, new_left_at)
+            )
             if other == EMPTY:
-                return EMPTY, False
+                return EMPTY, False, NOWHERE
             if other_leaf is None:
-                other_leaf = isinstance(load_node(self.store, other), Leaf)
+                other_leaf = isinstance(load_node(self.store, other, other_at), Leaf)
             if other_leaf:
-                return other, True  # a lone leaf is lifted
+                return other, True, other_at  # a lone leaf is lifted
         encoded = encode_internal(new_left, new_right)
         new = node_hash(encoded)
-        self.out[new] = encoded
-        return new, False
+        self.out[new] = encoded if self.here is None else encoded + new_left_at + new_right_at
+        return new, False, self.made
 
-    def _merge_leaf(self, node: bytes, leaf: Leaf, depth: int, lo: int, hi: int) -> tuple[bytes, bool]:
+    def _merge_leaf(
+        self, node: bytes, at: bytes | None, leaf: Leaf, depth: int, lo: int, hi: int
+    ) -> tuple[bytes, bool | None, bytes]:
         """Changes landing on a lifted leaf: rebuild the subtree from the leaf plus the changes."""
-        at = bisect_left(self.ints, path_int(leaf.path), lo, hi)
-        if at < hi and self.paths[at] == leaf.path:
-            vhash = self.vhashes[at]
+        found = bisect_left(self.ints, path_int(leaf.path), lo, hi)
+        if found < hi and self.paths[found] == leaf.path:
+            vhash = self.vhashes[found]
             if vhash is None or vhash != leaf.value_hash:
                 return self._build(depth, lo, hi, None)  # the old leaf is replaced or deleted
-        return self._build(depth, lo, hi, (leaf.path, node))
+        return self._build(depth, lo, hi, (leaf.path, node, at if at is not None else UNPLACED))
 
-    def _build(self, depth: int, lo: int, hi: int, kept: tuple[bytes, bytes] | None) -> tuple[bytes, bool]:
-        """Subtree of the sets in changes[lo:hi] plus the unchanged `kept` leaf (path, hash), if any."""
+    def _build(
+        self, depth: int, lo: int, hi: int, kept: tuple[bytes, bytes, bytes] | None
+    ) -> tuple[bytes, bool | None, bytes]:
+        """Subtree of the sets in changes[lo:hi] plus the unchanged `kept` leaf (path, hash, location), if any."""
         kept_path = kept[0] if kept is not None else None
         ints: list[int] = []
         paths: list[bytes] = []
@@ -143,11 +196,20 @@ class _Batch:
                 vhashes.append(vhash)
         if kept is not None:
             if not ints:
-                return kept[1], True  # only the unchanged leaf is left: nothing changed here
+                return kept[1], True, kept[2]  # only the unchanged leaf is left: nothing changed here
             kept_int = path_int(kept[0])
             at = bisect_left(ints, kept_int)
             ints.insert(at, kept_int)
             paths.insert(at, kept[0])
-            vhashes.insert(at, EMPTY)  # never read: build_sorted reuses the kept leaf's hash
-        root = build_sorted(ints, paths, vhashes, depth, out=self.out, reuse=kept)
-        return root, len(ints) == 1
+            vhashes.insert(at, EMPTY)  # never read: build_placed reuses the kept leaf's hash
+        root, root_at = build_placed(
+            ints,
+            paths,
+            vhashes,
+            depth,
+            out=self.out,
+            reuse=(kept[0], kept[1]) if kept is not None else None,
+            reuse_at=kept[2] if kept is not None else UNPLACED,
+            here=self.here,
+        )
+        return root, len(ints) == 1, root_at

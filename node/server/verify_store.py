@@ -105,7 +105,7 @@ def check_tree_nodes(store: LmdbStore, progress: Progress) -> int:
                 raise Damaged(f"tree node {name.hex()[:16]} does not hash to its name")
             if len(stored) == PLACED_LEN:
                 for child, at in ((stored[1:33], stored[65:73]), (stored[33:65], stored[73:81])):
-                    if child != EMPTY and not nodes.present(child, int.from_bytes(at, "big")):
+                    if child != EMPTY and not nodes.present(child, at):
                         raise Damaged(
                             f"tree node {name.hex()[:16]} refers to {child.hex()[:16]} at block "
                             f"{int.from_bytes(at, 'big')}, where it is not stored"

@@ -33,6 +33,7 @@ from node.codec import check_envelope
 from node.constants import MAX_BLOCK_MESSAGES, MAX_BLOCK_MESSAGES_PER_PROJECT, MAX_FUTURE_DRIFT, PROTOCOL_VERSION
 from node.crypto.ed25519 import Ed25519Verifier
 from node.errors import InvalidBlock, InvariantBroken, MessageRejected, Reason
+from node.merkle.codec import UNPLACED
 from node.state.access import StateAccess, encode
 from node.state.authz import authorize_signer
 from node.state.context import MessageContext
@@ -368,7 +369,13 @@ def finish_block(
         1 for k, v in changes.items() if k[0] == account and v is not None and base.get(k) is None
     )
     st.store(schema.meta_key(schema.META_STATS), stats)
-    result = merkle.update(nodes, start.parent.header.state_root, changes)
+    # the nodes the block makes are stored with it: tagged with its number, each internal node with where its
+    # children are, and the new root's location recorded (node/storage/tree_layout.py)
+    parent_root = start.parent.header.state_root
+    root_at = base.get(schema.tree_root_key(parent_root)) or UNPLACED
+    result = merkle.update(nodes, parent_root, changes, here=schema.u64(header.number), root_at=root_at)
+    if result.root_at is not None:
+        overlay.put(schema.tree_root_key(result.root), result.root_at)
     return result.root, result.new_nodes
 
 

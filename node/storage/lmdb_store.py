@@ -27,7 +27,7 @@ from node.errors import StorageFailed
 from node.storage import schema
 from node.storage.fault import StoreFault
 from node.storage.kv import prefix_end
-from node.storage.tree_layout import LEGACY, learn
+from node.storage.tree_layout import LEGACY
 
 DEFAULT_MAP_SIZE = 64 * 1024**3
 # LMDB errors that mean the file is damaged (not a full disk, a full map, a busy reader table, a failed
@@ -149,12 +149,12 @@ class LmdbReadView:
 class LmdbNodeView:
     """Tree-node lookups by hash within one LMDB transaction; every node read is checked against its hash.
 
-    Each node is looked up where it is stored (node/storage/tree_layout.py): a node this view has seen the
-    parent of, where that parent says; any other (a walk's root) by the root's location record in `state`;
-    one without either in the hash-keyed `legacy` database. What it returns is the stored form (an internal
-    node may carry its children's locations after its 65-byte encoding); `where` is what it has learned."""
+    Each node is looked up where it is stored (node/storage/tree_layout.py): where its parent says (`at`, as a
+    walk carries it down); a walk's root by its location record in `state`; a node of a format-1 store, or a
+    root without a record, in the hash-keyed `legacy` database. It returns the stored form (an internal node
+    may carry its children's locations after its 65-byte encoding)."""
 
-    __slots__ = ("_db", "_fault", "_legacy", "_state", "_txn", "where")
+    __slots__ = ("_db", "_fault", "_legacy", "_state", "_txn")
 
     def __init__(
         self, txn: Any, db: Any, fault: StoreFault | None = None, *, legacy: Any = None, state: Any = None
@@ -166,42 +166,34 @@ class LmdbNodeView:
         self._legacy = legacy
         self._state = state
         self._fault = fault or StoreFault(Path("?"))
-        self.where: dict[bytes, int] = {}
 
-    def get(self, node_hash: bytes) -> bytes | None:
-        at = self.where.get(node_hash)
+    def get(self, node_hash: bytes, at: bytes | None = None) -> bytes | None:
         txn = self._txn
         try:  # arguments by position, as in LmdbReadView.get
             if at is None:
-                at = self._root_location(node_hash)
+                at = self.root_location(node_hash)
             if at != LEGACY:
                 value: bytes | None = txn.get(schema.tree_node_key(at, node_hash), None, self._db)
             else:
                 value = None if self._legacy is None else txn.get(node_hash, None, self._legacy)
         except DAMAGE_ERRORS as err:
             raise self._fault.record(f"LMDB: {err}") from None
-        if value is None:
-            return None
-        if blake3(value[:65]).digest() != node_hash:  # bytes: no transaction is a buffers one
+        if value is not None and blake3(value[:65]).digest() != node_hash:  # bytes: no transaction is a buffers one
             raise self._fault.record(f"tree node {node_hash.hex()[:16]} does not hash to its name")
-        learn(self.where, value)
         return value
 
-    def learn(self, stored: bytes) -> None:
-        """A node's stored form read elsewhere (a memo of this store's nodes): where its children are."""
-        learn(self.where, stored)
+    def root_location(self, root: bytes) -> bytes:
+        """Where a state root's node is: its location record, else LEGACY (by hash)."""
+        if self._state is None or self._db is None:
+            return LEGACY
+        raw: bytes | None = self._txn.get(schema.tree_root_key(root), None, self._state)
+        return LEGACY if raw is None else raw
 
-    def present(self, node_hash: bytes, location: int) -> bool:
+    def present(self, node_hash: bytes, location: bytes) -> bool:
         """Is a node stored under this name at this location (unchecked: verify-store checks every node)?"""
         db = self._legacy if location == LEGACY else self._db
         key = node_hash if location == LEGACY else schema.tree_node_key(location, node_hash)
         return db is not None and self._txn.get(key, None, db) is not None
-
-    def _root_location(self, node_hash: bytes) -> int:
-        if self._state is None or self._db is None:
-            return LEGACY
-        raw = self._txn.get(schema.tree_root_key(node_hash), None, self._state)
-        return LEGACY if raw is None else int.from_bytes(raw, "big")
 
 
 class ReadSnapshot:
@@ -278,18 +270,24 @@ class LmdbStore:
         txn = self._env.begin()
         return ReadSnapshot(txn, *self._views(txn))
 
-    def commit(self, writes: Mapping[bytes, bytes | None], tree_nodes: Mapping[bytes, bytes]) -> None:
+    def commit(
+        self, writes: Mapping[bytes, bytes | None], tree_nodes: Mapping[bytes, bytes], block: int | None = None
+    ) -> None:
         """Write one block's changes atomically; StorageFailed (nothing written) when the disk refuses,
-        DataCorrupted (latched) when LMDB finds the file damaged. `tree_nodes`: the block's nodes in the
-        `nodes` database, `schema.tree_node_key` -> stored form (`Chain.commit` makes them)."""
+        DataCorrupted (latched) when LMDB finds the file damaged. `tree_nodes`: the nodes block number `block`
+        stored (hash -> stored form), put under `schema.tree_node_key` in the `nodes` database."""
+        if tree_nodes and block is None:
+            raise ValueError("tree nodes are stored under the number of the block that stores them")
         try:
-            self._write(writes, tree_nodes)
+            self._write(writes, tree_nodes, block)
         except DAMAGE_ERRORS as err:
             raise self.fault.record(f"LMDB: {err}") from None
         except (lmdb.Error, OSError) as exc:  # ENOSPC shows as EIO; the transaction was aborted whole
             raise StorageFailed(f"{type(exc).__name__}: {exc}") from exc
 
-    def _write(self, writes: Mapping[bytes, bytes | None], tree_nodes: Mapping[bytes, bytes]) -> None:
+    def _write(
+        self, writes: Mapping[bytes, bytes | None], tree_nodes: Mapping[bytes, bytes], block: int | None
+    ) -> None:
         deletes = None in writes.values()  # rare: most blocks only put, and skip the second pass
         # in key order, so LMDB walks its B-tree forward (keys are unique: the values are never compared)
         if deletes:
@@ -304,8 +302,10 @@ class LmdbStore:
                 for key, value in writes.items():
                     if value is None:
                         txn.delete(key, db=self._state)
-            if tree_nodes:  # keyed by the block's number first: appended after every node stored before
-                txn.cursor(db=self._nodes).putmulti(sorted(tree_nodes.items()), append=True)
+            if tree_nodes and block is not None:  # under the block's number: after every node stored before
+                here = schema.u64(block)
+                nodes = [(schema.tree_node_key(here, h), v) for h, v in sorted(tree_nodes.items())]
+                txn.cursor(db=self._nodes).putmulti(nodes, append=True)
 
     def copy_to(self, dest: Path | str) -> None:
         """A consistent, compacted copy of the whole environment (snapshots)."""

@@ -336,10 +336,11 @@ def tree_root_key(root: bytes) -> bytes:
     return _TREE_ROOT + root
 
 
-def tree_node_key(location: int, node_hash: bytes) -> bytes:
-    """A tree node in the `nodes` database: the number of the block that stored it, then its hash, so that
-    each block's nodes are appended at the end of the B-tree (node/storage/tree_layout.py)."""
-    return u64(location) + node_hash
+def tree_node_key(location: bytes, node_hash: bytes) -> bytes:
+    """A tree node in the `nodes` database: the number of the block that stored it (`location`, its u64),
+    then its hash, so that each block's nodes are appended at the end of the B-tree
+    (node/storage/tree_layout.py)."""
+    return location + node_hash
 
 
 def meta_key(name: str) -> bytes:

@@ -83,7 +83,9 @@ class WriterProcess:
         self._proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True)
         self.starts += 1
 
-    def commit(self, writes: Mapping[bytes, bytes | None], tree_nodes: Mapping[bytes, bytes]) -> None:
+    def commit(
+        self, writes: Mapping[bytes, bytes | None], tree_nodes: Mapping[bytes, bytes], block: int | None = None
+    ) -> None:
         """Write one block atomically in the child: StorageFailed (nothing written), WriterLost (the child
         died: stored or not, read the head), WriteDamaged (the file is damaged)."""
         proc = self._proc
@@ -94,7 +96,7 @@ class WriterProcess:
             self._spawn()
             proc = self._proc
         assert proc is not None and proc.stdin is not None and proc.stdout is not None
-        payload = pickle.dumps((writes, tree_nodes), protocol=pickle.HIGHEST_PROTOCOL)
+        payload = pickle.dumps((writes, tree_nodes, block), protocol=pickle.HIGHEST_PROTOCOL)
         try:
             proc.stdin.write(len(payload).to_bytes(HEADER, "big"))
             proc.stdin.write(payload)
@@ -183,12 +185,12 @@ def serve(path: str, sync: bool, inp: IO[bytes], out: IO[bytes]) -> int:
             if not head or len(head) < HEADER:
                 return 0  # the node closed the pipe, or exited
             payload = inp.read(int.from_bytes(head, "big"))
-            writes, tree_nodes = pickle.loads(payload)
+            writes, tree_nodes, block = pickle.loads(payload)
             die = os.environ.get(DIE_ENV, "")  # test hook: killed before the transaction, or after it
             if die == "before":
                 os._exit(9)
             try:
-                store.commit(writes, tree_nodes)
+                store.commit(writes, tree_nodes, block)
             except StorageFailed as exc:
                 _answer(out, FAILED, str(exc))
                 return 1  # a fresh environment for the next attempt

@@ -20,7 +20,7 @@ from chain.v1 import block_pb2
 from node.block import header_hash
 from node.errors import RestoreFailed
 from node.merkle import EMPTY
-from node.merkle.codec import INTERNAL_TAG, LEAF_TAG, NODE_LEN, PLACED_INTERNAL_LEN
+from node.merkle.codec import INTERNAL_TAG, LEAF_TAG, NODE_LEN, PLACED_INTERNAL_LEN, child_locations
 from node.state.access import StateAccess
 from node.storage.kv import Overlay
 from node.storage.lmdb_store import LmdbNodeView, LmdbReadView
@@ -45,18 +45,19 @@ def walk_tree(nodes: LmdbNodeView, root: bytes) -> int:
     """Leaves under `root`, checking that every node is present and hashes to its reference.
 
     The node layout (node/merkle/codec.py: a tag byte, then a leaf's path and value hash or an internal
-    node's two child hashes) is read inline: this loop runs once per tree node, millions of times."""
+    node's two child hashes, an internal node stored with its children's locations after them) is read
+    inline: this loop runs once per tree node, millions of times."""
     if root == EMPTY:
         return 0
     leaves = 0
-    stack = [root]
+    stack: list[tuple[bytes, bytes | None]] = [(root, None)]  # (reference, where its parent says it is)
     get, push = nodes.get, stack.append
     while stack:
-        ref = stack.pop()
-        raw = get(ref)
+        ref, at = stack.pop()
+        raw = get(ref, at)
         if raw is None:
             raise RestoreFailed(f"state tree node {ref.hex()} is missing")
-        size = len(raw)  # an internal node may be stored with its children's locations after it
+        size = len(raw)
         if (size != NODE_LEN and (size != PLACED_INTERNAL_LEN or raw[0] != INTERNAL)) or blake3(
             raw[:NODE_LEN]
         ).digest() != ref:
@@ -64,9 +65,11 @@ def walk_tree(nodes: LmdbNodeView, root: bytes) -> int:
         if raw[0] == LEAF:
             leaves += 1
         elif raw[0] == INTERNAL:
-            for child in (raw[1:33], raw[33:65]):
-                if child != EMPTY:
-                    push(child)
+            left_at, right_at = child_locations(raw)
+            if raw[1:33] != EMPTY:
+                push((raw[1:33], left_at))
+            if raw[33:65] != EMPTY:
+                push((raw[33:65], right_at))
         else:
             raise RestoreFailed(f"state tree node {ref.hex()} is not a tree node")
     return leaves

@@ -149,14 +149,13 @@ class Pipeline:
         if self._pending.flat or self._holds_unvalidated():  # e.g. a member that just took the lead
             self.rebuild(block_number=self._pending.height + 1)
         assert self._pending is not None and self._snapshot is not None
-        nodes = self._snapshot.nodes  # what the seal's tree update learns, its nodes are placed by
-        seal = self._pending.sealer(self.chain.tree_nodes(nodes), now_ms)
+        seal = self._pending.sealer(self.chain.tree_nodes(self._snapshot.nodes), now_ms)
         if seal is None:
             return None
 
         def guarded() -> BlockOutput:
             with self.chain.guarded():  # a damaged tree node latches the store's fault, as in Chain.build
-                return self.chain.placed(seal(), nodes)
+                return seal()
 
         return guarded
 

@@ -14,7 +14,7 @@ from node.merkle.codec import encode_internal, encode_leaf
 from node.merkle.store import DictNodeStore, ReadNodes
 from node.storage import schema
 from node.storage.lmdb_store import LmdbStore
-from node.storage.tree_layout import update_writes
+from node.storage.tree_layout import root_record
 
 
 class Counting:
@@ -24,7 +24,7 @@ class Counting:
         self.store = DictNodeStore(nodes)
         self.reads = 0
 
-    def get(self, node_hash: bytes) -> bytes | None:
+    def get(self, node_hash: bytes, at: bytes | None = None) -> bytes | None:
         self.reads += 1
         return self.store.get(node_hash)
 
@@ -46,8 +46,8 @@ def test_proofs_through_the_memo_equal_the_stores_under_every_head(tmp_path: Pat
             for key in rnd.sample(keys, 60):
                 changes[key] = None if model and rnd.random() < 0.2 else rnd.randbytes(6)
             with store.read() as (_, nodes):
-                result = update(nodes, root, changes)
-                store.commit(*update_writes(number, result.root, result.new_nodes, nodes.where))
+                result = update(nodes, root, changes, here=schema.u64(number), root_at=nodes.root_location(root))
+            store.commit(root_record(result), result.new_nodes, number)
             root = result.root
             roots.append(root)
             for key, value in changes.items():
@@ -89,7 +89,7 @@ def test_a_node_the_store_refuses_is_never_kept(tmp_path: Path) -> None:
     memo = ReadNodes()
     try:
         # stored under the hash of other bytes, as the root of block 1
-        store.commit({schema.tree_root_key(name): schema.u64(1)}, {schema.tree_node_key(1, name): good[:-1] + b"\x03"})
+        store.commit({schema.tree_root_key(name): schema.u64(1)}, {name: good[:-1] + b"\x03"}, 1)
         for _ in range(2):
             with store.read() as (_, nodes), pytest.raises(DataCorrupted, match="does not hash to its name"):
                 memo.over(nodes).get(name)

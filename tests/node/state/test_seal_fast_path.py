@@ -61,7 +61,7 @@ def seal_next(h: Harness, msgs: list[pb.Message]) -> list[BlockOutput]:
     while pending.blocks:
         seal = pending.sealer(chain.tree_nodes(snapshot.nodes), wall_ms)
         assert seal is not None
-        out = chain.placed(seal(), snapshot.nodes)  # as the pipeline does
+        out = seal()
         chain.commit(out)
         outputs.append(out)
         old, snapshot = snapshot, chain.store.begin_read()
@@ -75,7 +75,7 @@ def seal_next(h: Harness, msgs: list[pb.Message]) -> list[BlockOutput]:
 def replay_plain(follower: Chain, block: block_pb2.Block) -> BlockOutput:
     """`apply_block` over the follower's store, its tree nodes read from LMDB only (each checked)."""
     with follower.read() as (view, nodes):
-        out = follower.placed(apply_block(view, nodes, follower.params, block, verifier=follower.verifier), nodes)
+        out = apply_block(view, nodes, follower.params, block, verifier=follower.verifier)
     follower.commit(out)
     return out
 

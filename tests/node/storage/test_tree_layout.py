@@ -3,7 +3,9 @@ block's nodes go, walks and proofs across them, a store of format 1 read and con
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import random
 from pathlib import Path
 
 import lmdb
@@ -12,9 +14,9 @@ import pytest
 from node import merkle
 from node.chain import Chain
 from node.errors import InvariantBroken
-from node.merkle.codec import INTERNAL_TAG, encode_internal, encode_leaf, node_hash
+from node.merkle.codec import INTERNAL_TAG
+from node.merkle.update import Placed
 from node.server.verify_store import Damaged, Progress, verify
-from node.state.transition import build_block
 from node.storage import schema, tree_layout
 from node.storage.identity import IDENTITY_FILE, StoreIdentity, read_identity_file, write_identity_file
 from node.storage.tree_layout import LEGACY, PLACED_LEN
@@ -145,9 +147,7 @@ def test_a_store_of_format_1_is_read_continued_and_marked_format_2(tmp_path: Pat
     assert_every_key_proves(h.chain, old_root, old_keys, old_values)  # an old root still walks, by hash
     h.chain.close()
     legacy_refs = sum(
-        LEGACY in (int.from_bytes(v[65:73], "big"), int.from_bytes(v[73:81], "big"))
-        for v in raw_nodes(path, b"nodes").values()
-        if len(v) == PLACED_LEN
+        LEGACY in (v[65:73], v[73:81]) for v in raw_nodes(path, b"nodes").values() if len(v) == PLACED_LEN
     )
     assert legacy_refs > 0  # new paths refer to the untouched subtrees of the old layout
 
@@ -161,36 +161,52 @@ def test_a_store_of_format_1_is_read_continued_and_marked_format_2(tmp_path: Pat
 
 
 def test_a_block_whose_nodes_were_not_placed_is_refused_and_nothing_is_stored(tmp_path: Path) -> None:
-    """The gate in Chain.commit: a bare internal node (no children's locations) would make every node below
-    it unreachable once stored."""
+    """The gate in Chain.commit: nodes that did not come out of a placed update (bare internal nodes, no
+    children's locations) would make every node below them unreachable once stored."""
     h = Harness(tmp_path / "c")
     actors = [h.actor(units=20) for _ in range(2)]
     follows(h, actors, 2, 20)
     height, root = h.chain.height, h.root()
     msgs = [actors[0].b.follow(os.urandom(20)) for _ in range(20)]
-    with h.chain.read() as (view, nodes):
-        bare = build_block(view, h.chain.tree_nodes(nodes), h.chain.params, h.now * 1000, msgs)
-    with pytest.raises(InvariantBroken, match="was not placed"):
+    out = h.chain.build(h.now * 1000, msgs)
+    bare = dataclasses.replace(out, tree_nodes={k: v[:65] for k, v in out.tree_nodes.items()})
+    with pytest.raises(InvariantBroken, match="were not placed"):
         h.chain.commit(bare)
     assert (h.chain.height, h.root()) == (height, root)
-    h.commit(*msgs)  # the same messages, built and placed as the node does
+    h.chain.commit(out)  # the same block as the update placed it
     assert h.chain.height == height + 1
 
 
-def test_a_child_whose_location_the_update_did_not_learn_is_refused() -> None:
-    leaf_a, leaf_b = encode_leaf(b"\x00" * 32, b"\x01" * 32), encode_leaf(b"\x80" + bytes(31), b"\x02" * 32)
-    a, b = node_hash(leaf_a), node_hash(leaf_b)
-    parent = encode_internal(a, b)
-    new = {node_hash(parent): parent, b: leaf_b}
-    with pytest.raises(InvariantBroken, match="did not learn"):
-        tree_layout.place(new, 7, {})
-    placed = tree_layout.place(new, 7, {a: 3})
-    assert placed[node_hash(parent)] == tree_layout.placed(parent, 3, 7) and placed[b] == leaf_b
-    where: dict[bytes, int] = {}
-    tree_layout.learn(where, placed[node_hash(parent)])
-    assert where == {a: 3, b: 7}
-    tree_layout.learn(where := {}, parent)  # a legacy (format 1) internal node: its children are legacy
-    assert where == {a: LEGACY, b: LEGACY}
+def test_a_placed_update_makes_the_same_tree_and_says_where_every_child_is() -> None:
+    """`update(here=...)`: the same root and nodes as a bare update; each new internal node followed by its
+    children's locations (`here` for a child made now, an old child's own), the new root's location."""
+    rnd = random.Random(5)
+    keys = [rnd.randbytes(8) for _ in range(300)]
+    base = merkle.build_tree({k: rnd.randbytes(6) for k in keys[:200]})
+    store = merkle.DictNodeStore({h: tree_layout.placed_as(v, schema.u64(1)) for h, v in base.new_nodes.items()})
+    changes: dict[bytes, bytes | None] = {k: rnd.randbytes(6) for k in keys[150:300]}
+    changes |= {k: None for k in keys[:20]}
+    bare = merkle.update(store, base.root, changes)
+    here = schema.u64(2)
+    placed = merkle.update(store, base.root, changes, here=here, root_at=schema.u64(1))
+    assert placed.root == bare.root and placed.root_at == here
+    assert isinstance(placed.new_nodes, Placed) and not isinstance(bare.new_nodes, Placed)
+    assert {h: v[:65] for h, v in placed.new_nodes.items()} == bare.new_nodes
+    old = 0
+    for stored in placed.new_nodes.values():
+        if stored[0] != INTERNAL:
+            assert len(stored) == 65
+            continue
+        assert len(stored) == PLACED_LEN
+        for child, at in ((stored[1:33], stored[65:73]), (stored[33:65], stored[73:81])):
+            if child in placed.new_nodes:
+                assert at == here
+            elif child != merkle.EMPTY:
+                assert store.get(child) is not None and at == schema.u64(1)
+                old += 1
+    assert old > 0  # some new paths refer to untouched subtrees of the tree before
+    with pytest.raises(ValueError, match="root's location"):
+        merkle.update(store, base.root, changes, here=here)
 
 
 def test_verify_store_finds_a_child_that_is_not_where_its_parent_says(tmp_path: Path) -> None:
