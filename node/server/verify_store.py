@@ -28,11 +28,10 @@ from blake3 import blake3
 from chain.v1 import block_pb2
 from node.errors import DataCorrupted, StoreRefused
 from node.merkle.build import build_sorted
-from node.merkle.codec import EMPTY, NODE_LEN, decode
+from node.merkle.codec import EMPTY, NODE_LEN, PLACED_INTERNAL_LEN, child_locations, decode
 from node.storage import schema
 from node.storage.integrity import CHECKED_KEYS, check_contents, check_files, check_record
 from node.storage.lmdb_store import LmdbReadView, LmdbStore
-from node.storage.tree_layout import PLACED_LEN
 
 EXIT_SOUND, EXIT_DAMAGED, EXIT_USAGE = 0, 1, 2
 
@@ -103,8 +102,8 @@ def check_tree_nodes(store: LmdbStore, progress: Progress) -> int:
         for name, stored in store.tree_nodes():
             if decode(stored) is None or blake3(stored[:NODE_LEN]).digest() != name:
                 raise Damaged(f"tree node {name.hex()[:16]} does not hash to its name")
-            if len(stored) == PLACED_LEN:
-                for child, at in ((stored[1:33], stored[65:73]), (stored[33:65], stored[73:81])):
+            if len(stored) == PLACED_INTERNAL_LEN:
+                for child, at in zip((stored[1:33], stored[33:65]), child_locations(stored), strict=True):
                     if child != EMPTY and not nodes.present(child, at):
                         raise Damaged(
                             f"tree node {name.hex()[:16]} refers to {child.hex()[:16]} at block "

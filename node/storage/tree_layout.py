@@ -29,18 +29,11 @@ from __future__ import annotations
 
 from typing import Final
 
-from node.merkle.codec import PLACED_INTERNAL_LEN, UNPLACED
+from node.merkle.codec import UNPLACED
 from node.merkle.update import UpdateResult
 from node.storage import schema
 
 LEGACY: Final = UNPLACED  # the location of a node stored by hash alone (format 1: the `tree` database)
-PLACED_LEN: Final = PLACED_INTERNAL_LEN  # an internal node's stored form: encoding, left location, right location
-
-
-def placed_as(encoded: bytes, at: bytes) -> bytes:
-    """A node's stored form when its children are all at `at` (a tree built whole in one block: tests and
-    tools); a leaf as it is."""
-    return encoded + at + at if encoded[0] == 1 else encoded
 
 
 def root_record(result: UpdateResult) -> dict[bytes, bytes]:

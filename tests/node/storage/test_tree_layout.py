@@ -14,12 +14,13 @@ import pytest
 from node import merkle
 from node.chain import Chain
 from node.errors import InvariantBroken
-from node.merkle.codec import INTERNAL_TAG
+from node.merkle.codec import INTERNAL_TAG, PLACED_INTERNAL_LEN
 from node.merkle.update import Placed
 from node.server.verify_store import Damaged, Progress, verify
-from node.storage import schema, tree_layout
+from node.storage import schema
 from node.storage.identity import IDENTITY_FILE, StoreIdentity, read_identity_file, write_identity_file
-from node.storage.tree_layout import LEGACY, PLACED_LEN
+from node.storage.tree_layout import LEGACY
+from tests.fixtures.formats import placed_as, to_format_1
 from tests.harness import Actor, Harness
 
 INTERNAL = INTERNAL_TAG[0]
@@ -65,28 +66,6 @@ def values_of(chain: Chain, keys: list[bytes]) -> dict[bytes, bytes]:
         return {k: view.get(k) or b"" for k in keys}
 
 
-def to_format_1(path: Path) -> None:
-    """Rewrite a store as format 1 wrote it: every node under its hash in `tree`, as its bare encoding; no
-    root location records; identity format 1 (record and file)."""
-    identity = read_identity_file(path)
-    assert identity is not None
-    old = StoreIdentity(1, identity.network, identity.genesis_hash)
-    env = lmdb.open(str(path), max_dbs=4, map_size=1 << 30)
-    try:
-        state, tree, nodes = env.open_db(b"state"), env.open_db(b"tree"), env.open_db(b"nodes")
-        with env.begin(write=True) as txn:
-            for key, stored in list(txn.cursor(db=nodes).iternext()):
-                txn.put(key[8:], stored[:65], db=tree)
-            txn.drop(nodes, delete=False)
-            roots = [k for k, _ in txn.cursor(db=state).iternext() if k[0] == schema.Prefix.TREE_ROOT]
-            for key in roots:
-                txn.delete(key, db=state)
-            txn.put(schema.meta_key(schema.META_IDENTITY), old.encode(), db=state)
-    finally:
-        env.close()
-    write_identity_file(path, old)
-
-
 def test_each_blocks_new_nodes_are_stored_under_its_number(tmp_path: Path) -> None:
     h = Harness(tmp_path / "c")
     actors = [h.actor(units=20) for _ in range(3)]
@@ -102,7 +81,7 @@ def test_each_blocks_new_nodes_are_stored_under_its_number(tmp_path: Path) -> No
         number = int(out.block.header.number)
         mine = {k[8:]: v for k, v in stored.items() if k[:8] == schema.u64(number)}
         assert mine == out.tree_nodes  # the block's nodes, in their stored forms, under its number
-        assert all(len(v) == PLACED_LEN for v in mine.values() if v[0] == INTERNAL)
+        assert all(len(v) == PLACED_INTERNAL_LEN for v in mine.values() if v[0] == INTERNAL)
     assert list(stored) == sorted(stored)  # appended: every block's keys after the one before
     assert raw_nodes(tmp_path / "c", b"tree") == {}  # nothing is written by hash any more
 
@@ -117,7 +96,7 @@ def test_walks_follow_locations_into_older_blocks_and_through_the_memo(tmp_path:
         numbers = follows(h, actors, 5, 40)
         older = 0
         for stored in h.commit(actors[0].b.follow(os.urandom(20))).tree_nodes.values():
-            if len(stored) == PLACED_LEN:
+            if len(stored) == PLACED_INTERNAL_LEN:
                 places = {int.from_bytes(stored[65:73], "big"), int.from_bytes(stored[73:81], "big")}
                 older += any(0 < p < numbers[-1] + 1 for p in places)
         assert older > 0  # one new path refers to subtrees older blocks stored
@@ -147,7 +126,7 @@ def test_a_store_of_format_1_is_read_continued_and_marked_format_2(tmp_path: Pat
     assert_every_key_proves(h.chain, old_root, old_keys, old_values)  # an old root still walks, by hash
     h.chain.close()
     legacy_refs = sum(
-        LEGACY in (v[65:73], v[73:81]) for v in raw_nodes(path, b"nodes").values() if len(v) == PLACED_LEN
+        LEGACY in (v[65:73], v[73:81]) for v in raw_nodes(path, b"nodes").values() if len(v) == PLACED_INTERNAL_LEN
     )
     assert legacy_refs > 0  # new paths refer to the untouched subtrees of the old layout
 
@@ -183,7 +162,7 @@ def test_a_placed_update_makes_the_same_tree_and_says_where_every_child_is() -> 
     rnd = random.Random(5)
     keys = [rnd.randbytes(8) for _ in range(300)]
     base = merkle.build_tree({k: rnd.randbytes(6) for k in keys[:200]})
-    store = merkle.DictNodeStore({h: tree_layout.placed_as(v, schema.u64(1)) for h, v in base.new_nodes.items()})
+    store = merkle.DictNodeStore({h: placed_as(v, schema.u64(1)) for h, v in base.new_nodes.items()})
     changes: dict[bytes, bytes | None] = {k: rnd.randbytes(6) for k in keys[150:300]}
     changes |= {k: None for k in keys[:20]}
     bare = merkle.update(store, base.root, changes)
@@ -197,7 +176,7 @@ def test_a_placed_update_makes_the_same_tree_and_says_where_every_child_is() -> 
         if stored[0] != INTERNAL:
             assert len(stored) == 65
             continue
-        assert len(stored) == PLACED_LEN
+        assert len(stored) == PLACED_INTERNAL_LEN
         for child, at in ((stored[1:33], stored[65:73]), (stored[33:65], stored[73:81])):
             if child in placed.new_nodes:
                 assert at == here
@@ -215,7 +194,7 @@ def test_verify_store_finds_a_child_that_is_not_where_its_parent_says(tmp_path: 
     actors = [h.actor(units=20) for _ in range(2)]
     follows(h, actors, 3, 20)
     h.chain.close()
-    key, stored = next((k, v) for k, v in raw_nodes(path, b"nodes").items() if len(v) == PLACED_LEN)
+    key, stored = next((k, v) for k, v in raw_nodes(path, b"nodes").items() if len(v) == PLACED_INTERNAL_LEN)
     moved = stored[:65] + schema.u64(int.from_bytes(stored[65:73], "big") + 1000) + stored[73:]
     env = lmdb.open(str(path), max_dbs=4, map_size=1 << 30)
     try:
