@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
+import lmdb
 import pytest
 from blake3 import blake3
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -21,12 +22,15 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from chain.v1 import message_pb2 as pb
 from chain.v1 import rpc_pb2
 from node.chain import Chain
+from node.merkle.codec import PLACED_INTERNAL_LEN
 from node.sdk.keys import Secp256k1Key
 from node.sdk.rpc import reason_of
 from node.state.params import ChainParams
 from node.storage import schema
+from node.storage.identity import read_identity_file
 from node.storage.lmdb_file import read_meta, walk
 from tests.fixtures.actors import new_account
+from tests.fixtures.formats import to_format_1
 from tests.fixtures.nodeproc import ROOT, NodeProcess
 from tests.fixtures.replicaset import ReplicaSet
 
@@ -321,11 +325,24 @@ def test_verify_store_passes_a_sound_store(base, tmp_path):
     assert "sound" in lines[-1] and "keys/s" in lines[-1]
 
 
-@pytest.mark.parametrize("damage", ["block", "tree", "truncated"])
+def placed_internal_node(data_dir: Path) -> bytes:
+    """The stored form of an internal node whose left child is a node (not EMPTY), read from a closed store."""
+    env = lmdb.open(str(data_dir), max_dbs=4, readonly=True, lock=False)
+    try:
+        with env.begin(db=env.open_db(b"nodes", create=False)) as txn:
+            return next(v for _, v in txn.cursor().iternext() if len(v) == PLACED_INTERNAL_LEN and v[1:33] != bytes(32))
+    finally:
+        env.close()
+
+
+@pytest.mark.parametrize("damage", ["block", "tree", "location", "truncated"])
 def test_verify_store_names_the_first_problem(base, tmp_path, damage):
     d = copy_of(base, tmp_path / "node")
     data = d / "data.mdb"
-    if damage == "block":
+    if damage == "location":  # the node still hashes to its name: only where it says its left child is, is wrong
+        assert flip_everywhere(data, placed_internal_node(d), 66) >= 1
+        says = "where it is not stored"
+    elif damage == "block":
         block = rpc_pb2.GetBlockResponse.FromString(base.blocks[5]).block
         flip_everywhere(data, block.SerializeToString(deterministic=True), 8)
         says = "block 5"
@@ -338,3 +355,32 @@ def test_verify_store_names_the_first_problem(base, tmp_path, damage):
     code, lines, out = verify_store(d)
     assert code == 1 and out == ""
     assert len(lines) == 1 and lines[0].startswith("verify-store: DAMAGED: ") and says in lines[0], lines
+
+
+# ---- a store of the format before ----
+
+
+def test_a_node_serves_a_format_1_store_continues_it_and_marks_it_format_2(base, tmp_path):
+    """A store as the release before wrote it (tree nodes by hash): chain-node starts on it, answers every
+    proof as the sound node did, commits new blocks beside the old nodes, and marks it format 2; verify-store
+    then finds it sound."""
+    d = copy_of(base, tmp_path / "node")
+    to_format_1(d)
+    node = NodeProcess(d).start()
+    try:
+        client = node.client()
+        assert health_of(node) == SERVING
+        for key, answer in base.proofs.items():  # the same proofs, read from the nodes stored by hash
+            got = client.stub.GetOperationProof(rpc_pb2.GetOperationProofRequest(key=key))
+            expected = rpc_pb2.GetOperationProofResponse.FromString(answer)  # (an empty block may follow: same root)
+            assert (got.proof, got.state_root) == (expected.proof, expected.state_root)
+        actor = new_account(client, node.authority())
+        client.commit(actor.b.project_create("after-the-upgrade"))
+        proof = client.stub.GetOperationProof(rpc_pb2.GetOperationProofRequest(key=schema.account_key(actor.address)))
+        assert proof.proof.siblings
+    finally:
+        assert node.stop() == 0
+    identity = read_identity_file(d)
+    assert identity is not None and identity.format_version == 2
+    code, lines, _ = verify_store(d)
+    assert code == 0, lines
