@@ -28,7 +28,7 @@ MIN_CLUSTER_SECRET_BYTES: Final = 16  # the replicated members' shared secret (n
 
 # ---- pipeline ----
 MEMPOOL_CAPACITY: Final = 100_000
-# State-tree nodes the latest blocks created, kept in memory for the next blocks' updates (about 210 bytes
+# State-tree nodes the latest blocks created, kept in memory for the next blocks' updates (about 220 bytes
 # each: 250,000 is ~55 MB). Each doubling saves about one store read per changed key once the tree holds
 # more nodes than this (docs/merkle.md, "Storage").
 TREE_CACHE_NODES: Final = 250_000
