@@ -27,7 +27,7 @@ from node.sdk.keys import Secp256k1Key
 from node.sdk.rpc import reason_of
 from node.state.params import ChainParams
 from node.storage import schema
-from node.storage.identity import read_identity_file
+from node.storage.identity import StoreIdentity, read_identity_file, write_identity_file
 from node.storage.lmdb_file import read_meta, walk
 from tests.fixtures.actors import new_account
 from tests.fixtures.formats import to_format_1
@@ -210,6 +210,24 @@ def test_overwritten_page_is_refused_or_never_serves_wrong_data(base, tmp_path, 
             assert client.stub.GetBlock(rpc_pb2.GetBlockRequest(block_number=n)).SerializeToString() == expected
     finally:
         node.stop()
+
+
+def test_store_of_a_newer_format_is_refused(base, tmp_path):
+    """A store a later release wrote (format 3, say) is refused by its identity record, with the formats this
+    node reads, before anything reads its tree."""
+    d = copy_of(base, tmp_path / "node")
+    identity = read_identity_file(d)
+    assert identity is not None
+    newer = StoreIdentity(3, identity.network, identity.genesis_hash)
+    env = lmdb.open(str(d), max_dbs=4, map_size=64 * 1024**3)
+    try:
+        with env.begin(write=True, db=env.open_db(b"state")) as txn:
+            txn.put(schema.meta_key(schema.META_IDENTITY), newer.encode())
+    finally:
+        env.close()
+    write_identity_file(d, newer)
+    line = assert_refused(d, "store format version 3, this node reads 1, 2")
+    assert "run a chain-node release that reads it" in line
 
 
 def test_store_of_another_network_is_refused(tmp_path):
