@@ -104,6 +104,8 @@ class ReplicatedOrderer:
         self.watch = KeyWatch(client, keys.next, self._wake, what="log")
         self._tasks: list[asyncio.Task[None]] = []
         self._published_snapshot: tuple[str, int] = ("", 0)  # (snapshot name, lease) as last published
+        self._published_member: tuple[int, str, int] = (0, "", 0)  # (applied, addr, lease) as last put
+        self._member_put_at = 0.0
         self._publishing = asyncio.Lock()  # one listing write at a time: an older one never lands last
         self._loop: asyncio.AbstractEventLoop | None = None
         self._last_compaction = 0.0
@@ -292,11 +294,7 @@ class ReplicatedOrderer:
 
     async def _maintenance_round(self) -> None:
         assert self.election is not None
-        if self.election.lease:
-            doc = {"applied": self._height, "addr": self.addr}
-            await self.client.put(
-                self.keys.member(self.settings.node_id), json.dumps(doc).encode(), lease=self.election.lease
-            )
+        await self._publish_member()
         await self._publish_snapshot()
         current = self.election.current
         if current is not None and not self.election.is_leader:
@@ -304,6 +302,23 @@ class ReplicatedOrderer:
         if self.election.is_leader and time.monotonic() - self._last_compaction >= self.settings.compact_interval:
             self._last_compaction = time.monotonic()
             await self.compact()
+
+    async def _publish_member(self) -> None:
+        """`member/<id>`: this member's applied height and address, attached to its lease. Put when either or
+        the lease changed, and again once a compaction interval even when not (a record lost some other way,
+        an etcd restored from a backup say, is back within that). An idle member writes nothing else, so an
+        idle cluster's raft log stands still instead of taking a proposal a member a second."""
+        assert self.election is not None
+        lease = self.election.lease
+        if not lease:
+            return
+        record = (self._height, self.addr, lease)
+        fresh = time.monotonic() - self._member_put_at < self.settings.compact_interval
+        if record == self._published_member and fresh:
+            return
+        doc = {"applied": self._height, "addr": self.addr}
+        await self.client.put(self.keys.member(self.settings.node_id), json.dumps(doc).encode(), lease=lease)
+        self._published_member, self._member_put_at = record, time.monotonic()
 
     async def _publish_snapshot(self) -> None:
         """`snapshot/<id>`: the newest snapshot this member serves, attached to its lease (gone with it)."""
