@@ -8,7 +8,9 @@ Each module runs in its own process (``python -m bench.bench_x ARGS``); the modu
 of the issue's table hand their figure in through bench/table.py (``emit``), and the last thing printed
 is that table, one line per goal, every figure a ratio to a baseline taken in the same run (or, for the
 start-up row, seconds). A module that fails does not stop the run: its rows print as "not measured" with
-its exit status, and ``python -m bench`` exits 1 at the end. A module of the table that is not in the tree
+its exit status, and ``python -m bench`` exits 1 at the end. A module whose load generator (h2load, wrk) is
+not installed is skipped at once, said before the run and in its rows, and also makes the exit status 1:
+``make bench`` installs them, ``python -m bench`` alone does not. A module of the table that is not in the tree
 yet (another branch) prints as "not measured (not merged)".
 
 --quick shrinks the loads (Merkle/store/state-sync to 100k keys, 2,000 SSE clients instead of 10,000,
@@ -21,6 +23,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -36,6 +39,12 @@ class Run:
     module: str
     full: tuple[str, ...] = ()
     quick: tuple[str, ...] = ()
+    needs: tuple[str, ...] = ()  # external load generators it cannot run without (`make bench` installs them)
+
+
+def lacking(run: Run) -> list[str]:
+    """The commands `run` needs that are not on PATH."""
+    return [tool for tool in run.needs if shutil.which(tool) is None]
 
 
 RUNS: tuple[Run, ...] = (
@@ -46,7 +55,12 @@ RUNS: tuple[Run, ...] = (
     Run("bench.bench_node", ("--messages", "20000"), ("--messages", "10000")),
     Run("bench.bench_growth", ("--phases", "5", "--messages", "20000"), ("--phases", "3", "--messages", "10000")),
     Run("bench.bench_tree_layout", (), ("--blocks", "60", "--walks", "1000")),
-    Run("bench.bench_reads", ("--seconds", "10", "--connections", "32"), ("--seconds", "5", "--connections", "32")),
+    Run(
+        "bench.bench_reads",
+        ("--seconds", "10", "--connections", "32"),
+        ("--seconds", "5", "--connections", "32"),
+        ("h2load",),
+    ),
     Run(
         "bench.bench_replicated",
         ("--messages", "9000", "--trials", "10", "--member-cores", "0.5"),
@@ -54,8 +68,18 @@ RUNS: tuple[Run, ...] = (
     ),
     Run("bench.bench_gateway", ("--sse-clients", "10000"), ("--sse-clients", "2000", "--seconds", "3")),
     Run("bench.bench_store", ("--keys", "1000000"), ("--keys", "100000")),
-    Run("bench.bench_rest", ("--seconds", "10", "--connections", "32"), ("--seconds", "5", "--connections", "32")),
-    Run("bench.bench_under_writes", ("--seconds", "5", "--rounds", "2"), ("--seconds", "3", "--rounds", "1")),
+    Run(
+        "bench.bench_rest",
+        ("--seconds", "10", "--connections", "32"),
+        ("--seconds", "5", "--connections", "32"),
+        ("wrk",),
+    ),
+    Run(
+        "bench.bench_under_writes",
+        ("--seconds", "5", "--rounds", "2"),
+        ("--seconds", "3", "--rounds", "1"),
+        ("h2load", "wrk"),
+    ),
     Run("bench.bench_statesync", ("--keys", "1000000"), ("--keys", "100000")),
     Run("bench.bench_tracing", ("--messages", "10000", "--rounds", "2"), ("--messages", "5000", "--rounds", "2")),
 )
@@ -69,10 +93,21 @@ def run_all(runs: list[Run], quick: bool, rows_file: Path) -> dict[str, str]:
     """Run each module; what to say in the table for a module that handed nothing in, by module."""
     missing: dict[str, str] = {}
     env = dict(os.environ, **{ROWS_ENV: str(rows_file)})
+    absent = sorted({tool for run in runs for tool in lacking(run)})
+    if absent:  # said before the run, not after it: `python -m bench` alone installs nothing
+        print(
+            f"not installed: {', '.join(absent)}; the modules that need them are skipped (`make bench` installs "
+            "the load generators)",
+            flush=True,
+        )
     for run in runs:
         if not present(run.module):
             missing[run.module] = f"{run.module} is not merged yet"
             print(f"\n## {run.module}: not in this tree, skipped", flush=True)
+            continue
+        if tools := ", ".join(lacking(run)):
+            missing[run.module] = f"{run.module} needs {tools}, not installed (`make bench` installs it)"
+            print(f"\n## {run.module}: skipped, {tools} not installed", flush=True)
             continue
         args = run.quick if quick else run.full
         print(f"\n## {run.module} {' '.join(args)}".rstrip(), flush=True)
@@ -101,7 +136,7 @@ def main() -> None:
     mode = "quick" if ns.quick else "full"
     print(f"\n## Issue 15: every goal, this run ({mode}; a shared 2-core machine: figures are noisy)\n")
     print(render(rows, GOALS, {**skipped, **missing}))
-    if any(why.startswith(f"{module} failed") for module, why in missing.items()):
+    if any(why.startswith((f"{module} failed", f"{module} needs")) for module, why in missing.items()):
         raise SystemExit(1)
 
 

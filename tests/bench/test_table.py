@@ -85,13 +85,18 @@ def test_run_all_collects_rows_from_module_subprocesses_and_names_failures(
         bench_main.Run("fakebench.good"),
         bench_main.Run("fakebench.bad"),
         bench_main.Run("fakebench.not_there"),
+        bench_main.Run("fakebench.needy", needs=("no-such-load-generator",)),
     ]
+    ran = tmp_path / "needy-ran"
+    (pkg / "needy.py").write_text(f"open({str(ran)!r}, 'w').close()\n")
     rows_file = tmp_path / "rows.jsonl"
     missing = bench_main.run_all(runs, False, rows_file)
     assert missing == {
         "fakebench.bad": "fakebench.bad failed (exit 3)",
         "fakebench.not_there": "fakebench.not_there is not merged yet",
+        "fakebench.needy": "fakebench.needy needs no-such-load-generator, not installed (`make bench` installs it)",
     }
+    assert not ran.exists()  # skipped before it started, not failed minutes into the run
     table = table_lines(render(read_rows(rows_file), GOALS, missing))
     assert table["chain-node start → SERVING, empty store, idle machine"][1:4] == ["1.50 s", "≤ 2 s", "pass"]
     assert len(table) == len(GOALS)
