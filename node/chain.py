@@ -25,7 +25,7 @@ from chain.v1 import message_pb2 as pb
 from node.constants import TREE_CACHE_NODES
 from node.crypto.ed25519 import Ed25519Verifier
 from node.errors import DataCorrupted, InvariantBroken
-from node.merkle import InvalidChange, MerkleError, NodeStore
+from node.merkle import HeldNodes, InvalidChange, MerkleError, NodeStore, TreeUpdater
 from node.merkle.store import ReadNodes, RecentNodes
 from node.merkle.update import Placed
 from node.query.heads import HeadMemo
@@ -131,7 +131,10 @@ class Chain:
         that lives as long as the node (the main thread): the child is killed when that thread ends."""
         if self.writer is None:
             self.writer = WriterProcess(
-                self.store.path, sync=self.store.sync, on_restart=self.store.clear_stale_readers
+                self.store.path,
+                sync=self.store.sync,
+                on_restart=self.store.clear_stale_readers,
+                tree_cache_nodes=self.recent_nodes.capacity,
             )
         return self.writer
 
@@ -218,9 +221,12 @@ class Chain:
     def height(self) -> int:
         return int(self.head().header.number)
 
-    def tree_nodes(self, nodes: NodeStore) -> NodeStore:
-        """A snapshot's tree nodes with the latest blocks' nodes answered from memory (what the next
-        block's state-tree update mostly reads)."""
+    def tree_nodes(self, nodes: NodeStore) -> NodeStore | TreeUpdater:
+        """What the next block's state-tree update reads: with a writer process, the writer itself (the
+        update runs there, over its store and its memo of the latest blocks' nodes); without, a snapshot's
+        tree nodes with the latest blocks' nodes answered from memory."""
+        if self.writer is not None:
+            return self.writer
         return self.recent_nodes.over(nodes)
 
     def read_tree(self, nodes: NodeStore) -> NodeStore:
@@ -249,13 +255,19 @@ class Chain:
         number = int(output.block.header.number)
         if number != self.height + 1:
             raise InvariantBroken(f"block {number} does not follow {self.height}")
-        if not isinstance(output.tree_nodes, Placed):  # nothing could find the children of a node stored bare
+        tree = output.tree_nodes
+        if isinstance(tree, HeldNodes):  # the writer's update made them, and keeps them for this commit
+            if self.writer is None or tree.block != number:
+                raise InvariantBroken(f"block {number}: its tree nodes are held by no writer of this chain")
+        elif not isinstance(tree, Placed):  # nothing could find the children of a node stored bare
             raise InvariantBroken(f"block {number}: its tree nodes were not placed (an update without `here`)")
         if self.writer is None:
-            self.store.commit(output.writes, output.tree_nodes, number)
+            assert isinstance(tree, Placed)
+            self.store.commit(output.writes, tree, number)
         else:
             self._commit_in_writer(output)
-        self.recent_nodes.add(output.tree_nodes)  # after the transaction: never a node of a block not committed
+        if isinstance(tree, Placed):  # after the transaction: never a node of a block not committed
+            self.recent_nodes.add(tree)
 
     def _commit_in_writer(self, output: BlockOutput) -> None:
         """A writer that died is replaced once at once (a second loss in a row is StorageFailed)."""

@@ -9,18 +9,30 @@ from node.merkle.errors import CorruptNode, InvalidChange, MerkleError, MissingN
 from node.merkle.proof import MerkleProof
 from node.merkle.query import Witness, get, get_hashed, proof_from_witness, prove, witness
 from node.merkle.store import DictNodeStore, NodeStore
-from node.merkle.update import UpdateResult, build_tree, build_tree_hashed, update, update_hashed
+from node.merkle.update import (
+    HeldNodes,
+    HeldUpdate,
+    TreeUpdater,
+    UpdateResult,
+    build_tree,
+    build_tree_hashed,
+    update,
+    update_hashed,
+)
 from node.merkle.verify import proof_root, verify_proof
 
 __all__ = [
     "EMPTY",
     "CorruptNode",
     "DictNodeStore",
+    "HeldNodes",
+    "HeldUpdate",
     "InvalidChange",
     "MerkleError",
     "MerkleProof",
     "MissingNode",
     "NodeStore",
+    "TreeUpdater",
     "UpdateResult",
     "ValueMismatch",
     "Witness",

@@ -19,6 +19,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
 
 from node.errors import MerkleReason
 from node.merkle.build import build_placed, build_sorted
@@ -46,6 +47,20 @@ class Placed(dict[bytes, bytes]):
 
 
 @dataclass(frozen=True)
+class HeldNodes:
+    """The nodes an update made where they are stored, not here: the store's writer process ran the update
+    (node/storage/writer.py) and keeps them, in their stored forms, until it commits block `block`, whose
+    state root is `root`. `count`: how many."""
+
+    block: int
+    root: bytes
+    count: int
+
+    def __len__(self) -> int:
+        return self.count
+
+
+@dataclass(frozen=True)
 class UpdateResult:
     root: bytes
     new_nodes: dict[bytes, bytes]
@@ -54,6 +69,25 @@ class UpdateResult:
     root_at: bytes | None = None
     """With `here`: where the new root is (`here` when new, an old node's location when one was lifted to the
     top); None when the root did not change, or is EMPTY."""
+
+
+@dataclass(frozen=True)
+class HeldUpdate:
+    """What a `TreeUpdater` answers: `UpdateResult`'s root and root location, its nodes held elsewhere."""
+
+    root: bytes
+    new_nodes: HeldNodes
+    root_at: bytes | None = None
+
+
+@runtime_checkable
+class TreeUpdater(Protocol):
+    """What runs a block's update somewhere else (the store's writer process), against the nodes stored
+    there: the same root as `update` with `here`, its nodes held there (`HeldNodes`)."""
+
+    def update_tree(
+        self, root: bytes, changes: Mapping[bytes, bytes | None], *, here: bytes, root_at: bytes
+    ) -> HeldUpdate: ...
 
 
 def update(

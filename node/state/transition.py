@@ -55,7 +55,7 @@ class Dropped:
 class BlockOutput:
     block: block_pb2.Block
     writes: Mapping[bytes, bytes | None]
-    tree_nodes: dict[bytes, bytes]
+    tree_nodes: dict[bytes, bytes] | merkle.HeldNodes  # held: in the store's writer process
     applied: list[block_pb2.CommittedMessage] = field(default_factory=list)
     dropped: list[Dropped] = field(default_factory=list)
 
@@ -74,7 +74,7 @@ class BlockStart:
 # ---------------------------------------------------------------- entry points
 def build_block(
     base: ReadView,
-    nodes: merkle.NodeStore,
+    nodes: merkle.NodeStore | merkle.TreeUpdater,
     params: ChainParams,
     timestamp_ms: int,
     candidates: Sequence[pb.Message],
@@ -89,7 +89,11 @@ def build_block(
 
 
 def seal_block(
-    start: BlockStart, nodes: merkle.NodeStore, params: ChainParams, timestamp_ms: int, body: BlockBody
+    start: BlockStart,
+    nodes: merkle.NodeStore | merkle.TreeUpdater,
+    params: ChainParams,
+    timestamp_ms: int,
+    body: BlockBody,
 ) -> BlockOutput:
     """The header over what `body` applied onto `start.overlay` (at block time `timestamp_ms // 1000`),
     the stats and state root, the block records: the one place a proposed block's header is made.
@@ -118,7 +122,7 @@ def seal_block(
 
 def apply_block(
     base: ReadView,
-    nodes: merkle.NodeStore,
+    nodes: merkle.NodeStore | merkle.TreeUpdater,
     params: ChainParams,
     block: block_pb2.Block,
     *,
@@ -350,11 +354,12 @@ def check_time(max_age: int | None, timestamp: int, now: int) -> None:
 # ---------------------------------------------------------------- epilogue
 def finish_block(
     start: BlockStart,
-    nodes: merkle.NodeStore,
+    nodes: merkle.NodeStore | merkle.TreeUpdater,
     messages: Sequence[pb.Message],
     header: block_pb2.BlockHeader,
-) -> tuple[bytes, dict[bytes, bytes]]:
-    """Cumulative stats, then the new state root and the tree nodes it adds."""
+) -> tuple[bytes, dict[bytes, bytes] | merkle.HeldNodes]:
+    """Cumulative stats, then the new state root and the tree nodes it adds (read through `nodes`, or made by
+    an updater elsewhere, which holds them)."""
     overlay = start.overlay
     st = StateAccess(overlay)
     stats = st.stats()
@@ -373,7 +378,13 @@ def finish_block(
     # children are, and the new root's location recorded (node/storage/tree_layout.py)
     parent_root = start.parent.header.state_root
     root_at = base.get(schema.tree_root_key(parent_root)) or UNPLACED
-    result = merkle.update(nodes, parent_root, changes, here=schema.u64(header.number), root_at=root_at)
+    here = schema.u64(header.number)
+    if isinstance(nodes, merkle.TreeUpdater):  # the store's writer process: the same update, over its store
+        result: merkle.UpdateResult | merkle.HeldUpdate = nodes.update_tree(
+            parent_root, changes, here=here, root_at=root_at
+        )
+    else:
+        result = merkle.update(nodes, parent_root, changes, here=here, root_at=root_at)
     if result.root_at is not None:
         overlay.put(schema.tree_root_key(result.root), result.root_at)
     return result.root, result.new_nodes
@@ -388,7 +399,7 @@ def check_result(h: block_pb2.BlockHeader, applied: Sequence[block_pb2.Committed
 def record_block(
     start: BlockStart,
     block: block_pb2.Block,
-    tree_nodes: dict[bytes, bytes],
+    tree_nodes: dict[bytes, bytes] | merkle.HeldNodes,
     applied: list[block_pb2.CommittedMessage],
     dropped: list[Dropped],
 ) -> BlockOutput:

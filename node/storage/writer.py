@@ -1,7 +1,9 @@
-"""The store's writer process: block commits off the node's GIL (`chain-node --store-writer process`).
+"""The store's writer process: state-tree updates and block commits off the node's GIL
+(`chain-node --store-writer process`).
 
     writer = WriterProcess(path, sync=True)   # spawns `python -m node.storage.writer` (no handshake)
-    writer.commit(writes, tree_nodes)          # one block, one LMDB write transaction, in the child
+    result = writer.update_tree(root, changes, here=u64(n), root_at=at)  # block n's tree update, in the child
+    writer.commit(writes, result.new_nodes, n) # one block, one LMDB write transaction, in the child
     writer.close()
 
 py-lmdb releases the GIL around every single put of a write transaction, so a commit run in a thread of
@@ -10,13 +12,23 @@ owns the store's write transactions instead; the parent keeps its environment op
 (LMDB serves many processes and serialises writers across them with its own lock, so there is still one
 writer). A block's writes go to the child as one pickled frame; the answer is one status byte.
 
+The state-tree update of each block runs in the child too (`update_tree`, a `merkle.TreeUpdater`): the
+transition sends the tree's changes, the parent root and where it is, and gets the new root back. The
+child reads the old nodes from its own store, through its own memo of the nodes the latest committed blocks
+made (`RecentNodes`, `--tree-cache-nodes`), and keeps the new nodes until the commit that names them
+(`HeldNodes`): they never cross the pipe, and the memo takes them only once that block is committed. A
+commit that reaches a child which does not hold them (a fresh one, after a kill or after a refused write)
+is preceded by the same update again, whose root must be the same (`merkle.update` is deterministic; a
+different root is InvariantBroken).
+
 Failure, and what the caller (node.chain.Chain.commit) does with it:
 - the disk refuses: `StorageFailed`, nothing written. The child exits after answering, so the next
   attempt starts from a fresh environment (an LMDB environment whose write failed may stay in panic);
-- the file is damaged: `WriteDamaged`, which the caller latches as the store's fault;
+- the file is damaged: `WriteDamaged`, which the caller latches as the store's fault; a tree node the
+  update reads is missing or damaged: `TreeDamaged`, a `MerkleError`, which the caller's read guard latches;
 - the child dies before answering (kill -9, the OOM killer): `WriterLost`. The transaction is atomic, so
   the block is either wholly stored or not at all: the caller reads the stored head to tell which. The next
-  commit starts a new child.
+  commit starts a new child. An update is only read: one whose child dies is sent once more to a new child.
 
 The child never outlives the node: it asks the kernel for SIGKILL when its parent dies (also in the middle
 of a commit, whose transaction LMDB then discards), and it exits when its input pipe closes. Linux sends
@@ -35,18 +47,27 @@ import pickle
 import signal
 import subprocess
 import sys
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
-from node.errors import DataCorrupted, StorageFailed
+from node.constants import TREE_CACHE_NODES
+from node.errors import DataCorrupted, InvariantBroken, StorageFailed
+from node.merkle import HeldNodes, HeldUpdate, InvalidChange, MerkleError, update
+from node.merkle.store import RecentNodes
 from node.storage.lmdb_store import LmdbStore
 
-OK, FAILED, DAMAGED, BROKEN = 0, 1, 2, 3  # the child's answer: one status byte, then a 4-byte length and text
-HEADER = 8  # a request: the payload's length (big-endian), then the pickled (writes, tree_nodes)
+OK, FAILED, DAMAGED, BROKEN = 0, 1, 2, 3  # the child's answer: one status byte, then a 4-byte length and body
+HEADER = 8  # a request: the payload's length (big-endian), then the pickled request (UPDATE or COMMIT first)
+UPDATE, COMMIT = "update", "commit"
+KEPT_UPDATES = 4  # the latest updates' requests the parent keeps, to send again to a child that lacks them
 PR_SET_PDEATHSIG = 1
 STOP_WAIT = 5.0
-DIE_ENV = "CHAIN_TEST_WRITER_DIE"  # tests only: "before" or "after" the first commit the child is sent
+log = logging.getLogger(__name__)
+DIE_ENV = "CHAIN_TEST_WRITER_DIE"  # tests only: the child exits at the first request of a kind, "before"
+# (a commit, before its transaction), "after" (a commit, after it, unanswered) or "update" (unanswered)
 
 
 class WriterLost(StorageFailed):
@@ -61,15 +82,32 @@ class WriteDamaged(Exception):
         self.problem = problem
 
 
+class TreeDamaged(MerkleError):
+    """A tree node the writer's update read is missing or damaged (the caller's read guard latches it)."""
+
+
 class WriterProcess:
-    def __init__(self, path: Path | str, *, sync: bool = True, on_restart: Callable[[], object] | None = None) -> None:
+    def __init__(
+        self,
+        path: Path | str,
+        *,
+        sync: bool = True,
+        on_restart: Callable[[], object] | None = None,
+        tree_cache_nodes: int = TREE_CACHE_NODES,
+    ) -> None:
         """`on_restart`: called before a child replaces one that exited (the store frees the dead child's
-        LMDB reader slot: every process that opens the environment takes one, and a killed one keeps it)."""
+        LMDB reader slot: every process that opens the environment takes one, and a killed one keeps it).
+        `tree_cache_nodes`: the child's memo of the nodes the latest committed blocks made."""
         self.path = Path(path)
         self.sync = sync
+        self.tree_cache_nodes = tree_cache_nodes
         self._on_restart = on_restart
         self.starts = 0
         self._proc: subprocess.Popen[bytes] | None = None
+        self._lock = threading.Lock()  # one request and its answer at a time
+        # (block, new root) -> the request that made it; the update whose nodes the running child holds
+        self._updates: OrderedDict[tuple[int, bytes], bytes] = OrderedDict()
+        self._child_holds: tuple[int, bytes] | None = None
         self._spawn()
 
     @property
@@ -79,15 +117,91 @@ class WriterProcess:
     def _spawn(self) -> None:
         sync = "1" if self.sync else "0"
         argv = [sys.executable, "-m", "node.storage.writer", str(self.path), sync, str(os.getpid())]
+        argv.append(str(self.tree_cache_nodes))
         # stderr is the node's: a child that cannot start says why there
         self._proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True)
+        self._child_holds = None
         self.starts += 1
 
+    def update_tree(
+        self, root: bytes, changes: Mapping[bytes, bytes | None], *, here: bytes, root_at: bytes
+    ) -> HeldUpdate:
+        """Block `here`'s state-tree update, run in the child over its store (`merkle.TreeUpdater`): the new
+        root and where it is; the nodes stay in the child (`HeldNodes`) for the commit of that block.
+        TreeDamaged when a node it reads is missing or damaged; WriterLost when two children in a row die."""
+        block = int.from_bytes(here, "big")
+        request = _frame((UPDATE, root, dict(changes), here, root_at))
+        with self._lock:
+            for attempt in (1, 2):
+                try:
+                    new_root, new_at, count = self._updated(block, request)
+                    break
+                except WriterLost as lost:  # nothing is written by an update: a new child runs it again
+                    if attempt == 2:
+                        raise
+                    log.warning("%s during a tree update: running it again in a new writer", lost)
+            self._updates[block, new_root] = request
+            self._updates.move_to_end((block, new_root))
+            while len(self._updates) > KEPT_UPDATES:
+                self._updates.popitem(last=False)
+        return HeldUpdate(new_root, HeldNodes(block, new_root, count), new_at)
+
+    def _updated(self, block: int, request: bytes) -> tuple[bytes, bytes | None, int]:
+        status, body = self._exchange(request)
+        if status == OK:
+            new_root, new_at, count = pickle.loads(body)
+            self._child_holds = (block, new_root)
+            return new_root, new_at, count
+        text = body.decode()
+        if status == DAMAGED:
+            raise TreeDamaged(text)
+        raise InvariantBroken(f"the store writer's tree update failed: {text}")
+
     def commit(
-        self, writes: Mapping[bytes, bytes | None], tree_nodes: Mapping[bytes, bytes], block: int | None = None
+        self,
+        writes: Mapping[bytes, bytes | None],
+        tree_nodes: Mapping[bytes, bytes] | HeldNodes,
+        block: int | None = None,
     ) -> None:
         """Write one block atomically in the child: StorageFailed (nothing written), WriterLost (the child
-        died: stored or not, read the head), WriteDamaged (the file is damaged)."""
+        died: stored or not, read the head), WriteDamaged (the file is damaged). `tree_nodes` held: the nodes
+        of this writer's update of that block (sent again first when this child does not hold them)."""
+        with self._lock:
+            nodes: Mapping[bytes, bytes] | None
+            if isinstance(tree_nodes, HeldNodes):
+                if tree_nodes.block != block:
+                    raise InvariantBroken(f"block {block}: its tree nodes are held for block {tree_nodes.block}")
+                self._hold(block, tree_nodes.root)
+                nodes = None  # the child's own
+            else:
+                nodes = tree_nodes
+            status, body = self._exchange(_frame((COMMIT, writes, nodes, block)))
+            self._child_holds = None
+        if status == OK:
+            return
+        text = body.decode()
+        if status == FAILED:
+            raise StorageFailed(text)
+        if status == DAMAGED:
+            raise WriteDamaged(text)
+        raise WriterLost(f"the store writer process failed: {text}")
+
+    def _hold(self, block: int, root: bytes) -> None:
+        """Make the child hold the nodes of block `block`'s update to `root` (run it again if not)."""
+        if self._live() and self._child_holds == (block, root):
+            return
+        request = self._updates.get((block, root))
+        if request is None:  # an update of another writer, or one too old: nothing can give its nodes
+            raise InvariantBroken(f"the store writer made no tree update of block {block} to root {root.hex()}")
+        again, _at, _count = self._updated(block, request)
+        if again != root:
+            raise InvariantBroken(f"the tree update gave root {again.hex()} again, not {root.hex()}")
+
+    def _live(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def _exchange(self, request: bytes) -> tuple[int, bytes]:
+        """One request to the child (a new one when it exited) and its answer; WriterLost when it dies first."""
         proc = self._proc
         if proc is None or proc.poll() is not None:
             self._reap()
@@ -96,23 +210,15 @@ class WriterProcess:
             self._spawn()
             proc = self._proc
         assert proc is not None and proc.stdin is not None and proc.stdout is not None
-        payload = pickle.dumps((writes, tree_nodes, block), protocol=pickle.HIGHEST_PROTOCOL)
         try:
-            proc.stdin.write(len(payload).to_bytes(HEADER, "big"))
-            proc.stdin.write(payload)
+            proc.stdin.write(request)
             proc.stdin.flush()
-            status, text = _read_answer(proc.stdout)
+            return _read_answer(proc.stdout)
         except (OSError, EOFError, ValueError):
             proc.kill()  # dead already, or in a state no answer can come from: stored or not, the head tells
             code = proc.wait()
+            self._child_holds = None
             raise WriterLost(f"the store writer process exited ({_describe(code)}) before it answered") from None
-        if status == OK:
-            return
-        if status == FAILED:
-            raise StorageFailed(text)
-        if status == DAMAGED:
-            raise WriteDamaged(text)
-        raise WriterLost(f"the store writer process failed: {text}")
 
     def _reap(self) -> None:
         proc = self._proc
@@ -141,9 +247,14 @@ class WriterProcess:
         self._reap()
 
 
-def _read_answer(stream: IO[bytes]) -> tuple[int, str]:
+def _frame(request: tuple[Any, ...]) -> bytes:
+    payload = pickle.dumps(request, protocol=pickle.HIGHEST_PROTOCOL)
+    return len(payload).to_bytes(HEADER, "big") + payload
+
+
+def _read_answer(stream: IO[bytes]) -> tuple[int, bytes]:
     head = _read_exact(stream, 5)
-    return head[0], _read_exact(stream, int.from_bytes(head[1:], "big")).decode()
+    return head[0], _read_exact(stream, int.from_bytes(head[1:], "big"))
 
 
 def _read_exact(stream: IO[bytes], n: int) -> bytes:
@@ -171,34 +282,79 @@ def _die_with(parent: int) -> None:
         os._exit(0)
 
 
-def _answer(out: IO[bytes], status: int, text: str = "") -> None:
-    raw = text.encode()
-    out.write(bytes([status]) + len(raw).to_bytes(4, "big") + raw)
+def _answer(out: IO[bytes], status: int, body: bytes = b"") -> None:
+    out.write(bytes([status]) + len(body).to_bytes(4, "big") + body)
     out.flush()
 
 
-def serve(path: str, sync: bool, inp: IO[bytes], out: IO[bytes]) -> int:
+class _Child:
+    """The child's side: its store, the memo of the nodes the latest committed blocks made, and the nodes of
+    the latest update until a commit takes them."""
+
+    def __init__(self, store: LmdbStore, tree_cache_nodes: int) -> None:
+        self.store = store
+        self.recent = RecentNodes(tree_cache_nodes)
+        self.held: dict[bytes, bytes] | None = None
+
+    def update(self, root: bytes, changes: dict[bytes, bytes | None], here: bytes, root_at: bytes) -> bytes:
+        self.held = None
+        snapshot = self.store.begin_read()
+        try:
+            result = update(self.recent.over(snapshot.nodes), root, changes, here=here, root_at=root_at)
+        finally:
+            snapshot.close()
+        assert isinstance(result.new_nodes, dict)
+        self.held = result.new_nodes
+        return pickle.dumps((result.root, result.root_at, len(result.new_nodes)), protocol=pickle.HIGHEST_PROTOCOL)
+
+    def commit(self, writes: Mapping[bytes, bytes | None], nodes: Mapping[bytes, bytes] | None, block: int) -> None:
+        if nodes is None:
+            if self.held is None:
+                raise InvariantBroken(f"block {block}: the writer holds no tree nodes")
+            nodes = self.held
+        self.held = None
+        self.store.commit(writes, nodes, block)
+        self.recent.add(nodes)  # after the transaction: never a node of a block not committed
+
+
+def serve(path: str, sync: bool, inp: IO[bytes], out: IO[bytes], tree_cache_nodes: int = TREE_CACHE_NODES) -> int:
     store = LmdbStore(path, sync=sync)
+    child = _Child(store, tree_cache_nodes)
     try:
         while True:
             head = inp.read(HEADER)
             if not head or len(head) < HEADER:
                 return 0  # the node closed the pipe, or exited
-            payload = inp.read(int.from_bytes(head, "big"))
-            writes, tree_nodes, block = pickle.loads(payload)
-            die = os.environ.get(DIE_ENV, "")  # test hook: killed before the transaction, or after it
+            request = pickle.loads(inp.read(int.from_bytes(head, "big")))
+            die = os.environ.get(DIE_ENV, "")  # test hook: killed at an update, or before or after a commit
+            if request[0] == UPDATE:
+                if die == "update":
+                    os._exit(9)
+                root, changes, here, root_at = request[1:]
+                try:
+                    _answer(out, OK, child.update(root, changes, here, root_at))
+                except (MerkleError, DataCorrupted) as exc:
+                    if isinstance(exc, InvalidChange):  # the caller's bug, not the store's damage
+                        _answer(out, BROKEN, f"{type(exc).__name__}: {exc}".encode())
+                        return 1
+                    _answer(out, DAMAGED, str(exc).encode())
+                except Exception as exc:  # a bug: said to the node
+                    _answer(out, BROKEN, f"{type(exc).__name__}: {exc}".encode())
+                    return 1
+                continue
+            writes, tree_nodes, block = request[1:]
             if die == "before":
                 os._exit(9)
             try:
-                store.commit(writes, tree_nodes, block)
+                child.commit(writes, tree_nodes, block)
             except StorageFailed as exc:
-                _answer(out, FAILED, str(exc))
+                _answer(out, FAILED, str(exc).encode())
                 return 1  # a fresh environment for the next attempt
             except DataCorrupted as exc:
-                _answer(out, DAMAGED, str(exc))
+                _answer(out, DAMAGED, str(exc).encode())
                 return 1
             except Exception as exc:  # a bug: said to the node, which counts the block as not stored
-                _answer(out, BROKEN, f"{type(exc).__name__}: {exc}")
+                _answer(out, BROKEN, f"{type(exc).__name__}: {exc}".encode())
                 return 1
             if die == "after":  # stored, never answered
                 os._exit(9)
@@ -208,11 +364,11 @@ def serve(path: str, sync: bool, inp: IO[bytes], out: IO[bytes]) -> int:
 
 
 def main(argv: list[str]) -> int:
-    path, sync, parent = argv
+    path, sync, parent, tree_cache_nodes = argv
     _die_with(int(parent))
     logging.disable(logging.CRITICAL)  # the node logs what the child answers; the child stays quiet
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C reaches the node, which then closes the pipe
-    return serve(path, sync == "1", sys.stdin.buffer, sys.stdout.buffer)
+    return serve(path, sync == "1", sys.stdin.buffer, sys.stdout.buffer, int(tree_cache_nodes))
 
 
 if __name__ == "__main__":

@@ -1,12 +1,19 @@
-"""Fixtures shared by the node tests: a chain-node process, real etcd clusters on loopback ports."""
+"""Fixtures shared by the node tests: a chain-node process, real etcd clusters on loopback ports, a tmpfs."""
 
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.fixtures.disk import mount_tmpfs
 from tests.fixtures.etcdproc import EtcdCluster
 from tests.fixtures.nodeproc import NodeProcess
+
+
+@pytest.fixture
+def tmpfs(tmp_path: Path) -> Iterator[Path]:
+    """A small real file system to fill (24 MiB); the test is skipped without root."""
+    yield from mount_tmpfs(tmp_path)
 
 
 @pytest.fixture

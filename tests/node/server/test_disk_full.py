@@ -7,55 +7,23 @@ Free the space: it recovers by itself, and every message it answered "accepted" 
 
 from __future__ import annotations
 
-import contextlib
-import os
-import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import grpc
-import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from chain.v1 import message_pb2 as pb
 from chain.v1 import rpc_pb2
 from node.sdk.rpc import reason_of
 from tests.fixtures.actors import RemoteActor
+from tests.fixtures.disk import fill
 from tests.fixtures.nodeproc import NodeProcess
 from tests.fixtures.scrape import scrape, value
 
 SERVING = health_pb2.HealthCheckResponse.SERVING
 NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
-
-
-@pytest.fixture
-def tmpfs(tmp_path: Path) -> Iterator[Path]:
-    if os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root (the suite runs as root in CI)")
-    mnt = tmp_path / "mnt"
-    mnt.mkdir()
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=24m", "tmpfs", str(mnt)], capture_output=True, text=True, check=False
-    )
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
-    try:
-        yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], check=False)
-
-
-def fill(path: Path) -> None:
-    """Write `path` until the file system is full (unbuffered, down to single pages)."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-    try:
-        for size in (1 << 20, 65536, 4096, 512):
-            with contextlib.suppress(OSError):
-                while True:
-                    os.write(fd, b"\0" * size)
-    finally:
-        os.close(fd)
 
 
 def fresh() -> pb.Message:
