@@ -168,7 +168,7 @@ def main() -> None:
                 print(
                     f"| {n} | {p.rate:,.0f} | {p.rate / p.verify_rate:.2f} | {cpu} (sum {cpu_sum:.0f}) "
                     f"| {p.written['wchar'] / 1e3:.1f} KB / {p.written['write_bytes'] / 1e3:.1f} KB | {total:,} "
-                    f"| {p.store.file_bytes / 1e6:.0f} | {p.store.pages['state']:,} / {p.store.pages['tree']:,} "
+                    f"| {p.store.file_bytes / 1e6:.0f} | {p.store.pages['state']:,} / {p.store.pages['nodes']:,} "
                     f"| {used / total:,.0f} |",
                     flush=True,
                 )
