@@ -68,7 +68,11 @@ class BlockApplier:
         """A block of the log executed and committed here (not yet published)."""
         # Signatures were checked by the member that admitted each message; the root check covers execution.
         record = self.pipeline.telemetry.block("log")
-        out = await asyncio.to_thread(self.chain.apply, block, verify=False)
+        try:
+            out = await asyncio.to_thread(self.chain.apply, block, verify=False)
+        except StorageFailed as exc:  # the writer process that runs the tree update was lost twice
+            self.storage.failed(exc)
+            raise
         record.built()
         await self._commit_only(out)
         return out, record

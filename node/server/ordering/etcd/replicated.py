@@ -261,7 +261,11 @@ class ReplicatedOrderer:
         record = self.applier.pipeline.telemetry.block("local")  # span and metrics (node/server/telemetry/spans.py)
         try:
             now_ms = int(self.clock() * 1000)
-            out, sealed = await self.applier.pipeline.next_block(now_ms)  # sealed: the oldest open block, executed once
+            try:  # sealed: the oldest open block, executed once
+                out, sealed = await self.applier.pipeline.next_block(now_ms)
+            except StorageFailed as exc:  # the writer process that runs the tree update was lost twice
+                self.applier.storage.failed(exc)
+                raise
             self.blocks_from_pending += int(sealed)
             self.blocks_executed_again += int(not sealed)
             record.built()
