@@ -7,7 +7,6 @@ import json
 import random
 from pathlib import Path
 
-import lmdb
 import pytest
 
 from chain.v1 import block_pb2
@@ -18,6 +17,7 @@ from node.storage import schema
 from node.storage.identity import IDENTITY_FILE, read_identity_file
 from node.storage.integrity import check_store
 from node.storage.lmdb_file import LmdbFileDamaged, check_file, read_meta, walk
+from tests.fixtures.stores import raw_put
 from tests.harness import Harness
 
 
@@ -28,18 +28,6 @@ def store(tmp_path: Path) -> Path:
         h.actor()
     h.chain.close()
     return tmp_path / "chain"
-
-
-def raw_put(path: Path, db: bytes, key: bytes, value: bytes | None) -> None:
-    """Write behind the chain's back, as a damaged disk would (LMDB itself stays consistent)."""
-    env = lmdb.open(str(path), max_dbs=4, map_size=64 * 1024**3)
-    handle = env.open_db(db)
-    with env.begin(write=True, db=handle) as txn:
-        if value is None:
-            txn.delete(key)
-        else:
-            txn.put(key, value)
-    env.close()
 
 
 def test_genesis_writes_the_identity_and_it_is_checked(store: Path) -> None:

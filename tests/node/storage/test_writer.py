@@ -20,14 +20,11 @@ from pathlib import Path
 
 import pytest
 
-from chain.v1 import block_pb2
-from chain.v1 import message_pb2 as pb
 from node.chain import Chain
 from node.errors import StorageFailed
-from node.state.transition import BlockOutput
-from node.storage import schema
 from node.storage.writer import DIE_ENV, WriterLost
 from tests.fixtures.procs import alive, wait_until
+from tests.fixtures.stores import follow, replica, some_blocks
 from tests.harness import Harness, recomputed_root
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -39,34 +36,6 @@ def source(tmp_path: Path) -> Iterator[Harness]:
     h = Harness(tmp_path / "source")
     yield h
     h.chain.close()
-
-
-def some_blocks(h: Harness, count: int) -> list[BlockOutput]:
-    alice = h.actor(units=10)
-    outs = []
-    for n in range(count):
-        msgs = [alice.b.account_data(pb.ACCOUNT_FIELD_BIO, f"bio {n}.{i}", timestamp=h.now) for i in range(40)]
-        msgs.append(alice.b.project_create(f"p{n}"))
-        h.now += 1
-        outs.append(h.build(*msgs))
-    return outs
-
-
-def replica(h: Harness, path: Path) -> Chain:
-    """A chain of the same genesis as `h`'s, committing through a writer process."""
-    chain = Chain.open(path, h.chain.params)
-    chain.start_writer()
-    return chain
-
-
-def follow(chain: Chain, source: Chain, limit: int = 0) -> None:
-    """Apply and commit the blocks of `source` that `chain` does not hold yet (`limit`: at most that many)."""
-    last = source.height if not limit else min(source.height, chain.height + limit)
-    for number in range(chain.height + 1, last + 1):
-        with source.read() as (view, _):
-            block = view.get(schema.block_key(number))
-        assert block is not None
-        chain.commit(chain.apply(block_pb2.Block.FromString(block), verify=False))
 
 
 def test_blocks_committed_by_the_writer_process_give_the_same_store(source: Harness, tmp_path: Path) -> None:

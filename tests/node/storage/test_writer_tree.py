@@ -30,9 +30,8 @@ from node.storage import schema
 from node.storage.writer import DIE_ENV, WriterLost, WriterProcess
 from tests.fixtures.disk import fill
 from tests.fixtures.procs import wait_until
+from tests.fixtures.stores import follow, raw_put, replica, some_blocks
 from tests.harness import Harness, recomputed_root
-from tests.node.storage.test_integrity import raw_put
-from tests.node.storage.test_writer import follow, replica, some_blocks
 
 
 @pytest.fixture
