@@ -213,8 +213,10 @@ def test_a_damaged_node_the_update_reads_latches_the_store_fault(source: Harness
     with behind.read() as (_, nodes):
         stored = nodes.get(root) or b""
     behind.close()
-    left, left_at = stored[1:33], stored[65:73]  # the root's left child, and where the root says it is
-    raw_put(path, b"nodes", schema.tree_node_key(left_at, left), b"\x01" + bytes(64))
+    # both children of the root, where the root says they are: every update reads at least one of them (a
+    # block's few changed keys may all lie on one side)
+    for child, at in ((stored[1:33], stored[65:73]), (stored[33:65], stored[73:81])):
+        raw_put(path, b"nodes", schema.tree_node_key(at, child), b"\x01" + bytes(64))
     chain = Chain.open(path)
     try:
         chain.start_writer()  # a new child: nothing in its memo, it reads the nodes from the file
