@@ -264,10 +264,9 @@ class Chain:
         if self.writer is None:
             assert isinstance(tree, Placed)
             self.store.commit(output.writes, tree, number)
-        else:
+            self.recent_nodes.add(tree)  # after the transaction: never a node of a block not committed
+        else:  # the writer's memo takes them (`tree_nodes` reads this chain's only without a writer)
             self._commit_in_writer(output)
-        if isinstance(tree, Placed):  # after the transaction: never a node of a block not committed
-            self.recent_nodes.add(tree)
 
     def _commit_in_writer(self, output: BlockOutput) -> None:
         """A writer that died is replaced once at once (a second loss in a row is StorageFailed)."""

@@ -3,6 +3,7 @@
     guard = StorageHealth()
     guard.check()                 # MessageRejected(STORAGE_FAILED, retry_after_ms=...) while failing
     delay = guard.failed(exc)     # after a commit raised StorageFailed: seconds until the next attempt
+    with guard.counting(): ...    # the same for a StorageFailed raised inside, which goes on up
     guard.succeeded()             # after a commit went through
 
 A commit that fails (disk full, I/O error) writes nothing: LMDB aborts the transaction, the candidates stay
@@ -16,7 +17,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from node.errors import MessageRejected, Reason, StorageFailed
 
@@ -50,6 +52,15 @@ class StorageHealth:
         delay = float(min(self.cap, self.base * 2.0 ** min(self.attempts - 1, 16)))
         self._retry_at = now + delay
         return delay
+
+    @contextmanager
+    def counting(self) -> Iterator[None]:
+        """A StorageFailed raised inside is recorded (`failed`) and raised on: the caller's loop retries."""
+        try:
+            yield
+        except StorageFailed as exc:
+            self.failed(exc)
+            raise
 
     def succeeded(self) -> None:
         if self.failure:

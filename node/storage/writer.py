@@ -287,6 +287,12 @@ def _answer(out: IO[bytes], status: int, body: bytes = b"") -> None:
     out.flush()
 
 
+def _broken(out: IO[bytes], exc: Exception) -> int:
+    """Say a bug to the node; the child's exit status after it (a fresh child for the next request)."""
+    _answer(out, BROKEN, f"{type(exc).__name__}: {exc}".encode())
+    return 1
+
+
 class _Child:
     """The child's side: its store, the memo of the nodes the latest committed blocks made, and the nodes of
     the latest update until a commit takes them."""
@@ -298,11 +304,8 @@ class _Child:
 
     def update(self, root: bytes, changes: dict[bytes, bytes | None], here: bytes, root_at: bytes) -> bytes:
         self.held = None
-        snapshot = self.store.begin_read()
-        try:
-            result = update(self.recent.over(snapshot.nodes), root, changes, here=here, root_at=root_at)
-        finally:
-            snapshot.close()
+        with self.store.read() as (_, nodes):
+            result = update(self.recent.over(nodes), root, changes, here=here, root_at=root_at)
         assert isinstance(result.new_nodes, dict)
         self.held = result.new_nodes
         return pickle.dumps((result.root, result.root_at, len(result.new_nodes)), protocol=pickle.HIGHEST_PROTOCOL)
@@ -333,14 +336,12 @@ def serve(path: str, sync: bool, inp: IO[bytes], out: IO[bytes], tree_cache_node
                 root, changes, here, root_at = request[1:]
                 try:
                     _answer(out, OK, child.update(root, changes, here, root_at))
+                except InvalidChange as exc:  # the caller's bug, not the store's damage
+                    return _broken(out, exc)
                 except (MerkleError, DataCorrupted) as exc:
-                    if isinstance(exc, InvalidChange):  # the caller's bug, not the store's damage
-                        _answer(out, BROKEN, f"{type(exc).__name__}: {exc}".encode())
-                        return 1
                     _answer(out, DAMAGED, str(exc).encode())
                 except Exception as exc:  # a bug: said to the node
-                    _answer(out, BROKEN, f"{type(exc).__name__}: {exc}".encode())
-                    return 1
+                    return _broken(out, exc)
                 continue
             writes, tree_nodes, block = request[1:]
             if die == "before":
@@ -354,8 +355,7 @@ def serve(path: str, sync: bool, inp: IO[bytes], out: IO[bytes], tree_cache_node
                 _answer(out, DAMAGED, str(exc).encode())
                 return 1
             except Exception as exc:  # a bug: said to the node, which counts the block as not stored
-                _answer(out, BROKEN, f"{type(exc).__name__}: {exc}".encode())
-                return 1
+                return _broken(out, exc)
             if die == "after":  # stored, never answered
                 os._exit(9)
             _answer(out, OK)

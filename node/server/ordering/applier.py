@@ -22,7 +22,6 @@ from collections.abc import Callable, Sequence
 
 from chain.v1 import block_pb2
 from node.chain import Chain
-from node.errors import StorageFailed
 from node.server.events import EventHub
 from node.server.storage_health import StorageHealth
 from node.server.telemetry.spans import BlockRecorder
@@ -68,21 +67,15 @@ class BlockApplier:
         """A block of the log executed and committed here (not yet published)."""
         # Signatures were checked by the member that admitted each message; the root check covers execution.
         record = self.pipeline.telemetry.block("log")
-        try:
+        with self.storage.counting():  # the writer process that runs the tree update may be lost twice
             out = await asyncio.to_thread(self.chain.apply, block, verify=False)
-        except StorageFailed as exc:  # the writer process that runs the tree update was lost twice
-            self.storage.failed(exc)
-            raise
         record.built()
         await self._commit_only(out)
         return out, record
 
     async def _commit_only(self, out: BlockOutput) -> None:
-        try:
+        with self.storage.counting():  # the caller's loop retries the block; admissions are refused meanwhile
             await asyncio.to_thread(self.chain.commit, out)
-        except StorageFailed as exc:
-            self.storage.failed(exc)  # the caller's loop retries the block; admissions are refused meanwhile
-            raise
         self.storage.succeeded()
 
     async def commit(self, out: BlockOutput, record: BlockRecorder | None = None) -> None:

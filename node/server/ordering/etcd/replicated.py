@@ -261,11 +261,8 @@ class ReplicatedOrderer:
         record = self.applier.pipeline.telemetry.block("local")  # span and metrics (node/server/telemetry/spans.py)
         try:
             now_ms = int(self.clock() * 1000)
-            try:  # sealed: the oldest open block, executed once
-                out, sealed = await self.applier.pipeline.next_block(now_ms)
-            except StorageFailed as exc:  # the writer process that runs the tree update was lost twice
-                self.applier.storage.failed(exc)
-                raise
+            with self.applier.storage.counting():  # the writer that runs the tree update may be lost twice
+                out, sealed = await self.applier.pipeline.next_block(now_ms)  # sealed: executed once
             self.blocks_from_pending += int(sealed)
             self.blocks_executed_again += int(not sealed)
             record.built()
