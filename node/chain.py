@@ -256,8 +256,8 @@ class Chain:
         if number != self.height + 1:
             raise InvariantBroken(f"block {number} does not follow {self.height}")
         tree = output.tree_nodes
-        if isinstance(tree, HeldNodes):  # the writer's update made them, and keeps them for this commit
-            if self.writer is None or tree.block != number:
+        if isinstance(tree, HeldNodes):  # the writer's update made them, and keeps them (for that block only)
+            if self.writer is None:
                 raise InvariantBroken(f"block {number}: its tree nodes are held by no writer of this chain")
         elif not isinstance(tree, Placed):  # nothing could find the children of a node stored bare
             raise InvariantBroken(f"block {number}: its tree nodes were not placed (an update without `here`)")

@@ -10,6 +10,7 @@ child dies runs again in a new one; a damaged node the update reads latches the 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import signal
 import threading
@@ -226,3 +227,26 @@ def test_a_damaged_node_the_update_reads_latches_the_store_fault(source: Harness
             chain.head()
     finally:
         chain.close()
+
+
+def test_held_nodes_commit_only_through_their_writer_and_for_their_block(
+    source: Harness, behind: Chain, tmp_path: Path
+) -> None:
+    """The gates: nodes held by a writer are refused by a chain without one, and for another block."""
+    out = behind.apply(next_block(source, behind), verify=False)
+    held = out.tree_nodes
+    assert isinstance(held, HeldNodes)
+    bare = Chain.open(tmp_path / "bare", source.chain.params)  # commits in process: no writer holds anything
+    try:
+        follow(bare, behind)
+        with pytest.raises(InvariantBroken, match="held by no writer"):
+            bare.commit(out)
+    finally:
+        bare.close()
+    height = behind.height
+    elsewhere = dataclasses.replace(out, tree_nodes=dataclasses.replace(held, block=held.block + 1))
+    with pytest.raises(InvariantBroken, match=f"held for block {held.block + 1}"):
+        behind.commit(elsewhere)
+    assert behind.height == height
+    behind.commit(out)  # the real one still commits
+    assert behind.head().hash == source.chain.head().hash
