@@ -31,6 +31,7 @@ import lmdb
 
 from bench.bench_crypto import bare_ed25519_rate
 from bench.bench_node import settle, workload, write_phase
+from bench.occupancy import Occupancy, Window
 from bench.procstat import tree_cpu_seconds
 from tests.fixtures.nodeproc import NodeProcess
 
@@ -116,6 +117,7 @@ class Phase:
     cpu: dict[str, float]  # role -> CPU seconds per committed message
     written: dict[str, float]  # wchar / write_bytes of the writer per committed message
     store: StoreSize
+    cores: Window  # what the machine's cores did while the load ran
 
 
 def phase(node: NodeProcess, data_dir: Path, clients: int, messages: int) -> Phase:
@@ -125,7 +127,8 @@ def phase(node: NodeProcess, data_dir: Path, clients: int, messages: int) -> Pha
     settle(pid)  # the workload's accounts are committed and the node is idle again
     verify_before = bare_ed25519_rate()
     before = read_tree(pid)
-    w = write_phase(node, load)  # bench_node's saturated phase: its clients, its watcher
+    with Occupancy(pid) as occupancy:
+        w = write_phase(node, load)  # bench_node's saturated phase: its clients, its watcher
     after = read_tree(pid)
     verify_after = bare_ed25519_rate()
     committed = max(1, int(w["committed"]))
@@ -137,6 +140,7 @@ def phase(node: NodeProcess, data_dir: Path, clients: int, messages: int) -> Pha
         cpu={k: v / committed for k, v in cpu.items()},
         written={k: v / committed for k, v in written.items()},
         store=store_size(data_dir),
+        cores=occupancy.window(),
     )
 
 
@@ -172,6 +176,7 @@ def main() -> None:
                     f"| {used / total:,.0f} |",
                     flush=True,
                 )
+                print(f"  (phase {n}: {p.cores.describe()})", file=sys.stderr, flush=True)
         finally:
             node.stop()
     print(

@@ -35,6 +35,7 @@ import grpc
 
 from bench.bench_crypto import bare_ed25519_rate
 from bench.clients import ClientProcesses
+from bench.occupancy import Occupancy
 from bench.procstat import tree_cpu_delta, tree_cpu_seconds
 from bench.table import Row, emit
 from chain.v1 import message_pb2 as pb
@@ -297,8 +298,10 @@ def main() -> None:
             # phase they divide (the node idle meanwhile) and averaged: this host's speed moves within a minute,
             # and one figure taken after every phase once moved the rows by a quarter (docs/performance.md)
             verify_before = bare_ed25519_rate()
-            w, per_message, _ = measured_phase(node, per_client)
+            with Occupancy(node.proc.pid) as occupancy:  # what the cores did meanwhile: what bounds the rows
+                w, per_message, _ = measured_phase(node, per_client)
             verify_after = bare_ed25519_rate()
+            cores = occupancy.window()
             # the same traffic with a chain-gateway attached (its feeds follow the node; no SSE clients), right
             # after a control phase of the same size without it (later phases run on a larger state, so the
             # control goes first: any drift counts against the gateway)
@@ -382,7 +385,11 @@ def main() -> None:
         f"{wc['commit_rate']:,.0f} msgs/s, {wc_cpu * 1e6:.0f} µs); the gateway's own CPU {gw_cpu * 1e6:.0f} µs "
         "per message"
     )
-    how = f"{w['commit_rate']:,.0f} msgs/s ÷ {verify_rate:,.0f} verifies/s, {w['messages']:,} msgs"
+    print(f"saturated phase: {cores.describe()}")
+    how = (
+        f"{w['commit_rate']:,.0f} msgs/s ÷ {verify_rate:,.0f} verifies/s, {w['messages']:,} msgs; machine busy "
+        f"{cores.machine_cores:.2f} of {cores.cores} cores, the node {cores.node_cores:.2f}"
+    )
     emit(Row("ingest_ratio", w["commit_rate"] / verify_rate, how))
     emit(Row("cpu_per_message", per_message * verify_rate, f"{per_message * 1e6:.0f} µs of node CPU per message"))
 
