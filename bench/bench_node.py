@@ -3,8 +3,9 @@
     python -m bench.bench_node [--messages N] [--clients C]
 
 - committed messages per second through BatchSubmitMessages (batches of 100, C concurrent clients, each in a
-  process of its own: bench/clients.py),
-  counted from submission start until the last message is committed;
+  process of its own: bench/clients.py, each keeping `--in-flight` batches in flight, 2 by default),
+  counted from submission start until the last message is committed; where the machine's cores went
+  meanwhile (bench/occupancy.py); and the same phase with one batch in flight per client, beside it;
 - submit -> committed latency p50/p99 (time from the batch's submission until the block holding the
   message arrives on a SubscribeBlocks stream, read by a process of its own);
 - the same traffic observed on SubscribeMessages instead (one stream event per message): what a
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import multiprocessing
 import os
 import sys
@@ -46,6 +48,9 @@ from tests.fixtures.nodeproc import NodeProcess
 from tests.harness import commit_meta
 
 BATCH = 100
+# batches each load client keeps in flight in the saturated phases: with one, the node's cores idled between
+# a batch's answer and the client's next batch (docs/performance.md, thirty-second pass)
+IN_FLIGHT = 2
 
 
 def workload(node: NodeProcess, clients: int, total: int) -> list[list[list[pb.Message]]]:
@@ -101,14 +106,34 @@ async def paced(
         yield batch
 
 
-async def submit_all(target: str, batches: list[list[pb.Message]], sent: dict[bytes, float], rate: float = 0.0) -> int:
-    """Submit batches one after another; with `rate` (msgs/s for this client), paced to that rate."""
+async def submit_all(
+    target: str, batches: list[list[pb.Message]], sent: dict[bytes, float], rate: float = 0.0, in_flight: int = 1
+) -> int:
+    """Submit batches one after another; with `rate` (msgs/s for this client), paced to that rate. With
+    `in_flight` > 1 (unpaced only), that many calls at a time on the client's one channel, each taking the
+    next batch when its answer came: a node serving many clients never waits for the next request."""
+    if in_flight > 1 and rate:
+        raise ValueError("a paced client sends one batch at a time")
     accepted = 0
     async with grpc.aio.insecure_channel(target) as channel:
         stub = service_pb2_grpc.ChainServiceStub(channel)
-        async for batch in paced(batches, sent, rate):
-            resp = await stub.BatchSubmitMessages(rpc_pb2.BatchSubmitMessagesRequest(messages=batch))
-            accepted += sum(r.accepted for r in resp.results)
+        if in_flight <= 1:
+            async for batch in paced(batches, sent, rate):
+                resp = await stub.BatchSubmitMessages(rpc_pb2.BatchSubmitMessagesRequest(messages=batch))
+                accepted += sum(r.accepted for r in resp.results)
+            return accepted
+        todo = iter(batches)
+
+        async def lane() -> None:
+            nonlocal accepted
+            for batch in todo:  # a plain iterator: each batch goes to exactly one lane
+                now = time.perf_counter()
+                for m in batch:
+                    sent[m.hash] = now
+                resp = await stub.BatchSubmitMessages(rpc_pb2.BatchSubmitMessagesRequest(messages=batch))
+                accepted += sum(r.accepted for r in resp.results)
+
+        await asyncio.gather(*(lane() for _ in range(in_flight)))
     return accepted
 
 
@@ -174,12 +199,19 @@ class Watcher:
 
 
 def write_phase(
-    node: NodeProcess, per_client: list[list[list[pb.Message]]], rate: float = 0.0, *, messages: bool = False
+    node: NodeProcess,
+    per_client: list[list[list[pb.Message]]],
+    rate: float = 0.0,
+    *,
+    messages: bool = False,
+    in_flight: int = IN_FLIGHT,
 ) -> dict[str, float]:
-    """`messages`: observe commits on SubscribeMessages (one stream write per message) instead of blocks."""
+    """`messages`: observe commits on SubscribeMessages (one stream write per message) instead of blocks;
+    `in_flight`: batches each client keeps in flight when unpaced (a paced client sends one at a time)."""
     total = sum(len(b) for batches in per_client for b in batches)
     watcher = Watcher(node.grpc_target, total, messages=messages)
-    clients = ClientProcesses(submit_all, [node.grpc_target], per_client, rate)  # one process each
+    submit = functools.partial(submit_all, in_flight=1 if rate else in_flight)
+    clients = ClientProcesses(submit, [node.grpc_target], per_client, rate)  # one process each
     time.sleep(0.3)
     load = clients.run()
     arrived = watcher.join(120)
@@ -197,13 +229,18 @@ def write_phase(
 
 
 def measured_phase(
-    node: NodeProcess, load: list[list[list[pb.Message]]], *, messages: bool = False, also: int = 0
+    node: NodeProcess,
+    load: list[list[list[pb.Message]]],
+    *,
+    messages: bool = False,
+    also: int = 0,
+    in_flight: int = IN_FLIGHT,
 ) -> tuple[dict[str, float], float, float]:
     """`write_phase`, and the CPU seconds per committed message of the node's process tree (the node, its
     verify workers and store writer) and of process `also`'s tree (0.0 without one) over it."""
     assert node.proc is not None
     before, other = tree_cpu_seconds(node.proc.pid), tree_cpu_seconds(also) if also else {}
-    w = write_phase(node, load, messages=messages)
+    w = write_phase(node, load, messages=messages, in_flight=in_flight)
     committed = max(1, w["committed"])
     node_cpu = tree_cpu_delta(before, tree_cpu_seconds(node.proc.pid)) / committed
     other_cpu = tree_cpu_delta(other, tree_cpu_seconds(also)) / committed if also else 0.0
@@ -275,9 +312,9 @@ def echo_in_subprocess() -> tuple[multiprocessing.process.BaseProcess, Connectio
     return proc, parent
 
 
-def echo_batches(target: str, per_client: list[list[list[pb.Message]]]) -> float:
+def echo_batches(target: str, per_client: list[list[list[pb.Message]]], in_flight: int = IN_FLIGHT) -> float:
     """The same batches from the same kind of client processes against the bare echo: submitted msgs/s."""
-    load = ClientProcesses(submit_all, [target], per_client).run()
+    load = ClientProcesses(functools.partial(submit_all, in_flight=in_flight), [target], per_client).run()
     return load.accepted / (load.finished - load.start)
 
 
@@ -287,7 +324,9 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--node-args", default="", help="extra chain-node flags")
     parser.add_argument("--paced-rate", type=float, default=1000.0, help="msgs/s of the latency phase")
+    parser.add_argument("--in-flight", type=int, default=IN_FLIGHT, help="batches in flight per client")
     ns = parser.parse_args()
+    depth = ns.in_flight
     with tempfile.TemporaryDirectory() as d:
         node = NodeProcess(Path(d) / "data", "--web-addr", "", "--block-interval", "0.2", *ns.node_args.split()).start()
         try:
@@ -299,24 +338,29 @@ def main() -> None:
             # and one figure taken after every phase once moved the rows by a quarter (docs/performance.md)
             verify_before = bare_ed25519_rate()
             with Occupancy(node.proc.pid) as occupancy:  # what the cores did meanwhile: what bounds the rows
-                w, per_message, _ = measured_phase(node, per_client)
+                w, per_message, _ = measured_phase(node, per_client, in_flight=depth)
             verify_after = bare_ed25519_rate()
             cores = occupancy.window()
+            # the same phase with one batch in flight per client (the load of the passes before the
+            # thirty-second), printed beside the row: what the load generator's depth changes
+            with Occupancy(node.proc.pid) as occupancy_one:
+                w1, per_message_1, _ = measured_phase(node, workload(node, ns.clients, ns.messages), in_flight=1)
+            cores_one = occupancy_one.window()
             # the same traffic with a chain-gateway attached (its feeds follow the node; no SSE clients), right
             # after a control phase of the same size without it (later phases run on a larger state, so the
             # control goes first: any drift counts against the gateway)
-            wc, wc_cpu, _ = measured_phase(node, workload(node, ns.clients, ns.messages // 2))
+            wc, wc_cpu, _ = measured_phase(node, workload(node, ns.clients, ns.messages // 2), in_flight=depth)
             with_gateway = workload(node, ns.clients, ns.messages // 2)
             gateway = GatewayProcess(node.grpc_target, args=("--log-level", "warning")).start()
             try:
                 assert gateway.proc is not None
                 settle(gateway.proc.pid)  # its start-up (imports, first calls) is over before the phase
-                wg, wg_cpu, gw_cpu = measured_phase(node, with_gateway, also=gateway.proc.pid)
+                wg, wg_cpu, gw_cpu = measured_phase(node, with_gateway, also=gateway.proc.pid, in_flight=depth)
             finally:
                 gateway.stop()
             # the same traffic observed on SubscribeMessages: what one per-message subscriber adds to the node
             with_messages = workload(node, ns.clients, ns.messages // 2)
-            wm, wm_cpu, _ = measured_phase(node, with_messages, messages=True)
+            wm, wm_cpu, _ = measured_phase(node, with_messages, messages=True, in_flight=depth)
             paced_load = workload(node, ns.clients, int(ns.paced_rate * 5))
             paced = write_phase(node, paced_load, rate=ns.paced_rate)
             c = node.client()
@@ -340,14 +384,14 @@ def main() -> None:
     # the bare baseline: the same batches from the same kind of client processes
     proc, conn = echo_in_subprocess()
     target = f"127.0.0.1:{conn.recv()}"
-    echo_msgs = echo_batches(target, per_client)
+    echo_msgs = echo_batches(target, per_client, depth)
     echo_qps = asyncio.run(
         unary_qps(target, "/chain.v1.ChainService/GetAccount", account, rpc_pb2.GetAccountResponse, 3, 8)
     )
     conn.send("stop")
     proc.join(10)
 
-    print(f"\n### Node, {w['messages']:,} messages, {ns.clients} clients, batches of {BATCH}\n")
+    print(f"\n### Node, {w['messages']:,} messages, {ns.clients} clients, batches of {BATCH}, {depth} in flight each\n")
     print("| measure | node | bare grpc.aio echo | ratio |")
     print("|---|---:|---:|---:|")
     print(
@@ -386,6 +430,11 @@ def main() -> None:
         "per message"
     )
     print(f"saturated phase: {cores.describe()}")
+    print(
+        f"the same phase with one batch in flight per client: {w1['commit_rate']:,.0f} msgs/s = "
+        f"{w1['commit_rate'] / verify_rate:.2f}, node CPU {per_message_1 * 1e6:.0f} µs = "
+        f"{per_message_1 * verify_rate:.2f} verifies per message; {cores_one.describe()}"
+    )
     how = (
         f"{w['commit_rate']:,.0f} msgs/s ÷ {verify_rate:,.0f} verifies/s, {w['messages']:,} msgs; machine busy "
         f"{cores.machine_cores:.2f} of {cores.cores} cores, the node {cores.node_cores:.2f}"

@@ -4,16 +4,23 @@ the run instead of hanging it. The server is bench_node's bare echo in its own p
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import os
 import socket
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import grpc
 import pytest
 
 from bench.bench_node import echo_in_subprocess, submit_all
 from bench.clients import ClientProcesses
 from chain.v1 import message_pb2 as pb
+from chain.v1 import rpc_pb2, service_pb2_grpc
 
 
 @pytest.fixture
@@ -63,3 +70,59 @@ def test_a_client_that_never_finishes_times_the_run_out_and_every_client_is_ende
         with pytest.raises(TimeoutError, match="did not finish within 2 s"):
             clients.run(timeout=2)
         assert not [pid for pid in pids if Path(f"/proc/{pid}").exists()]  # ended and reaped, the hung one too
+
+
+class _Overlap(service_pb2_grpc.ChainServiceServicer):
+    """Answers each batch after a pause, noting how many calls were open at once at most."""
+
+    def __init__(self) -> None:
+        self.open = 0
+        self.most = 0
+        self.batches = 0
+
+    async def BatchSubmitMessages(
+        self, request: rpc_pb2.BatchSubmitMessagesRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> rpc_pb2.BatchSubmitMessagesResponse:
+        self.open += 1
+        self.most = max(self.most, self.open)
+        self.batches += 1
+        await asyncio.sleep(0.05)  # long enough that a second lane's call arrives while this one is open
+        self.open -= 1
+        return rpc_pb2.BatchSubmitMessagesResponse(
+            results=[rpc_pb2.SubmitResult(index=i, accepted=True) for i in range(len(request.messages))]
+        )
+
+
+def test_a_client_keeps_its_batches_in_flight_each_sent_once() -> None:
+    servicer = _Overlap()  # type: ignore[abstract]  # only the one call
+    ready: list[int] = []
+    stop = threading.Event()
+
+    def serve() -> None:
+        async def main() -> None:
+            server = grpc.aio.server()
+            service_pb2_grpc.add_ChainServiceServicer_to_server(servicer, server)
+            ready.append(server.add_insecure_port("127.0.0.1:0"))
+            await server.start()
+            while not stop.is_set():
+                await asyncio.sleep(0.02)
+            await server.stop(0)
+
+        asyncio.run(main())
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        while not ready:
+            time.sleep(0.01)
+        load = _load(clients=1, batches=9, per_batch=4)
+        submit = functools.partial(submit_all, in_flight=3)
+        result = ClientProcesses(submit, [f"127.0.0.1:{ready[0]}"], load).run(timeout=60)
+    finally:
+        stop.set()
+        thread.join(10)
+    assert servicer.batches == 9 and result.accepted == 36  # every batch once, none twice
+    assert set(result.sent) == {m.hash for batch in load[0] for m in batch}
+    assert 1 < servicer.most <= 3  # calls overlapped, never more than the lanes
+    with pytest.raises(ValueError, match="paced"):
+        asyncio.run(submit_all("127.0.0.1:1", [], {}, 100.0, in_flight=2))
