@@ -28,7 +28,6 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import AsyncIterator
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
@@ -36,7 +35,7 @@ from typing import Any
 import grpc
 
 from bench.bench_crypto import bare_ed25519_rate
-from bench.clients import ClientProcesses
+from bench.clients import ClientProcesses, send_all
 from bench.occupancy import Occupancy
 from bench.procstat import tree_cpu_delta, tree_cpu_seconds
 from bench.table import Row, emit
@@ -90,50 +89,21 @@ def percentile(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))]
 
 
-async def paced(
-    batches: list[list[pb.Message]], sent: dict[bytes, float], rate: float = 0.0
-) -> AsyncIterator[list[pb.Message]]:
-    """The batches one after another (paced to `rate` msgs/s when given), each message's send time noted."""
-    start = time.perf_counter()
-    done = 0
-    for batch in batches:
-        if rate:
-            await asyncio.sleep(max(0.0, start + done / rate - time.perf_counter()))
-        done += len(batch)
-        now = time.perf_counter()
-        for m in batch:
-            sent[m.hash] = now
-        yield batch
-
-
 async def submit_all(
     target: str, batches: list[list[pb.Message]], sent: dict[bytes, float], rate: float = 0.0, in_flight: int = 1
 ) -> int:
-    """Submit batches one after another; with `rate` (msgs/s for this client), paced to that rate. With
-    `in_flight` > 1 (unpaced only), that many calls at a time on the client's one channel, each taking the
-    next batch when its answer came: a node serving many clients never waits for the next request."""
-    if in_flight > 1 and rate:
-        raise ValueError("a paced client sends one batch at a time")
+    """Submit batches on one channel: paced to `rate` (msgs/s for this client) one at a time, or unpaced
+    `in_flight` at a time (bench/clients.py `send_all`)."""
     accepted = 0
     async with grpc.aio.insecure_channel(target) as channel:
         stub = service_pb2_grpc.ChainServiceStub(channel)
-        if in_flight <= 1:
-            async for batch in paced(batches, sent, rate):
-                resp = await stub.BatchSubmitMessages(rpc_pb2.BatchSubmitMessagesRequest(messages=batch))
-                accepted += sum(r.accepted for r in resp.results)
-            return accepted
-        todo = iter(batches)
 
-        async def lane() -> None:
+        async def send(batch: list[pb.Message]) -> None:
             nonlocal accepted
-            for batch in todo:  # a plain iterator: each batch goes to exactly one lane
-                now = time.perf_counter()
-                for m in batch:
-                    sent[m.hash] = now
-                resp = await stub.BatchSubmitMessages(rpc_pb2.BatchSubmitMessagesRequest(messages=batch))
-                accepted += sum(r.accepted for r in resp.results)
+            resp = await stub.BatchSubmitMessages(rpc_pb2.BatchSubmitMessagesRequest(messages=batch))
+            accepted += sum(r.accepted for r in resp.results)
 
-        await asyncio.gather(*(lane() for _ in range(in_flight)))
+        await send_all(batches, sent, rate, in_flight, send)
     return accepted
 
 

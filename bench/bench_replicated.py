@@ -8,8 +8,8 @@ a min-max spread: one short run in a fixed order measured the machine, not the c
 (docs/performance.md, third pass). Clients are spread over the members, client i on member i mod 3, as
 behind Envoy's round robin.
 
-- committed msgs/s: C clients submit batches of 100 follows as fast as they can (to the one solo node;
-  spread over the three replicated nodes), counted until the last message's block reaches a
+- committed msgs/s: C clients submit batches of 100 follows as fast as they can, two in flight each as in
+  bench_node (to the one solo node; spread over the three replicated nodes), counted until the last message's block reaches a
   SubscribeBlocks stream on the first member (the followers apply each block about half a second after
   the leader commits it, so a phase of about a second leaves some of their work out);
 - node CPU per committed message: user + system CPU of every node's processes (its main process and its
@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import os
 import statistics
 import subprocess
@@ -51,8 +52,8 @@ from pathlib import Path
 
 import grpc
 
-from bench.bench_node import BATCH, Watcher, paced, percentile
-from bench.clients import ClientProcesses
+from bench.bench_node import BATCH, IN_FLIGHT, Watcher, percentile
+from bench.clients import ClientProcesses, send_all
 from bench.cpulimit import CpuLimits, unavailable
 from bench.procstat import cpu_seconds, tree_cpu_delta, tree_cpu_seconds
 from bench.table import Row, emit
@@ -79,24 +80,30 @@ def signed_load(node: NodeProcess, clients: int, total: int, batch: int = BATCH)
     ]
 
 
-async def submit_retrying(target: str, batches: list[list[pb.Message]], sent: dict[bytes, float], rate: float) -> int:
-    """Batches one after another on one channel (paced to `rate` msgs/s when given), like a real client: a
-    batch refused with UNAVAILABLE (NOT_LEADER: the member lost its leader for a moment) is sent again after
-    the retry hint; the messages it had accepted then answer DUPLICATE_MESSAGE. Returns how many messages
-    the last answer to each batch accepted."""
+async def submit_retrying(
+    target: str, batches: list[list[pb.Message]], sent: dict[bytes, float], rate: float, in_flight: int = 1
+) -> int:
+    """Batches on one channel (paced to `rate` msgs/s one at a time, or unpaced `in_flight` at a time:
+    bench/clients.py `send_all`), like a real client: a batch refused with UNAVAILABLE (NOT_LEADER: the
+    member lost its leader for a moment) is sent again after the retry hint; the messages it had accepted
+    then answer DUPLICATE_MESSAGE. Returns how many messages the last answer to each batch accepted."""
     accepted = 0
     async with grpc.aio.insecure_channel(target) as channel:
         stub = service_pb2_grpc.ChainServiceStub(channel)
-        async for batch in paced(batches, sent, rate):
+
+        async def send(batch: list[pb.Message]) -> None:
+            nonlocal accepted
             while True:
                 try:
                     resp = await stub.BatchSubmitMessages(rpc_pb2.BatchSubmitMessagesRequest(messages=batch))
                     accepted += sum(r.accepted for r in resp.results)
-                    break
+                    return
                 except grpc.aio.AioRpcError as err:
                     if err.code() != grpc.StatusCode.UNAVAILABLE:
                         raise
                     await asyncio.sleep(RETRY_AFTER_MS / 1000)
+
+        await send_all(batches, sent, rate, in_flight, send)
     return accepted
 
 
@@ -105,7 +112,8 @@ def phase(
 ) -> dict[str, float]:
     total = sum(len(b) for batches in load for b in batches)
     watcher = Watcher(watch_target, total)
-    clients = ClientProcesses(submit_retrying, targets, load, rate)  # one process each, client i on member i mod 3
+    submit = functools.partial(submit_retrying, in_flight=1 if rate else IN_FLIGHT)
+    clients = ClientProcesses(submit, targets, load, rate)  # one process each, client i on member i mod 3
     time.sleep(0.3)
     submitted = clients.run()
     arrived = watcher.join(180)

@@ -8,9 +8,10 @@ one has sent its last batch.
     clients = ClientProcesses(submit_all, targets, load, rate)   # spawned; every one ready
     result = clients.run()    # result.start, result.finished, result.accepted, result.sent
 
-`submit` is a module-level coroutine function (the child imports it by name):
-`submit(target, batches, sent, rate) -> accepted`, noting each message's send time in `sent`
+`submit` is a module-level coroutine function (the child imports it by name; a `functools.partial` of one
+pickles too): `submit(target, batches, sent, rate) -> accepted`, noting each message's send time in `sent`
 (`time.perf_counter`, CLOCK_MONOTONIC: one clock for every process on Linux, as the watcher's).
+`send_all` is how the benches' submits send: paced one batch at a time, or unpaced several in flight.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import multiprocessing
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
@@ -46,6 +47,50 @@ def _client(submit: Submit, target: str, batches: list[list[bytes]], rate: float
     sent: dict[bytes, float] = {}
     accepted = asyncio.run(submit(target, decoded, sent, rate))
     conn.send((accepted, time.perf_counter(), sent))
+
+
+async def paced(
+    batches: list[list[pb.Message]], sent: dict[bytes, float], rate: float = 0.0
+) -> AsyncIterator[list[pb.Message]]:
+    """The batches one after another (paced to `rate` msgs/s when given), each message's send time noted."""
+    start = time.perf_counter()
+    done = 0
+    for batch in batches:
+        if rate:
+            await asyncio.sleep(max(0.0, start + done / rate - time.perf_counter()))
+        done += len(batch)
+        now = time.perf_counter()
+        for m in batch:
+            sent[m.hash] = now
+        yield batch
+
+
+async def send_all(
+    batches: list[list[pb.Message]],
+    sent: dict[bytes, float],
+    rate: float,
+    in_flight: int,
+    send: Callable[[list[pb.Message]], Awaitable[None]],
+) -> None:
+    """`send` each batch, noting its messages' send times: paced to `rate` msgs/s one at a time, or unpaced
+    `in_flight` at a time (lanes each taking the next batch when their call is answered: a node serving
+    many clients never waits for the next request)."""
+    if in_flight > 1 and rate:
+        raise ValueError("a paced client sends one batch at a time")
+    if in_flight <= 1:
+        async for batch in paced(batches, sent, rate):
+            await send(batch)
+        return
+    todo = iter(batches)  # a plain iterator: each batch goes to exactly one lane
+
+    async def lane() -> None:
+        for batch in todo:
+            now = time.perf_counter()
+            for m in batch:
+                sent[m.hash] = now
+            await send(batch)
+
+    await asyncio.gather(*(lane() for _ in range(in_flight)))
 
 
 class ClientProcesses:

@@ -10,7 +10,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,7 @@ import grpc
 import pytest
 
 from bench.bench_node import echo_in_subprocess, submit_all
+from bench.bench_replicated import submit_retrying
 from bench.clients import ClientProcesses
 from chain.v1 import message_pb2 as pb
 from chain.v1 import rpc_pb2, service_pb2_grpc
@@ -72,6 +73,9 @@ def test_a_client_that_never_finishes_times_the_run_out_and_every_client_is_ende
         assert not [pid for pid in pids if Path(f"/proc/{pid}").exists()]  # ended and reaped, the hung one too
 
 
+AnySubmit = Callable[..., Coroutine[Any, Any, int]]  # a submit with its `in_flight` keyword
+
+
 class _Overlap(service_pb2_grpc.ChainServiceServicer):
     """Answers each batch after a pause, noting how many calls were open at once at most."""
 
@@ -93,7 +97,10 @@ class _Overlap(service_pb2_grpc.ChainServiceServicer):
         )
 
 
-def test_a_client_keeps_its_batches_in_flight_each_sent_once() -> None:
+@pytest.mark.parametrize("submit_fn", [submit_all, submit_retrying], ids=["bench_node", "bench_replicated"])
+def test_a_client_keeps_its_batches_in_flight_each_sent_once(
+    submit_fn: Callable[..., Coroutine[Any, Any, int]],
+) -> None:
     servicer = _Overlap()  # type: ignore[abstract]  # only the one call
     ready: list[int] = []
     stop = threading.Event()
@@ -116,7 +123,7 @@ def test_a_client_keeps_its_batches_in_flight_each_sent_once() -> None:
         while not ready:
             time.sleep(0.01)
         load = _load(clients=1, batches=9, per_batch=4)
-        submit = functools.partial(submit_all, in_flight=3)
+        submit = functools.partial(submit_fn, in_flight=3)
         result = ClientProcesses(submit, [f"127.0.0.1:{ready[0]}"], load).run(timeout=60)
     finally:
         stop.set()
@@ -125,4 +132,4 @@ def test_a_client_keeps_its_batches_in_flight_each_sent_once() -> None:
     assert set(result.sent) == {m.hash for batch in load[0] for m in batch}
     assert 1 < servicer.most <= 3  # calls overlapped, never more than the lanes
     with pytest.raises(ValueError, match="paced"):
-        asyncio.run(submit_all("127.0.0.1:1", [], {}, 100.0, in_flight=2))
+        asyncio.run(submit_fn("127.0.0.1:1", [], {}, 100.0, in_flight=2))
