@@ -9,9 +9,10 @@ a min-max spread: one short run in a fixed order measured the machine, not the c
 behind Envoy's round robin.
 
 - committed msgs/s: C clients submit batches of 100 follows as fast as they can, two in flight each as in
-  bench_node (to the one solo node; spread over the three replicated nodes), counted until the last message's block reaches a
-  SubscribeBlocks stream on the first member (the followers apply each block about half a second after
-  the leader commits it, so a phase of about a second leaves some of their work out);
+  bench_node (to the one solo node; spread over the three replicated nodes), counted until the last
+  message's block reaches a SubscribeBlocks stream on the first member (the followers apply each block
+  about half a second after the leader commits it, so a phase of about a second leaves some of their
+  work out);
 - node CPU per committed message: user + system CPU of every node's processes (its main process and its
   children: the store writer, any verify workers) over the saturated phase, divided by the messages
   committed; etcd's three members' CPU is given beside it (it shares the machine);
