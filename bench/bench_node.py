@@ -247,10 +247,13 @@ class Echo(service_pb2_grpc.ChainServiceServicer):
         return rpc_pb2.GetAccountResponse()
 
 
-def run_echo_server(port_box: list[int], stop: threading.Event) -> None:
+def run_echo_server(port_box: list[int], stop: threading.Event, servicer: Echo | None = None) -> None:
+    """Serve `servicer` (the bare echo by default) on a loopback port, put in `port_box`, until `stop`."""
+
     async def main() -> None:
         server = grpc.aio.server()
-        service_pb2_grpc.add_ChainServiceServicer_to_server(Echo(), server)  # type: ignore[abstract]
+        answering = servicer if servicer is not None else Echo()  # type: ignore[abstract]
+        service_pb2_grpc.add_ChainServiceServicer_to_server(answering, server)
         port_box.append(server.add_insecure_port("127.0.0.1:0"))
         await server.start()
         while not stop.is_set():

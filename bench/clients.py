@@ -49,6 +49,12 @@ def _client(submit: Submit, target: str, batches: list[list[bytes]], rate: float
     conn.send((accepted, time.perf_counter(), sent))
 
 
+def _note_sent(batch: list[pb.Message], sent: dict[bytes, float]) -> None:
+    now = time.perf_counter()
+    for m in batch:
+        sent[m.hash] = now
+
+
 async def paced(
     batches: list[list[pb.Message]], sent: dict[bytes, float], rate: float = 0.0
 ) -> AsyncIterator[list[pb.Message]]:
@@ -59,9 +65,7 @@ async def paced(
         if rate:
             await asyncio.sleep(max(0.0, start + done / rate - time.perf_counter()))
         done += len(batch)
-        now = time.perf_counter()
-        for m in batch:
-            sent[m.hash] = now
+        _note_sent(batch, sent)
         yield batch
 
 
@@ -85,9 +89,7 @@ async def send_all(
 
     async def lane() -> None:
         for batch in todo:
-            now = time.perf_counter()
-            for m in batch:
-                sent[m.hash] = now
+            _note_sent(batch, sent)
             await send(batch)
 
     await asyncio.gather(*(lane() for _ in range(in_flight)))

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
-from bench.procstat import tree_cpu_seconds
+from bench.procstat import cpu_seconds, tree_cpu_seconds
 
 TICK = os.sysconf("SC_CLK_TCK")
 
@@ -77,14 +77,6 @@ def machine_busy_seconds() -> float:
     return (sum(values[:8]) - values[3] - values[4]) / TICK  # user..steal; guest is inside user already
 
 
-def thread_seconds(pid: int, tid: int) -> float:
-    try:
-        fields = Path(f"/proc/{pid}/task/{tid}/stat").read_text().rpartition(")")[2].split()
-    except (FileNotFoundError, ProcessLookupError):
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / TICK
-
-
 class Occupancy:
     """Samples the machine, the node's tree and its main thread in a background thread (a context manager)."""
 
@@ -97,7 +89,7 @@ class Occupancy:
 
     def _read(self) -> tuple[float, float, float, float]:
         node = sum(tree_cpu_seconds(self.pid).values())
-        return time.perf_counter(), machine_busy_seconds(), node, thread_seconds(self.pid, self.pid)
+        return time.perf_counter(), machine_busy_seconds(), node, cpu_seconds(self.pid, tid=self.pid)
 
     def _run(self) -> None:
         before = self._read()

@@ -6,10 +6,12 @@ import os
 from pathlib import Path
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time one process has used so far (0.0 once it is gone)."""
+def cpu_seconds(pid: int, tid: int | None = None) -> float:
+    """User + system CPU time one process (or, with `tid`, one of its threads) has used so far (0.0 once it
+    is gone)."""
+    path = f"/proc/{pid}/stat" if tid is None else f"/proc/{pid}/task/{tid}/stat"
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+        fields = Path(path).read_text().rpartition(")")[2].split()
     except (FileNotFoundError, ProcessLookupError):
         return 0.0
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
