@@ -31,6 +31,11 @@ IN_FLIGHT = 64  # one client connection to Envoy carrying this many calls at onc
 CALLS = IN_FLIGHT * 320
 STREAMS_PER_CONNECTION = 16  # envoy/envoy.yaml: max_concurrent_streams of the chain_node cluster
 CALLS_PER_CONNECTION = 1000  # envoy/envoy.yaml: max_requests_per_connection
+# The least share of the calls each worker answers. The kernel deals each of the ~21 connections to a worker
+# by a hash of its addresses, a fair coin per connection, so a worker's share is binomial: a fifth of the
+# calls (5 connections or more) was missed about once in 140 runs (CI saw 4 of 21), a tenth (3 or more) is
+# missed about once in 4,500.
+MIN_SHARE = 0.1
 
 
 @pytest.fixture(scope="module")
@@ -121,8 +126,8 @@ def test_one_clients_reads_through_envoy_spread_over_the_read_workers(
     assert most_open >= IN_FLIGHT // STREAMS_PER_CONNECTION, most_open
     # connections retire after their 1000th call, so the kernel deals them to the workers again and again
     assert opened >= CALLS // CALLS_PER_CONNECTION // 2, opened
-    # and so both workers served: each answered at least a fifth of the calls (one answered them all before)
-    assert set(served) == {"0", "1"} and min(served.values()) >= 0.2 * CALLS, served
+    # and so both workers served (one answered them all before)
+    assert set(served) == {"0", "1"} and min(served.values()) >= MIN_SHARE * CALLS, served
 
 
 def test_reads_through_envoy_reach_a_read_worker_started_after_one_was_killed(
@@ -139,4 +144,4 @@ def test_reads_through_envoy_reach_a_read_worker_started_after_one_was_killed(
     warm_up = 2 * IN_FLIGHT * 16  # the new worker is listening by the end, and these are counted before the rest
     _served_by_each(node, lambda: asyncio.run(_read_many(envoy.target, request_, warm_up)), warm_up)
     served = _served_by_each(node, lambda: asyncio.run(_read_many(envoy.target, request_)))
-    assert set(served) == {"0", "1"} and min(served.values()) >= 0.2 * CALLS, served
+    assert set(served) == {"0", "1"} and min(served.values()) >= MIN_SHARE * CALLS, served
