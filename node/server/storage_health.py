@@ -73,6 +73,12 @@ class StorageHealth:
         self.attempts = 0
 
     @property
+    def backing_off(self) -> bool:
+        """Failing, and the next attempt is not due yet (a replicated member stays out of the election
+        meanwhile; once it is due, the member may lead again to make that attempt: replicated.py)."""
+        return bool(self.failure) and self.clock() < self._retry_at
+
+    @property
     def retry_after_ms(self) -> int:
         """When a refused client should try again: the next attempt, at least half a second away."""
         return max(500, int((self._retry_at - self.clock()) * 1000) + 1)

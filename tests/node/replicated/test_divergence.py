@@ -16,7 +16,7 @@ from node.block import header_hash
 from node.chain import Chain
 from node.sdk.rpc import reason_of
 from node.server.config import parse_config
-from node.server.ordering.etcd.client import EtcdClient, op_put
+from node.server.ordering.etcd.client import EtcdClient, op_delete, op_put
 from node.server.ordering.etcd.log import BlockLog, Keys
 from tests.fixtures.etcdproc import EtcdCluster
 from tests.fixtures.replicaset import ReplicaSet, status, wait_height
@@ -45,6 +45,17 @@ def append_as_leader(etcd: EtcdCluster, block: block_pb2.Block) -> None:
             lease = await client.grant(60)  # hold leadership so no member appends meanwhile
             await client.txn([], [op_put(KEYS.leader, b'{"id": "test", "addr": "127.0.0.1:1"}', lease)])
             assert await BlockLog(client, KEYS).append(block, lease)
+        finally:
+            await client.close()
+
+    asyncio.run(run())
+
+
+def delete_leader_key(etcd: EtcdCluster) -> None:
+    async def run() -> None:
+        client = EtcdClient(etcd.endpoints)
+        try:
+            await client.txn([], [op_delete(KEYS.leader)])
         finally:
             await client.close()
 
@@ -80,6 +91,12 @@ def test_state_root_mismatch_stops_writes(tmp_path: Path, etcd1: EtcdCluster) ->
             assert isinstance(info.value, grpc.Call) and info.value.code() == grpc.StatusCode.UNAVAILABLE
         # What the ChainMemberDiverged alert reads.
         assert value(scrape(node.ready["metrics_port"]), "chain_member_diverged") == 1
+        # The forger's key gone, the halted member does not take leadership: it would stop every member's writes.
+        delete_leader_key(etcd1)
+        for _ in range(20):
+            assert status(node).role == "follower"
+            time.sleep(0.1)
+        assert any("not campaigning for leadership: it stopped taking writes" in line for line in node.stderr_lines)
     finally:
         nodes.stop()
 

@@ -165,3 +165,44 @@ async def test_a_silent_leader_watch_is_noticed_and_opened_again(etcd1: EtcdClus
         await leader.stop()
         await silent.close()
         await plain.close()
+
+
+async def test_a_leader_that_turns_unfit_gives_up_its_key_and_an_unfit_member_never_campaigns(
+    etcd1: EtcdCluster,
+) -> None:
+    """`unfit` (a store that refuses commits, a halted member: replicated.py): the leader deletes its key
+    when told to reconsider, long before its lease would lapse (TTL 9), another member is elected, and the
+    unfit one does not take the key back, even when it is free, until it is fit again."""
+    why = {"m0": "", "m1": ""}
+    clients = [EtcdClient(etcd1.endpoints) for _ in range(2)]
+    first = Election(clients[0], KEYS, "m0", "127.0.0.1:9000", ttl=9, poll=10.0, unfit=lambda: why["m0"])
+    other = Election(clients[1], KEYS, "m1", "127.0.0.1:9001", ttl=9, poll=10.0, unfit=lambda: why["m1"])
+    try:
+        await first.start()
+        await until(lambda: first.is_leader, 5)
+        await other.start()
+        await live(other)
+        await asyncio.sleep(0.3)  # past the first rounds: the next scheduled read is ~3 s away
+
+        why["m0"] = "its store cannot commit blocks: disk full"
+        first.reconsider()
+        took = await until(lambda: other.is_leader, 5)
+        assert took < 1.0, f"the hand-over took {took:.2f} s"
+        assert not first.is_leader
+        await until(lambda: first.current is not None and first.current.id == "m1", 5)  # it still forwards
+
+        seen = first.changes
+        await other.stop()  # the key is free: the unfit member stays out, not even briefly
+        for _ in range(50):
+            assert not first.is_leader
+            await asyncio.sleep(0.02)
+        assert first.changes == seen and first.current is None
+
+        why["m0"] = ""  # fit again: it campaigns at its next round
+        first.reconsider()
+        await until(lambda: first.is_leader, 5)
+    finally:
+        await other.stop()
+        await first.stop()
+        for c in clients:
+            await c.close()

@@ -15,6 +15,12 @@ leader's key deleted: it campaigns at once) and otherwise once per keep-alive
 it always did. A scheduled read that finds the key changed without a word
 from the watch opens the watch again (a stream to an etcd member cut off
 from its peers stays open and says nothing).
+
+A member that must not lead (`unfit` says why: its store refuses commits, or
+it halted on a diverged state) does not campaign, and a leader that turns
+unfit deletes its key at once (compared with its lease), so a healthy member
+is elected instead of the cluster's writes waiting on one member's disk. It
+campaigns again once `unfit` has nothing to say.
 """
 
 from __future__ import annotations
@@ -60,16 +66,20 @@ class Election:
         *,
         ttl: int,
         poll: float,
+        unfit: Callable[[], str] = lambda: "",
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        """`poll`: how often the leader key is read while its watch is not live."""
+        """`poll`: how often the leader key is read while its watch is not live. `unfit`: why this member
+        must not lead now ("" when it may): it then gives up the key if it holds it, and does not campaign."""
         self.client = client
         self.keys = keys
         self.node_id = node_id
         self.addr = addr
         self.ttl = ttl
         self.poll = poll
+        self.unfit = unfit
         self.clock = clock
+        self._unfit_why = ""  # the reason last logged for standing aside
         self.lease = 0
         self.leader: Leader | None = None
         self.changes = 0  # leaders seen elected (metric chain.etcd.leader_changes)
@@ -97,6 +107,10 @@ class Election:
         if self.leader is None or self.clock() - self._last_seen > self.ttl:
             return None
         return self.leader
+
+    def reconsider(self) -> None:
+        """Run a round now (this member's fitness changed), not at the next keep-alive."""
+        self._wake.set()
 
     async def start(self) -> None:
         self.watch.start()
@@ -138,6 +152,18 @@ class Election:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), wait)
 
+    def _fitness(self) -> str:
+        """Why this member must not lead now ("" when it may). A reason is logged when it first appears,
+        not each time it comes back: a failing store lets the member campaign whenever its next attempt
+        is due (replicated.py), so it can turn fit and unfit every few seconds for as long as it fails."""
+        why = self.unfit()
+        if why and why != self._unfit_why:
+            log.warning("not campaigning for leadership: %s", why)
+            self._unfit_why = why
+        elif not why and self._unfit_why:
+            log.debug("campaigning for leadership again")
+        return why
+
     async def _round(self) -> None:
         now = self.clock()
         if self.lease and now - self._last_keepalive >= self.ttl / 3:
@@ -159,8 +185,16 @@ class Election:
         # nothing, and every member asks several times a second. The read is linearizable, as the
         # transaction was; the campaign itself is still the compare-and-create.
         kvs = await self.client.range(self.keys.leader)
+        why = self._fitness()
+        if why and kvs and kvs[0].lease == self.lease and json.loads(kvs[0].value).get("id") == self.node_id:
+            # Leading while unfit would stop the cluster's writes: the lease lives on (keep-alives do not need
+            # the store), and every member forwards to the leader. Delete the key; the watch elects another.
+            await self.client.txn([cmp_lease(self.keys.leader, self.lease)], [op_delete(self.keys.leader)])
+            log.warning("this node gives up leadership: %s", why)
+            self.leader, self._revision, self._last_seen = None, None, self.clock()
+            return
         won = False
-        if not kvs:
+        if not kvs and not why:
             value = json.dumps({"id": self.node_id, "addr": self.addr}).encode()
             result = await self.client.txn(
                 [cmp_absent(self.keys.leader)],

@@ -8,7 +8,8 @@ whose messages were executed at admission: node/server/write/pending.py) and app
 transaction (etcd_log). Only after the append succeeded does the leader commit the block it built; if the
 append's answer is lost, the block is applied from the log like any other. A block whose state root differs
 from ours halts the member: it logs the difference, stops taking writes (STATE_DIVERGED) and reports
-NOT_SERVING; reads keep working.
+NOT_SERVING; reads keep working. A halted member, and one whose store refuses commits (disk full), must not
+lead (`_unfit`): the election does not campaign for it, and gives up the leader key if it holds it.
 
 Followers forward accepted submissions to the leader (forwarding.py), which
 does not verify again what a member proves it verified (membership.py). With
@@ -139,6 +140,7 @@ class ReplicatedOrderer:
         assert self.election is not None
         current = self.election.current
         if current is None:
+            self.applier.storage.check()  # this member cannot lead while its store fails: say so
             raise no_leader("no leader is elected")
         if self.election.is_leader:
             self.applier.storage.check()  # STORAGE_FAILED while this leader cannot commit
@@ -150,7 +152,13 @@ class ReplicatedOrderer:
             raise InvariantBroken("the replicated orderer needs the node's advertised address before start")
         s = self.settings
         self.election = Election(
-            self.client, self.keys, s.node_id, self.addr, ttl=s.lease_ttl, poll=min(0.25, s.lease_ttl / 6)
+            self.client,
+            self.keys,
+            s.node_id,
+            self.addr,
+            ttl=s.lease_ttl,
+            poll=min(0.25, s.lease_ttl / 6),
+            unfit=self._unfit,
         )
         await self.election.start()
         self._loop = asyncio.get_running_loop()
@@ -213,6 +221,8 @@ class ReplicatedOrderer:
                 self._halt(f"STATE DIVERGED: block {exc.number} from the log does not match this node's state: {exc}")
             except StorageFailed:  # logged once by StorageHealth; the block is retried from the log
                 wait, backoff = max(wait, self.applier.storage.retry_after_ms / 1000), True
+                if self.election is not None:
+                    self.election.reconsider()  # a leader that cannot commit gives up leadership now
             except Exception:  # a long-running loop never dies on one bad round
                 log.exception("replication round failed; retrying")
                 wait, backoff = max(wait, 0.5), True
@@ -223,6 +233,20 @@ class ReplicatedOrderer:
         if not self.halted:
             log.critical("this node stops taking writes: %s", why)
         self.halted = why
+        if self.election is not None:
+            self.election.reconsider()  # a halted member must not lead
+
+    def _unfit(self) -> str:
+        """Why this member must not lead ("" when it may): the election asks before each campaign, and a
+        leader that turns unfit gives up its key (election.py). A failing store counts only until its next
+        attempt is due: a member with nothing left in the log to retry (a one-member cluster, every member
+        failing, a failure before the append) would otherwise never lead, nor commit, again. Once due it
+        may campaign, but healthy members take a free key first (they campaign when the watch reports it)."""
+        if self.halted:
+            return f"it stopped taking writes: {self.halted}"
+        if self.applier.storage.backing_off:
+            return f"its store cannot commit blocks: {self.applier.storage.failure}"
+        return ""
 
     async def _catch_up(self) -> bool:
         """Apply what the log holds after our height; True when nothing is left to apply."""
