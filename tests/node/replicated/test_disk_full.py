@@ -1,5 +1,6 @@
 """A full disk under a replicated member: the leader's store refuses its blocks, so it gives up leadership and
-a healthy member leads; once space returns it catches up from the log and nothing accepted is lost.
+a healthy member leads; once space returns it catches up from the log and nothing accepted is lost. Also a
+lone member, and a `--follow` read replica.
 
 Without the hand-over a leader that cannot commit keeps its lease (its keep-alives do not touch the disk) and
 every member forwards writes to it: one member's full disk would stop the whole cluster's writes.
@@ -15,10 +16,13 @@ from pathlib import Path
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from chain.v1 import rpc_pb2
 from node.sdk.rpc import ChainClient, reason_of
 from tests.fixtures.disk import fill
 from tests.fixtures.etcdproc import EtcdCluster
+from tests.fixtures.nodeproc import NodeProcess
 from tests.fixtures.replicaset import (
+    ENV,
     ReplicaSet,
     assert_same_chain,
     commit_retrying,
@@ -36,6 +40,13 @@ def readiness(target: str) -> int:
     with grpc.insecure_channel(target) as channel:
         request = health_pb2.HealthCheckRequest(service="readiness")
         return int(health_pb2_grpc.HealthStub(channel).Check(request, timeout=5).status)
+
+
+def wait_readiness(target: str, wanted: int, timeout: float, why: str) -> None:
+    deadline = time.monotonic() + timeout
+    while readiness(target) != wanted:
+        assert time.monotonic() < deadline, why
+        time.sleep(0.2)
 
 
 def test_a_leader_on_a_full_disk_hands_over_and_catches_up(tmp_path: Path, tmpfs: Path, etcd1: EtcdCluster) -> None:
@@ -74,10 +85,7 @@ def test_a_leader_on_a_full_disk_hands_over_and_catches_up(tmp_path: Path, tmpfs
             assert any("gives up leadership" in line for line in stuck.stderr_lines)
 
             (tmpfs / "ballast").unlink()
-            deadline = time.monotonic() + 60
-            while readiness(stuck.grpc_target) != SERVING:
-                assert time.monotonic() < deadline, "the member did not recover once space returned"
-                time.sleep(0.2)
+            wait_readiness(stuck.grpc_target, SERVING, 60, "the member did not recover once space returned")
             for message_hash in accepted:  # every message answered "accepted" is committed, none dropped
                 c.wait_committed(message_hash, timeout=60)
         height = max(status(n).block_height for n in nodes.nodes)
@@ -132,3 +140,38 @@ def test_a_lone_member_on_a_full_disk_refuses_with_storage_failed_and_leads_agai
                 c.wait_committed(message_hash, timeout=30)
     finally:
         nodes.stop()
+
+
+def test_a_read_replica_on_a_full_disk_stops_serving_then_catches_up(tmp_path: Path, tmpfs: Path) -> None:
+    """A `--follow` replica whose disk fills cannot apply its upstream's blocks: it is not ready (clients go
+    elsewhere) while it retries at the store's backoff, and once space returns it applies them, root for root."""
+    upstream = NodeProcess(tmp_path / "up", "--verify-workers", "0", "--web-addr", "", env=ENV).start(120)
+    replica: NodeProcess | None = None
+    try:
+        with upstream.client() as c:
+            actor = funded_actors(c, upstream.authority(), 1)[0]
+            snap = c.admin.CreateSnapshot(rpc_pb2.CreateSnapshotRequest()).snapshot  # type: ignore[union-attr]
+        replica = NodeProcess(
+            tmpfs / "replica", "--verify-workers", "0", "--web-addr", "",
+            "--restore", str(tmp_path / "up" / "snapshots" / snap.name), "--follow", upstream.grpc_target, env=ENV,
+        ).start(120)  # fmt: skip
+        wait_height([replica], status(upstream).block_height)
+        wait_readiness(replica.grpc_target, SERVING, 30, "the replica did not turn ready")
+
+        fill(tmpfs / "ballast")
+        with upstream.client() as c:
+            for _ in range(5):
+                c.commit(*[actor.b.follow(os.urandom(20)) for _ in range(20)])
+        wait_readiness(replica.grpc_target, NOT_SERVING, 30, "the replica stayed ready on a full disk")
+        assert status(replica).block_height < status(upstream).block_height
+        assert any("STORAGE FAILED" in line for line in replica.stderr_lines)
+
+        (tmpfs / "ballast").unlink()
+        height = status(upstream).block_height
+        wait_height([replica], height)
+        assert_same_chain([upstream, replica], height)
+        wait_readiness(replica.grpc_target, SERVING, 30, "the replica did not turn ready again")
+    finally:
+        if replica is not None:
+            replica.stop()
+        upstream.stop()
