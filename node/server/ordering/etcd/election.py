@@ -160,8 +160,6 @@ class Election:
         if why and why != self._unfit_why:
             log.warning("not campaigning for leadership: %s", why)
             self._unfit_why = why
-        elif not why and self._unfit_why:
-            log.debug("campaigning for leadership again")
         return why
 
     async def _round(self) -> None:
@@ -186,7 +184,7 @@ class Election:
         # transaction was; the campaign itself is still the compare-and-create.
         kvs = await self.client.range(self.keys.leader)
         why = self._fitness()
-        if why and kvs and kvs[0].lease == self.lease and json.loads(kvs[0].value).get("id") == self.node_id:
+        if why and kvs and kvs[0].lease == self.lease:  # a leader key on our lease is ours: only we put one
             # Leading while unfit would stop the cluster's writes: the lease lives on (keep-alives do not need
             # the store), and every member forwards to the leader. Delete the key; the watch elects another.
             await self.client.txn([cmp_lease(self.keys.leader, self.lease)], [op_delete(self.keys.leader)])
