@@ -14,12 +14,12 @@ import time
 from pathlib import Path
 
 import grpc
-from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from chain.v1 import rpc_pb2
 from node.sdk.rpc import ChainClient, reason_of
 from tests.fixtures.disk import fill
 from tests.fixtures.etcdproc import EtcdCluster
+from tests.fixtures.health import NOT_SERVING, SERVING, health_status, wait_health
 from tests.fixtures.nodeproc import NodeProcess
 from tests.fixtures.replicaset import (
     ENV,
@@ -31,22 +31,6 @@ from tests.fixtures.replicaset import (
     status,
     wait_height,
 )
-
-SERVING = health_pb2.HealthCheckResponse.SERVING
-NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
-
-
-def readiness(target: str) -> int:
-    with grpc.insecure_channel(target) as channel:
-        request = health_pb2.HealthCheckRequest(service="readiness")
-        return int(health_pb2_grpc.HealthStub(channel).Check(request, timeout=5).status)
-
-
-def wait_readiness(target: str, wanted: int, timeout: float, why: str) -> None:
-    deadline = time.monotonic() + timeout
-    while readiness(target) != wanted:
-        assert time.monotonic() < deadline, why
-        time.sleep(0.2)
 
 
 def test_a_leader_on_a_full_disk_hands_over_and_catches_up(tmp_path: Path, tmpfs: Path, etcd1: EtcdCluster) -> None:
@@ -81,11 +65,11 @@ def test_a_leader_on_a_full_disk_hands_over_and_catches_up(tmp_path: Path, tmpfs
             assert after
             stuck = nodes.nodes[0]
             assert status(stuck).role == "follower"
-            assert readiness(stuck.grpc_target) == NOT_SERVING
+            assert health_status(stuck.grpc_target, "readiness") == NOT_SERVING
             assert any("gives up leadership" in line for line in stuck.stderr_lines)
 
             (tmpfs / "ballast").unlink()
-            wait_readiness(stuck.grpc_target, SERVING, 60, "the member did not recover once space returned")
+            wait_health(stuck.grpc_target, SERVING, timeout=60, why="the member did not recover once space returned")
             for message_hash in accepted:  # every message answered "accepted" is committed, none dropped
                 c.wait_committed(message_hash, timeout=60)
         height = max(status(n).block_height for n in nodes.nodes)
@@ -156,13 +140,13 @@ def test_a_read_replica_on_a_full_disk_stops_serving_then_catches_up(tmp_path: P
             "--restore", str(tmp_path / "up" / "snapshots" / snap.name), "--follow", upstream.grpc_target, env=ENV,
         ).start(120)  # fmt: skip
         wait_height([replica], status(upstream).block_height)
-        wait_readiness(replica.grpc_target, SERVING, 30, "the replica did not turn ready")
+        wait_health(replica.grpc_target, SERVING, timeout=30, why="the replica did not turn ready")
 
         fill(tmpfs / "ballast")
         with upstream.client() as c:
             for _ in range(5):
                 c.commit(*[actor.b.follow(os.urandom(20)) for _ in range(20)])
-        wait_readiness(replica.grpc_target, NOT_SERVING, 30, "the replica stayed ready on a full disk")
+        wait_health(replica.grpc_target, NOT_SERVING, timeout=30, why="the replica stayed ready on a full disk")
         assert status(replica).block_height < status(upstream).block_height
         assert any("STORAGE FAILED" in line for line in replica.stderr_lines)
 
@@ -170,7 +154,7 @@ def test_a_read_replica_on_a_full_disk_stops_serving_then_catches_up(tmp_path: P
         height = status(upstream).block_height
         wait_height([replica], height)
         assert_same_chain([upstream, replica], height)
-        wait_readiness(replica.grpc_target, SERVING, 30, "the replica did not turn ready again")
+        wait_health(replica.grpc_target, SERVING, timeout=30, why="the replica did not turn ready again")
     finally:
         if replica is not None:
             replica.stop()

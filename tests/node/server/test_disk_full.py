@@ -12,18 +12,15 @@ from collections.abc import Callable
 from pathlib import Path
 
 import grpc
-from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from chain.v1 import message_pb2 as pb
 from chain.v1 import rpc_pb2
 from node.sdk.rpc import reason_of
 from tests.fixtures.actors import RemoteActor
 from tests.fixtures.disk import fill
+from tests.fixtures.health import NOT_SERVING, SERVING, health_status
 from tests.fixtures.nodeproc import NodeProcess
 from tests.fixtures.scrape import scrape, value
-
-SERVING = health_pb2.HealthCheckResponse.SERVING
-NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
 
 
 def fresh() -> pb.Message:
@@ -31,12 +28,6 @@ def fresh() -> pb.Message:
     actor = RemoteActor()
     msg: pb.Message = actor.b.signer_add(actor.wallet, 0)
     return msg
-
-
-def readiness(channel: grpc.Channel, service: str = "") -> int:
-    return int(
-        health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(service=service), timeout=5).status
-    )
 
 
 def eventually(check: Callable[[], bool], timeout: float) -> bool:
@@ -57,10 +48,9 @@ def test_disk_full_refuses_then_recovers_and_loses_nothing(tmpfs: Path) -> None:
     node = NodeProcess(tmpfs / "data", "--web-addr", "").start()
     try:
         client = node.client(timeout=10)
-        channel = grpc.insecure_channel(node.grpc_target)
         before = [fresh() for _ in range(3)]
         client.commit(*before)
-        assert readiness(channel) == SERVING
+        assert health_status(node.grpc_target) == SERVING
 
         fill(tmpfs / "ballast")
         accepted: list[bytes] = []
@@ -75,15 +65,17 @@ def test_disk_full_refuses_then_recovers_and_loses_nothing(tmpfs: Path) -> None:
         assert isinstance(refusal, grpc.Call)
         assert refusal.code() == grpc.StatusCode.UNAVAILABLE and reason_of(refusal) == "STORAGE_FAILED"
         assert int(trailer(refusal, "retry-after-ms")) > 0
-        assert eventually(lambda: readiness(channel, "readiness") == NOT_SERVING, 10)
-        assert readiness(channel) == NOT_SERVING  # "" follows readiness
-        assert readiness(channel, "liveness") == SERVING  # a restart would not free the disk
+        assert eventually(lambda: health_status(node.grpc_target, "readiness") == NOT_SERVING, 10)
+        assert health_status(node.grpc_target) == NOT_SERVING  # "" follows readiness
+        assert health_status(node.grpc_target, "liveness") == SERVING  # a restart would not free the disk
         assert value(scrape(node.ready["metrics_port"]), "chain_storage_failed") == 1
         assert any("STORAGE FAILED" in line for line in node.stderr_lines)
         height_while_full = client.stub.GetNodeStatus(rpc_pb2.GetNodeStatusRequest()).status.block_height
 
         (tmpfs / "ballast").unlink()
-        assert eventually(lambda: readiness(channel, "readiness") == SERVING, 60), "no recovery after space returned"
+        assert eventually(lambda: health_status(node.grpc_target, "readiness") == SERVING, 60), (
+            "no recovery after space returned"
+        )
         for message_hash in accepted:  # every message answered "accepted" is committed, none dropped
             client.wait_committed(message_hash, timeout=30)
         for msg in before:
@@ -93,7 +85,6 @@ def test_disk_full_refuses_then_recovers_and_loses_nothing(tmpfs: Path) -> None:
         assert status.block_height > height_while_full
         assert value(scrape(node.ready["metrics_port"]), "chain_storage_failed") == 0
         assert any("storage recovered" in line for line in node.stderr_lines)
-        channel.close()
         client.close()
     finally:
         node.stop()
