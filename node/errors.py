@@ -271,6 +271,15 @@ class RestoreFailed(ChainError):
     the log's block, no member serving one, out of time); nothing unchecked was installed."""
 
 
+class MustRestart(ChainError):
+    """The node drained and must be started again: a replicated member the etcd log was compacted past while
+    it ran, whose next start state-syncs from a live member's snapshot. `chain-node` prints one line and exits
+    with RESTART_EXIT_STATUS, for its supervisor (Kubernetes, systemd `Restart=on-failure`) to start it again."""
+
+
+RESTART_EXIT_STATUS = 75  # EX_TEMPFAIL (sysexits.h): a temporary condition; starting again is the remedy
+
+
 class BackupFailed(ChainError):
     """An off-cluster backup, listing, prune or restore could not be done; `reason` says why. A restore that
     fails installed nothing (the store is either absent or the previous one)."""

@@ -9,6 +9,11 @@ address. Health (grpc.health.v1) has two meanings under distinct names:
 or halted member stays live: a restart would not help it); `readiness` (and
 `""`, `chain.v1.ChainService`) is SERVING while the node serves, is caught up
 and can write its store, and NOT_SERVING as soon as draining starts.
+
+The one case a restart does help: a replicated member the etcd log was
+compacted past while it ran. It sets `leaving` (why) and `left`; the serve loop
+drains as on SIGTERM and exits with RESTART_EXIT_STATUS, and the next start
+state-syncs (node/server/ordering/etcd/join.py).
 """
 
 from __future__ import annotations
@@ -140,6 +145,8 @@ class NodeApp:
         self._port_lock: PortLock | None = None
         self._anchor: PortAnchor | None = None
         self.readers: ReadWorkers | None = None
+        self.leaving = ""  # why this node must restart (the serve loop drains and exits); "" while it need not
+        self.left = asyncio.Event()
 
     # ---- lifecycle ----
     def _restore_local(self) -> None:
@@ -294,8 +301,21 @@ class NodeApp:
         )
         keys = Keys(cfg.etcd_prefix.encode())
         return ReplicatedOrderer(
-            chain, mempool, applier, forwarder, snapshots, self._etcd, keys, settings, part_bytes=cfg.etcd_part_bytes
+            chain,
+            mempool,
+            applier,
+            forwarder,
+            snapshots,
+            self._etcd,
+            keys,
+            settings,
+            part_bytes=cfg.etcd_part_bytes,
+            on_leave=self._leave,
         )
+
+    def _leave(self, why: str) -> None:
+        self.leaving = why
+        self.left.set()
 
     async def start(self) -> None:
         cfg = self.config

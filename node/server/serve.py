@@ -16,7 +16,16 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from node.authority import Authority
-from node.errors import CONFIG_EXIT_STATUS, ChainError, ConfigError, RestoreFailed, StoreRefused, config_exit
+from node.errors import (
+    CONFIG_EXIT_STATUS,
+    RESTART_EXIT_STATUS,
+    ChainError,
+    ConfigError,
+    MustRestart,
+    RestoreFailed,
+    StoreRefused,
+    config_exit,
+)
 from node.listen import ListenError
 from node.observability.logs import configure_logging
 from node.observability.tracing import Tracing
@@ -72,12 +81,24 @@ async def _serve(config: NodeConfig, tracing: Tracing) -> None:
             file=sys.stderr,
             flush=True,
         )
-    await stop.wait()
+    await _first(stop, node.left)
     logging.getLogger("chain.node").info("draining")
     await node.stop()
     for sig in (signal.SIGTERM, signal.SIGINT):  # shutting down already: later repeats change nothing
         loop.remove_signal_handler(sig)
         signal.signal(sig, signal.SIG_IGN)
+    if node.leaving:
+        raise MustRestart(node.leaving)
+
+
+async def _first(*events: asyncio.Event) -> None:
+    """Until one of `events` is set."""
+    waits = [asyncio.create_task(event.wait()) for event in events]
+    try:
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for wait in waits:
+            wait.cancel()
 
 
 EXIT_REFUSED = CONFIG_EXIT_STATUS  # a refused store is a configuration-like stop: 2
@@ -97,5 +118,8 @@ def main(config: NodeConfig) -> None:
         raise SystemExit(EXIT_REFUSED) from None
     except RestoreFailed as err:  # --restore or state sync at start-up: one line, exit status 1, nothing installed
         raise SystemExit(f"chain-node: {err}") from None
+    except MustRestart as err:  # drained; the next start state-syncs: one line, exit status 75
+        print(f"chain-node: exiting so that the next start state-syncs: {err}", file=sys.stderr, flush=True)
+        raise SystemExit(RESTART_EXIT_STATUS) from None
     except ConfigError as err:
         config_exit("chain-node", err)

@@ -3,14 +3,19 @@ past them; the compaction bound keeps the log continuing every served snapshot."
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import signal
+import time
 from pathlib import Path
 
+from node.errors import RESTART_EXIT_STATUS
+from node.server.ordering.etcd.client import EtcdClient
+from node.server.ordering.etcd.log import Keys
 from node.server.snapshots.verify import store_height
 from tests.fixtures.etcdproc import EtcdCluster
 from tests.fixtures.nodeproc import NodeProcess
-from tests.fixtures.replicaset import ReplicaSet, assert_same_chain, status, wait_height
+from tests.fixtures.replicaset import ReplicaSet, assert_same_chain, leader_index, status, wait_height
 from tests.fixtures.statesync import COMPACT, advance, fill, read_tail, snapshot, wait_compacted
 
 
@@ -118,3 +123,50 @@ def test_a_damaged_store_with_reinitialize_is_set_aside_and_state_synced(tmp_pat
         converge(nodes)
     finally:
         nodes.stop()
+
+
+def test_a_running_member_the_log_was_compacted_past_restarts_and_state_syncs(
+    tmp_path: Path, etcd1: EtcdCluster
+) -> None:
+    """A member paused past its lease (a long stall, a partition from etcd) while the log was compacted past it
+    cannot catch up from the log: it drains and exits with RESTART_EXIT_STATUS, and its next start state-syncs.
+    Before, it halted live but not ready until an operator restarted it; with that halt back, this fails."""
+    nodes = ReplicaSet(tmp_path, etcd1, *COMPACT, block_interval=0.1).start(3)
+    try:
+        lead = leader_index(nodes)
+        paused, other = [i for i in range(3) if i != lead]
+        live = [nodes.nodes[lead], nodes.nodes[other]]
+        held = status(nodes.nodes[paused]).block_height
+        nodes.nodes[paused].signal(signal.SIGSTOP)
+        wait_member_gone(etcd1, f"n{paused}")  # its lease lapsed: its applied height no longer holds compaction
+        wait_height(live, held + 5)
+        snap = snapshot(nodes.nodes[other])
+        wait_height(live, snap.block_number + 5)
+        assert wait_compacted(etcd1, snap.block_number).first > held + 1  # the log no longer continues it
+        nodes.nodes[paused].signal(signal.SIGCONT)
+        proc = nodes.nodes[paused].proc
+        assert proc is not None
+        assert proc.wait(60) == RESTART_EXIT_STATUS
+        lines = nodes.nodes[paused].stderr_lines
+        assert any("restarts to state-sync from a member's snapshot" in line for line in lines)
+        assert any("exiting so that the next start state-syncs" in line for line in lines)
+        assert not any("STATE DIVERGED" in line for line in lines)
+        back = nodes.restart(paused)  # what its supervisor does (a StatefulSet restarts the container)
+        assert any(f"state-synced block {snap.block_number} from n{other}" in line for line in back.stderr_lines)
+        converge(nodes)
+    finally:
+        nodes.stop()
+
+
+def wait_member_gone(etcd: EtcdCluster, node_id: str, timeout: float = 30.0) -> None:
+    async def present() -> bool:
+        client = EtcdClient(etcd.endpoints)
+        try:
+            return bool(await client.range(Keys(b"/chain-node/").member(node_id)))
+        finally:
+            await client.close()
+
+    deadline = time.monotonic() + timeout
+    while asyncio.run(present()):
+        assert time.monotonic() < deadline, f"member/{node_id} outlived its lease"
+        time.sleep(0.2)

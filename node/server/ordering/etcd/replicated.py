@@ -9,7 +9,10 @@ transaction (etcd_log). Only after the append succeeded does the leader commit t
 append's answer is lost, the block is applied from the log like any other. A block whose state root differs
 from ours halts the member: it logs the difference, stops taking writes (STATE_DIVERGED) and reports
 NOT_SERVING; reads keep working. A halted member, and one whose store refuses commits (disk full), must not
-lead (`_unfit`): the election does not campaign for it, and gives up the leader key if it holds it.
+lead (`_unfit`): the election does not campaign for it, and gives up the leader key if it holds it. A member
+the log was compacted past while it ran (its lease had lapsed: a long pause, a partition from etcd) cannot
+catch up from the log: it leaves (`on_leave`; the node drains and exits with RESTART_EXIT_STATUS) so that its
+next start state-syncs from a snapshot a live member serves (join.py), instead of waiting for an operator.
 
 Followers forward accepted submissions to the leader (forwarding.py), which
 does not verify again what a member proves it verified (membership.py). With
@@ -80,6 +83,7 @@ class ReplicatedOrderer:
         *,
         part_bytes: int,
         clock: Callable[[], float] = time.time,
+        on_leave: Callable[[str], None] = lambda why: None,
     ) -> None:
         self.chain = chain
         self.mempool = mempool
@@ -94,6 +98,8 @@ class ReplicatedOrderer:
         self.addr = ""  # the advertised gRPC address; set by the app once its listener is bound
         self.election: Election | None = None
         self.halted = ""  # why this member stopped taking writes ("" while healthy)
+        self.leaving = ""  # why this member must restart to catch up (the log was compacted past it)
+        self.on_leave = on_leave  # the app drains and exits, and the next start state-syncs
         self._next = 0  # the log's next number as last read (0: not read yet)
         self._height = chain.height
         self._building = 0
@@ -131,12 +137,19 @@ class ReplicatedOrderer:
 
     @property
     def serving(self) -> bool:
-        """Healthy: not halted, the log has been read, and no more than max_lag_blocks behind it."""
-        return not self.halted and self._next > 0 and self.log_height - self._height <= self.settings.max_lag_blocks
+        """Healthy: not halted nor leaving, the log has been read, and no more than max_lag_blocks behind it."""
+        return (
+            not self.halted
+            and not self.leaving
+            and self._next > 0
+            and self.log_height - self._height <= self.settings.max_lag_blocks
+        )
 
     async def submit(self, msgs: Sequence[pb.Message], *, vouched: bool = False) -> list[Outcome]:
         if self.halted:
             raise MessageRejected(Reason.STATE_DIVERGED, f"this node stopped taking writes: {self.halted}")
+        if self.leaving:
+            raise MessageRejected(Reason.DRAINING, f"this node restarts to catch up: {self.leaving}")
         assert self.election is not None
         current = self.election.current
         if current is None:
@@ -196,7 +209,7 @@ class ReplicatedOrderer:
                 if self.election.lease and self.election.lease != self._published_snapshot[1]:
                     await self._publish_snapshot()  # a new lease: list our snapshot now, not a tick later
                 known = self._next
-                caught_up = not self.halted and await self._catch_up()
+                caught_up = not self.halted and not self.leaving and await self._catch_up()
                 if live and not woken and not self._wake.is_set() and known and self._next > known:
                     log.info("the log moved without a word from the watch; opening it again")
                     await self.watch.restart()
@@ -236,6 +249,17 @@ class ReplicatedOrderer:
         if self.election is not None:
             self.election.reconsider()  # a halted member must not lead
 
+    def _leave(self, why: str) -> None:
+        """The log no longer holds the blocks after ours: only a state sync, at the next start, brings this
+        member back. Stop taking writes and leading, and ask the app to drain and exit."""
+        if self.leaving:
+            return
+        log.critical("this node restarts to state-sync from a member's snapshot: %s", why)
+        self.leaving = why
+        if self.election is not None:
+            self.election.reconsider()
+        self.on_leave(why)
+
     def _unfit(self) -> str:
         """Why this member must not lead ("" when it may): the election asks before each campaign, and a
         leader that turns unfit gives up its key (election.py). A failing store counts only until its next
@@ -244,6 +268,8 @@ class ReplicatedOrderer:
         may campaign, but healthy members take a free key first (they campaign when the watch reports it)."""
         if self.halted:
             return f"it stopped taking writes: {self.halted}"
+        if self.leaving:
+            return f"it restarts to catch up: {self.leaving}"
         if self.applier.storage.backing_off:
             return f"its store cannot commit blocks: {self.applier.storage.failure}"
         return ""
@@ -258,10 +284,7 @@ class ReplicatedOrderer:
                 await self.log.seed(self._height + 1)
             return False
         if tail.first and tail.first > self._height + 1:
-            self._halt(
-                f"the log starts at block {tail.first} but this node is at {self._height}: "
-                "restart it to state-sync from a member's snapshot (docs/operations.md, Wipe and resync)"
-            )
+            self._leave(f"the log starts at block {tail.first} but this node is at {self._height}")
             return False
         if tail.next_number <= self._height:
             self._halt(f"this node is at block {self._height} but the log ends at {tail.next_number - 1}")
