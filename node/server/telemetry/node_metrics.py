@@ -166,6 +166,12 @@ class NodeMetrics:
             unit="{state}",
             description="1 while this member refuses writes after a block whose state root differs (STATE_DIVERGED)",
         )
+        self.meter.create_observable_gauge(
+            "chain.etcd.no_space",
+            [gauge(_no_space)],
+            unit="{state}",
+            description="1 while etcd refuses this leader's appends with its NOSPACE alarm (writes: STORAGE_FAILED)",
+        )
         self.meter.create_observable_counter(
             "chain.etcd.leader_changes",
             [gauge(_leader_changes)],
@@ -225,6 +231,11 @@ def _answer_lookups(readers: ObservedReaders) -> list[Observation]:
 def _diverged(node: ObservedNode) -> list[Observation]:
     """The replicated and follower orderers set `halted` when a block's state root is not theirs."""
     return [Observation(1 if getattr(node.orderer, "halted", "") else 0)]
+
+
+def _no_space(node: ObservedNode) -> list[Observation]:
+    """The replicated orderer sets `log_full` while etcd refuses its appends (database over its quota)."""
+    return [Observation(1 if getattr(node.orderer, "log_full", "") else 0)]
 
 
 def _leader_changes(node: ObservedNode) -> list[Observation]:

@@ -35,7 +35,8 @@ import grpc
 
 from chain.v1 import message_pb2 as pb
 from chain.v1 import rpc_pb2, service_pb2_grpc
-from node.errors import MessageRejected, Reason
+from node.errors import REASON_CODE, MessageRejected, Reason, trailer
+from node.errors import RETRY_AFTER_MS as RETRY_AFTER
 from node.server.write.membership import MemberProof
 from node.server.write.mempool import Mempool
 from node.server.write.pipeline import Outcome, Pipeline
@@ -83,6 +84,7 @@ class Forwarder:
         self.clock = clock
         self._channels: dict[str, tuple[grpc.aio.Channel, ChainServiceAsyncStub]] = {}
         self._since: dict[bytes, float] = {}
+        self._reforward_failing = ""  # the upstream's answer while re-forwarding fails (logged once a streak)
 
     def _stub(self, target: str) -> ChainServiceAsyncStub:
         if target not in self._channels:
@@ -112,6 +114,11 @@ class Forwarder:
             if not accepted:  # nothing was admitted here: the local verdicts stand
                 return outcomes
             self._withdraw(accepted)
+            if trailer(err.trailing_metadata(), REASON_CODE) == Reason.STORAGE_FAILED.value:
+                # the cluster cannot commit (etcd refuses appends, the leader's store fails): the leader's word
+                hint = trailer(err.trailing_metadata(), RETRY_AFTER) or RETRY_AFTER_MS
+                detail = (err.details() or "").removeprefix(f"{Reason.STORAGE_FAILED.value}: ")
+                raise MessageRejected(Reason.STORAGE_FAILED, detail, retry_after_ms=int(hint)) from None
             raise no_leader(f"the leader at {target} did not answer ({err.code().name})") from None
         verdicts = self._settle(accepted, [r for o, r in zip(upstream, results, strict=True) if o.accepted])
         answers = {o.index: r for o, r in zip(upstream, results, strict=True) if not o.accepted}
@@ -159,9 +166,15 @@ class Forwarder:
             batch = old[i : i + self.max_batch]
             try:
                 results = await self._send(target, batch)
-            except grpc.aio.AioRpcError as err:
-                log.warning("re-forwarding %d messages to %s failed: %s", len(batch), target, err.code().name)
+            except grpc.aio.AioRpcError as err:  # retried every maintenance tick; said once until one goes through
+                why = trailer(err.trailing_metadata(), REASON_CODE) or err.code().name
+                level = logging.DEBUG if self._reforward_failing == why else logging.WARNING
+                log.log(level, "re-forwarding %d messages to %s failed: %s (retrying)", len(batch), target, why)
+                self._reforward_failing = why
                 return i
+            if self._reforward_failing:
+                log.info("re-forwarding to %s goes through again", target)
+                self._reforward_failing = ""
             self._settle([bytes(m.hash) for m in batch], results)
             for m in batch:
                 if bytes(m.hash) in self._since:

@@ -52,6 +52,17 @@ class EtcdUnavailable(ChainError):
     """No etcd endpoint answered (members down, no quorum, or every request timed out)."""
 
 
+class EtcdFull(EtcdUnavailable):
+    """etcd refuses writes: its database outgrew `--quota-backend-bytes` and it raised the NOSPACE alarm. The
+    alarm is the cluster's, so no other endpoint is tried; reads and deletes still work, and writes only once
+    an operator has freed space and disarmed the alarm (docs/operations.md, EtcdDatabaseNearQuota). A
+    subclass of EtcdUnavailable: every loop that retries on that retries on this too."""
+
+
+# what etcd's quota answers (RESOURCE_EXHAUSTED) carry: ErrGRPCNoSpace, "etcdserver: mvcc: database space exceeded"
+_NO_SPACE = "database space exceeded"
+
+
 def prefix_end(prefix: bytes) -> bytes:
     """The smallest key greater than every key starting with `prefix` (etcd's range_end for a prefix)."""
     end = bytearray(prefix)
@@ -153,6 +164,8 @@ class EtcdClient:
             try:
                 result = await send(self._endpoint(index))
             except grpc.aio.AioRpcError as err:
+                if err.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and _NO_SPACE in (err.details() or ""):
+                    raise EtcdFull(f"etcd's database is full (NOSPACE alarm): {err.details()}") from err
                 if err.code() in _TRY_NEXT:
                     errors.append(f"{self.endpoints[index]}: {err.code().name} {err.details()}")
                     continue

@@ -41,7 +41,7 @@ from chain.v1 import message_pb2 as pb
 from node.chain import Chain
 from node.errors import ChainError, InvalidBlock, InvariantBroken, MessageRejected, Reason, StorageFailed
 from node.server.ordering.applier import BlockApplier
-from node.server.ordering.etcd.client import EtcdClient, EtcdUnavailable, op_delete, prefix_end
+from node.server.ordering.etcd.client import EtcdClient, EtcdFull, EtcdUnavailable, op_delete, prefix_end
 from node.server.ordering.etcd.election import Election
 from node.server.ordering.etcd.join import served_snapshots, snapshot_doc
 from node.server.ordering.etcd.log import BlockLog, Keys
@@ -99,6 +99,8 @@ class ReplicatedOrderer:
         self.election: Election | None = None
         self.halted = ""  # why this member stopped taking writes ("" while healthy)
         self.leaving = ""  # why this member must restart to catch up (the log was compacted past it)
+        self.log_full = ""  # why etcd refuses this leader's appends (its NOSPACE alarm); "" while it takes them
+        self._log_full_since = 0.0
         self.on_leave = on_leave  # the app drains and exits, and the next start state-syncs
         self._next = 0  # the log's next number as last read (0: not read yet)
         self._height = chain.height
@@ -157,6 +159,7 @@ class ReplicatedOrderer:
             raise no_leader("no leader is elected")
         if self.election.is_leader:
             self.applier.storage.check()  # STORAGE_FAILED while this leader cannot commit
+            self._check_log()  # STORAGE_FAILED while etcd refuses its appends
             return await self.applier.pipeline.submit(msgs, vouched=vouched)
         return await self.forwarder.submit(msgs, current.addr, vouched=vouched)
 
@@ -225,6 +228,8 @@ class ReplicatedOrderer:
                             if len(self.mempool) or due_empty:
                                 await self._produce()
                         wait = min(wait, max(0.0, next_block_at - self.clock()))
+            except EtcdFull as exc:  # appends are retried at each block's turn (an empty one is due anyway)
+                self._refused_by_log(exc)
             except EtcdUnavailable as exc:
                 wait = min(wait, self.settings.poll_interval)
                 if time.monotonic() - warned > 5:
@@ -241,6 +246,33 @@ class ReplicatedOrderer:
                 wait, backoff = max(wait, 0.5), True
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for((self._stopping if backoff else self._wake).wait(), wait)
+
+    def _refused_by_log(self, exc: EtcdFull) -> None:
+        if not self.log_full:
+            self._log_full_since = time.monotonic()
+            log.error(
+                "ETCD FULL: no block can be appended (%s); refusing submissions with STORAGE_FAILED until etcd "
+                "takes appends again: free space, defragment, disarm the alarm "
+                "(docs/operations.md, EtcdDatabaseNearQuota)",
+                exc,
+            )
+        self.log_full = str(exc)
+
+    def _appended(self) -> None:
+        if self.log_full:
+            waited = time.monotonic() - self._log_full_since
+            log.warning("etcd takes appends again after %.1f s; submissions are admitted", waited)
+        self.log_full = ""
+
+    def _check_log(self) -> None:
+        """Refuse admissions while etcd refuses this leader's appends: a message accepted now could not commit
+        until an operator acts. What was admitted before stays in the mempool and commits after."""
+        if self.log_full:
+            raise MessageRejected(
+                Reason.STORAGE_FAILED,
+                f"the cluster cannot append blocks ({self.log_full}); try again later",
+                retry_after_ms=max(1000, int(self.settings.empty_block_interval * 1000)),
+            )
 
     def _halt(self, why: str) -> None:
         if not self.halted:
@@ -317,6 +349,7 @@ class ReplicatedOrderer:
             if not await self.log.append(out.block, lease):
                 log.info("append of block %d refused (leadership lost or the log moved on)", number)
                 return
+            self._appended()
             await self.applier.commit(out, record)
         finally:
             self._building = 0
@@ -342,8 +375,11 @@ class ReplicatedOrderer:
 
     async def _maintenance_round(self) -> None:
         assert self.election is not None
-        await self._publish_member()
-        await self._publish_snapshot()
+        try:
+            await self._publish_member()
+            await self._publish_snapshot()
+        except EtcdFull as exc:  # puts are refused, deletes are not: the leader's compaction below still runs
+            log.debug("listing skipped: %s", exc)
         current = self.election.current
         if current is not None and not self.election.is_leader:
             await self.forwarder.reforward(current.addr)
