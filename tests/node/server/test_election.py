@@ -206,3 +206,18 @@ async def test_a_leader_that_turns_unfit_gives_up_its_key_and_an_unfit_member_ne
         await first.stop()
         for c in clients:
             await c.close()
+
+
+async def test_an_etcd_outage_is_logged_once_every_few_seconds_and_its_end_once(
+    etcd1: EtcdCluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Rounds run several times a second; an outage of etcd must not write a line each."""
+    async with running([EtcdClient(etcd1.endpoints, timeout=0.2)], ttl=2, poll=0.05) as (member,):
+        await until(lambda: member.is_leader, 5)
+        with caplog.at_level("INFO", logger="chain.election"):
+            etcd1.kill(0)
+            await asyncio.sleep(3)  # ~30 failed rounds
+            down = [r for r in caplog.records if "etcd unavailable" in r.getMessage()]
+            assert len(down) == 1, [r.getMessage() for r in down]
+            etcd1.restart(0)
+            await until(lambda: any("answers the election again" in r.getMessage() for r in caplog.records), 15)

@@ -47,6 +47,7 @@ from node.server.ordering.etcd.watch import KeyWatch
 
 log = logging.getLogger("chain.election")
 MIN_WAIT = 0.01  # seconds between rounds at least, while the watch is live
+UNAVAILABLE_LOG_EVERY = 5.0  # seconds between "etcd unavailable" lines while it lasts (rounds run 4 times a second)
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,8 @@ class Election:
         self.unfit = unfit
         self.clock = clock
         self._unfit_why = ""  # the reason last logged for standing aside
+        self._unavailable_since = 0.0  # when etcd stopped answering the rounds (0: it answers)
+        self._unavailable_logged = 0.0
         self.lease = 0
         self.leader: Leader | None = None
         self.changes = 0  # leaders seen elected (metric chain.etcd.leader_changes)
@@ -140,17 +143,31 @@ class Election:
             try:
                 known = self._revision
                 await self._round()
+                self._answered()
                 if live:
                     if not woken and not self._wake.is_set() and known is not None and self._revision != known:
                         log.info("the leader key changed without a word from the watch; opening it again")
                         await self.watch.restart()
                     wait = max(MIN_WAIT, self.ttl / 3 - (self.clock() - self._last_keepalive))  # next keep-alive
             except EtcdUnavailable as exc:
-                log.warning("etcd unavailable: %s", exc)
+                self._unavailable(exc)
             except Exception:  # a long-running loop never dies on one bad round
                 log.exception("election round failed")
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), wait)
+
+    def _unavailable(self, exc: EtcdUnavailable) -> None:
+        now = time.monotonic()
+        if not self._unavailable_since:
+            self._unavailable_since = now
+        if now - self._unavailable_logged >= UNAVAILABLE_LOG_EVERY:
+            self._unavailable_logged = now
+            log.warning("etcd unavailable (retrying): %s", exc)
+
+    def _answered(self) -> None:
+        if self._unavailable_since:
+            log.info("etcd answers the election again after %.1f s", time.monotonic() - self._unavailable_since)
+            self._unavailable_since = self._unavailable_logged = 0.0
 
     def _fitness(self) -> str:
         """Why this member must not lead now ("" when it may). A reason is logged when it first appears,
