@@ -113,3 +113,38 @@ def disarm(etcd: EtcdCluster, timeout: float = 30.0) -> None:
     while subprocess.run(cmd, env=dict(os.environ, ETCDCTL_API="3"), capture_output=True, check=False).returncode:
         assert time.monotonic() < deadline, "etcdctl alarm disarm kept failing"
         time.sleep(0.3)
+
+
+def test_with_etcd_full_and_the_leader_gone_the_refusal_still_names_etcd(
+    tmp_path: Path, small_etcd: EtcdCluster
+) -> None:
+    """No member can write its campaign either: a client is told STORAGE_FAILED (etcd full), not "no leader",
+    and once there is room a member is elected and writes commit."""
+    nodes = ReplicaSet(tmp_path, small_etcd, block_interval=0.1).start(2)
+    try:
+        lead = leader_index(nodes)
+        survivor = nodes.nodes[1 - lead]
+        with nodes.nodes[lead].client(timeout=10) as c:
+            actors = funded_actors(c, nodes.authority(), 4)
+            fill_until_refused(c, actors, [])
+        nodes.kill(lead)  # its lease expires; the survivor's campaign is a write etcd refuses
+        with survivor.client(timeout=10) as f:
+            deadline = time.monotonic() + 30
+            while True:
+                with pytest.raises(grpc.RpcError) as refused:
+                    f.batch([actors[0].b.follow(os.urandom(20))])
+                if refusal(refused.value)[0] == Reason.STORAGE_FAILED.value or time.monotonic() > deadline:
+                    break
+                time.sleep(0.2)  # NOT_LEADER while the dead leader's lease runs out and a campaign is tried
+            reason, hint = refusal(refused.value)
+            assert reason == Reason.STORAGE_FAILED.value and "NOSPACE" in (refused.value.details() or ""), refused.value
+            assert hint is not None
+            small_etcd.members[0].kill()
+            small_etcd.members[0].extra = ROOMY
+            small_etcd.restart(0)
+            disarm(small_etcd)
+            small_etcd.wait_healthy()
+            commit_retrying(f, actors[1].b.follow(os.urandom(20)), timeout=60)
+        assert status(survivor).role == "leader"
+    finally:
+        nodes.stop()

@@ -82,6 +82,7 @@ class Election:
         self.clock = clock
         self._unfit_why = ""  # the reason last logged for standing aside
         self._unavailable_since = 0.0  # when etcd stopped answering the rounds (0: it answers)
+        self.failure: EtcdUnavailable | None = None  # why the last round failed (None: it went through)
         self._unavailable_logged = 0.0
         self.lease = 0
         self.leader: Leader | None = None
@@ -157,6 +158,7 @@ class Election:
                 await asyncio.wait_for(self._wake.wait(), wait)
 
     def _unavailable(self, exc: EtcdUnavailable) -> None:
+        self.failure = exc
         now = time.monotonic()
         if not self._unavailable_since:
             self._unavailable_since = now
@@ -165,6 +167,7 @@ class Election:
             log.warning("etcd unavailable (retrying): %s", exc)
 
     def _answered(self) -> None:
+        self.failure = None
         if self._unavailable_since:
             log.info("etcd answers the election again after %.1f s", time.monotonic() - self._unavailable_since)
             self._unavailable_since = self._unavailable_logged = 0.0

@@ -156,6 +156,8 @@ class ReplicatedOrderer:
         current = self.election.current
         if current is None:
             self.applier.storage.check()  # this member cannot lead while its store fails: say so
+            if isinstance(self.election.failure, EtcdFull):  # no campaign can be written: say why
+                raise self._full(str(self.election.failure))
             raise no_leader("no leader is elected")
         if self.election.is_leader:
             self.applier.storage.check()  # STORAGE_FAILED while this leader cannot commit
@@ -268,11 +270,14 @@ class ReplicatedOrderer:
         """Refuse admissions while etcd refuses this leader's appends: a message accepted now could not commit
         until an operator acts. What was admitted before stays in the mempool and commits after."""
         if self.log_full:
-            raise MessageRejected(
-                Reason.STORAGE_FAILED,
-                f"the cluster cannot append blocks ({self.log_full}); try again later",
-                retry_after_ms=max(1000, int(self.settings.empty_block_interval * 1000)),
-            )
+            raise self._full(self.log_full)
+
+    def _full(self, why: str) -> MessageRejected:
+        return MessageRejected(
+            Reason.STORAGE_FAILED,
+            f"the cluster cannot append blocks ({why}); try again later",
+            retry_after_ms=max(1000, int(self.settings.empty_block_interval * 1000)),
+        )
 
     def _halt(self, why: str) -> None:
         if not self.halted:
