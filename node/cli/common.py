@@ -165,6 +165,7 @@ class Context:
     json: bool
     account_ref: str | None = None
     timeout: float = 30.0
+    retry_seconds: float = 30.0  # how long a write refused for now (with a retry hint) is sent again
     out: TextIO = field(default_factory=lambda: sys.stdout)
     err: TextIO = field(default_factory=lambda: sys.stderr)
     _client: ChainClient | None = None

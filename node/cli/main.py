@@ -79,6 +79,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--timeout", type=float, default=30.0, help=f"per-call timeout in seconds {_env_help('--timeout', '30')}"
     )
+    parser.add_argument(
+        "--retry-seconds",
+        type=float,
+        default=30.0,
+        help="how long a write the node refuses for now (no leader yet, draining, a store that cannot write: "
+        f"it says when to retry) is sent again; 0 fails at once {_env_help('--retry-seconds', '30')}",
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     register_all(sub)
     p = sub.add_parser("status", help="the node's status (GetNodeStatus)")
@@ -89,10 +96,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def env_defaults(parser: argparse.ArgumentParser, env: Mapping[str, str]) -> None:
-    """CHAINCTL_NODE, CHAINCTL_HOME, CHAINCTL_ACCOUNT, CHAINCTL_TIMEOUT set the global flags' defaults."""
+    """CHAINCTL_NODE, CHAINCTL_HOME, CHAINCTL_ACCOUNT, CHAINCTL_TIMEOUT, CHAINCTL_RETRY_SECONDS set the global
+    flags' defaults."""
     defaults: dict[str, object] = {}
     for action in parser._actions:
-        if action.dest not in ("node", "home", "account", "timeout"):
+        if action.dest not in ("node", "home", "account", "timeout", "retry_seconds"):
             continue
         name = env_name(ENV_PREFIX, action)
         if env.get(name):

@@ -18,7 +18,7 @@ from chain.v1 import message_pb2 as pb
 from node.cli.address import looks_like_http1
 from node.cli.common import CliError, Context, one_line
 from node.cli.protojson import to_json
-from node.errors import CliCode, Reason
+from node.errors import REASON_CODE, CliCode, Reason, trailer
 from node.sdk.keys import Ed25519Key
 from node.sdk.messages import MessageBuilder
 from node.sdk.rpc import ChainClient, Dropped, reason_of
@@ -27,7 +27,11 @@ DROPPED_RE = re.compile(r"dropped at block \d+: ([A-Z_]+)\s*(.*)$")
 
 
 def connect(ctx: Context) -> ChainClient:
-    return ChainClient(ctx.node, timeout=ctx.timeout)
+    def retrying(err: grpc.RpcError, wait: float) -> None:
+        reason, text = rpc_error_line(err)
+        ctx.note(f"{reason}: {text}; sending again in {wait:.1f} s")
+
+    return ChainClient(ctx.node, timeout=ctx.timeout, retry_seconds=ctx.retry_seconds, on_retry=retrying)
 
 
 def network(ctx: Context) -> pb.Network.ValueType:
@@ -80,8 +84,9 @@ def rpc_error_line(err: grpc.RpcError) -> tuple[str, str]:
     reason = reason_of(err)
     details = err.details() if isinstance(err, grpc.Call) else ""
     text = one_line(details or "").removeprefix(f"{reason}: ")
-    if isinstance(err, grpc.Call) and err.code() == grpc.StatusCode.UNAVAILABLE:
-        text = f"cannot reach the node ({text})" if text else "cannot reach the node"
+    refused = isinstance(err, grpc.Call) and trailer(err.trailing_metadata(), REASON_CODE) is not None
+    if isinstance(err, grpc.Call) and err.code() == grpc.StatusCode.UNAVAILABLE and not refused:
+        text = f"cannot reach the node ({text})" if text else "cannot reach the node"  # the node said nothing
     return reason, text or "request failed"
 
 

@@ -67,6 +67,7 @@ def execute(args: argparse.Namespace, node: str, out: TextIO, err: TextIO) -> in
         json=args.json,
         account_ref=args.account,
         timeout=args.timeout,
+        retry_seconds=args.retry_seconds,
         out=out,
         err=err,
     )

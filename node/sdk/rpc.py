@@ -3,13 +3,20 @@
 with ChainClient("localhost:50051") as c:
     h = c.submit(msg)
     committed = c.wait_committed(h)
+
+`retry_seconds`: how long a write refused as a whole *for now* is sent again, waiting each time as long as
+the refusal's `retry-after-ms` says (no leader yet, a draining node, a store or etcd that cannot write).
+Such a refusal admitted nothing, so sending the same messages again is safe. 0 (the default here; chainctl
+gives 30) raises the first refusal. A refusal without the hint, or one whose wait would end past the
+budget, is raised as it came.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import TracebackType
+from typing import TypeVar
 
 import grpc
 
@@ -21,7 +28,9 @@ from chain.v1 import (
     service_pb2_grpc,
 )
 from chain.v1 import message_pb2 as pb
-from node.errors import REASON_CODE, CliCode, trailer
+from node.errors import REASON_CODE, RETRY_AFTER_MS, CliCode, trailer
+
+T = TypeVar("T")
 
 
 def reason_of(err: grpc.RpcError) -> str:
@@ -35,8 +44,28 @@ class Dropped(Exception):
     """A submitted message was accepted but dropped before commit."""
 
 
+def retry_after(err: grpc.RpcError) -> float | None:
+    """Seconds a refused call says to wait before trying again (its `retry-after-ms`); None when it says none."""
+    if not isinstance(err, grpc.Call):
+        return None
+    hint = trailer(err.trailing_metadata(), RETRY_AFTER_MS)
+    try:
+        return None if hint is None else max(0.0, int(hint) / 1000)
+    except ValueError:
+        return None
+
+
 class ChainClient:
-    def __init__(self, target: str, *, timeout: float = 30.0, admin_target: str = "", admin_token: str = "") -> None:
+    def __init__(
+        self,
+        target: str,
+        *,
+        timeout: float = 30.0,
+        admin_target: str = "",
+        admin_token: str = "",
+        retry_seconds: float = 0.0,
+        on_retry: Callable[[grpc.RpcError, float], None] | None = None,
+    ) -> None:
         options = [("grpc.max_receive_message_length", 64 * 1024 * 1024)]
         self.channel = grpc.insecure_channel(target, options=options)
         self.stub = service_pb2_grpc.ChainServiceStub(self.channel)
@@ -47,6 +76,8 @@ class ChainClient:
             admin_service_pb2_grpc.AdminServiceStub(self._admin_channel) if self._admin_channel is not None else None
         )
         self.admin_metadata = (("authorization", f"Bearer {admin_token}"),) if admin_token else ()
+        self.retry_seconds = retry_seconds
+        self.on_retry = on_retry  # told (refusal, seconds to wait) before each retry
 
     def __enter__(self) -> ChainClient:
         return self
@@ -60,12 +91,26 @@ class ChainClient:
             self._admin_channel.close()
 
     def submit(self, msg: pb.Message) -> bytes:
-        resp = self.stub.SubmitMessage(rpc_pb2.SubmitMessageRequest(message=msg), timeout=self.timeout)
+        req = rpc_pb2.SubmitMessageRequest(message=msg)
+        resp = self._retrying(lambda: self.stub.SubmitMessage(req, timeout=self.timeout))
         return bytes(resp.hash)
 
     def batch(self, msgs: Sequence[pb.Message]) -> list[rpc_pb2.SubmitResult]:
         req = rpc_pb2.BatchSubmitMessagesRequest(messages=msgs)
-        return list(self.stub.BatchSubmitMessages(req, timeout=self.timeout).results)
+        return list(self._retrying(lambda: self.stub.BatchSubmitMessages(req, timeout=self.timeout)).results)
+
+    def _retrying(self, call: Callable[[], T]) -> T:
+        deadline = time.monotonic() + self.retry_seconds
+        while True:
+            try:
+                return call()
+            except grpc.RpcError as err:
+                wait = retry_after(err)
+                if wait is None or time.monotonic() + wait > deadline:
+                    raise
+                if self.on_retry is not None:
+                    self.on_retry(err, wait)
+                time.sleep(wait)
 
     def wait_committed(self, message_hash: bytes, timeout: float = 30.0) -> block_pb2.CommittedMessage:
         deadline = time.monotonic() + timeout
