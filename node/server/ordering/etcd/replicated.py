@@ -53,6 +53,7 @@ from node.server.write.pipeline import Outcome
 
 log = logging.getLogger("chain.replicated")
 PUBLISH_WAIT = 5.0  # how long a finished snapshot job waits for its listing in etcd (then the tick retries)
+LOG_FULL_RETRY = 1.0  # seconds between appends while etcd refuses them (its NOSPACE alarm)
 
 
 @dataclass(frozen=True)
@@ -212,7 +213,8 @@ class ReplicatedOrderer:
             try:
                 assert self.election is not None
                 if self.election.lease and self.election.lease != self._published_snapshot[1]:
-                    await self._publish_snapshot()  # a new lease: list our snapshot now, not a tick later
+                    with contextlib.suppress(EtcdFull):  # a full etcd refuses the listing, not the catching up
+                        await self._publish_snapshot()  # a new lease: list our snapshot now, not a tick later
                 known = self._next
                 caught_up = not self.halted and not self.leaving and await self._catch_up()
                 if live and not woken and not self._wake.is_set() and known and self._next > known:
@@ -230,8 +232,9 @@ class ReplicatedOrderer:
                             if len(self.mempool) or due_empty:
                                 await self._produce()
                         wait = min(wait, max(0.0, next_block_at - self.clock()))
-            except EtcdFull as exc:  # appends are retried at each block's turn (an empty one is due anyway)
+            except EtcdFull as exc:  # the append is tried again once a second (an empty block is due anyway)
                 self._refused_by_log(exc)
+                wait, backoff = max(wait, LOG_FULL_RETRY), True
             except EtcdUnavailable as exc:
                 wait = min(wait, self.settings.poll_interval)
                 if time.monotonic() - warned > 5:
@@ -337,6 +340,7 @@ class ReplicatedOrderer:
     def _applied(self, number: int) -> None:
         self._height = number
         self._last_block = self.clock()
+        self._appended()  # the log moved: etcd takes appends again (another member led meanwhile)
 
     async def _produce(self) -> None:
         assert self.election is not None
