@@ -39,3 +39,15 @@ class Cli:
 
     def json(self, *args: str) -> Any:
         return self("--json", *args).json()
+
+
+def authority(node: NodeProcess) -> str:
+    return str(node.ready["devnet_authority"])
+
+
+def funded(cli: Cli, wallet: str = "wallet", units: int = 1) -> str:
+    """A new account (secp256k1 wallet + delegated key) with storage; returns its address."""
+    cli("keys", "create", wallet, "--type", "secp256k1")
+    owner = str(cli.json("account", "init", "--wallet", wallet)["owner_address"])
+    cli("account", "fund", owner, "--units", str(units), "--authority", authority(cli.node))
+    return owner

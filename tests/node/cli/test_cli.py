@@ -17,7 +17,7 @@ from chain.v1 import rpc_pb2
 from node.sdk.keys import Secp256k1Key
 from node.storage import schema
 from tests.fixtures.nodeproc import ROOT, NodeProcess
-from tests.node.cli.runner import Cli
+from tests.node.cli.runner import Cli, authority, funded
 from tests.node.sdk.gitrepos import make_history
 
 
@@ -31,18 +31,6 @@ def node(tmp_path_factory) -> Iterator[NodeProcess]:
 @pytest.fixture
 def cli(node, tmp_path) -> Cli:
     return Cli(node, tmp_path / "home")
-
-
-def authority(node: NodeProcess) -> str:
-    return str(node.ready["devnet_authority"])
-
-
-def funded(cli: Cli, wallet: str = "wallet", units: int = 1) -> str:
-    """A new account (secp256k1 wallet + delegated key) with storage; returns its address."""
-    cli("keys", "create", wallet, "--type", "secp256k1")
-    owner = str(cli.json("account", "init", "--wallet", wallet)["owner_address"])
-    cli("account", "fund", owner, "--units", str(units), "--authority", authority(cli.node))
-    return owner
 
 
 def test_keys_of_every_type(cli):

@@ -11,11 +11,10 @@ from pathlib import Path
 
 import grpc
 
+from tests.fixtures.actors import fresh
 from tests.fixtures.disk import fill
 from tests.fixtures.nodeproc import ROOT, NodeProcess
-from tests.node.cli.runner import Cli
-from tests.node.cli.test_cli import funded
-from tests.node.server.test_disk_full import fresh
+from tests.node.cli.runner import Cli, funded
 
 
 def chainctl(node: NodeProcess, home: Path, *args: str) -> subprocess.Popen[str]:

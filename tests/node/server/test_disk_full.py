@@ -13,21 +13,13 @@ from pathlib import Path
 
 import grpc
 
-from chain.v1 import message_pb2 as pb
 from chain.v1 import rpc_pb2
 from node.sdk.rpc import reason_of
-from tests.fixtures.actors import RemoteActor
+from tests.fixtures.actors import fresh
 from tests.fixtures.disk import fill
 from tests.fixtures.health import NOT_SERVING, SERVING, health_status
 from tests.fixtures.nodeproc import NodeProcess
 from tests.fixtures.scrape import scrape, value
-
-
-def fresh() -> pb.Message:
-    """A valid message that depends on nothing else: a new account adding its own signer."""
-    actor = RemoteActor()
-    msg: pb.Message = actor.b.signer_add(actor.wallet, 0)
-    return msg
 
 
 def eventually(check: Callable[[], bool], timeout: float) -> bool:
