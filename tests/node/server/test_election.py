@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 
 import pytest
 
-from node.server.ordering.etcd import rpc_pb2
+from node.server.ordering.etcd import election, rpc_pb2
 from node.server.ordering.etcd.client import EtcdClient, KeyValue
 from node.server.ordering.etcd.election import Election
 from node.server.ordering.etcd.log import Keys
@@ -221,3 +222,45 @@ async def test_an_etcd_outage_is_logged_once_every_few_seconds_and_its_end_once(
             assert len(down) == 1, [r.getMessage() for r in down]
             etcd1.restart(0)
             await until(lambda: any("answers the election again" in r.getMessage() for r in caplog.records), 15)
+
+
+async def test_a_lone_member_retrying_leadership_says_so_once_a_minute(
+    etcd1: EtcdCluster, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lone member on a failing store takes the key at each of its store's retries and gives it up when the
+    retry fails (every 5 s for as long as the disk is full): one warning for the streak, not two lines a
+    retry; after GIVE_UP_LOG_EVERY one more, with the count."""
+    why = {"m0": ""}
+    client = EtcdClient(etcd1.endpoints)
+    member = Election(client, KEYS, "m0", "127.0.0.1:9000", ttl=9, poll=10.0, unfit=lambda: why["m0"])
+
+    async def retry_and_fail() -> None:
+        why["m0"] = "its store cannot commit blocks: disk full"
+        member.reconsider()
+        await until(lambda: not member.is_leader, 5)
+        why["m0"] = ""  # the next attempt is due: it may lead to make it
+        member.reconsider()
+        await until(lambda: member.is_leader, 5)
+
+    def said(text: str) -> list[str]:
+        return [r.getMessage() for r in caplog.records if text in r.getMessage() and r.levelno >= logging.INFO]
+
+    try:
+        await member.start()
+        await until(lambda: member.is_leader, 5)
+        with caplog.at_level("DEBUG", logger="chain.election"):
+            for _ in range(6):
+                await retry_and_fail()
+            assert said("gives up leadership") == [
+                "this node gives up leadership: its store cannot commit blocks: disk full"
+            ]
+            assert said("leader is") == []  # winning it back is the retry, not news
+            assert member.changes >= 7  # the metric still counts every election
+
+            monkeypatch.setattr(election, "GIVE_UP_LOG_EVERY", 0.0)
+            await retry_and_fail()
+            assert len(said("gives up leadership")) == 2
+            assert "(and 5 more times in the last" in said("gives up leadership")[1]
+    finally:
+        await member.stop()
+        await client.close()

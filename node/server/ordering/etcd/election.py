@@ -20,7 +20,10 @@ A member that must not lead (`unfit` says why: its store refuses commits, or
 it halted on a diverged state) does not campaign, and a leader that turns
 unfit deletes its key at once (compared with its lease), so a healthy member
 is elected instead of the cluster's writes waiting on one member's disk. It
-campaigns again once `unfit` has nothing to say.
+campaigns again once `unfit` has nothing to say. A lone member whose store keeps failing takes the key at
+each of its store's retries and gives it up again when the retry fails (replicated.py); that is said once,
+then at most once a minute with how many times it came back, and its re-election of itself is not a new
+"leader is" line.
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ from node.server.ordering.etcd.watch import KeyWatch
 log = logging.getLogger("chain.election")
 MIN_WAIT = 0.01  # seconds between rounds at least, while the watch is live
 UNAVAILABLE_LOG_EVERY = 5.0  # seconds between "etcd unavailable" lines while it lasts (rounds run 4 times a second)
+GIVE_UP_LOG_EVERY = 60.0  # seconds between "gives up leadership" lines for one reason (a store retries every 5 s)
 
 
 @dataclass(frozen=True)
@@ -81,6 +85,8 @@ class Election:
         self.unfit = unfit
         self.clock = clock
         self._unfit_why = ""  # the reason last logged for standing aside
+        self._gave_up = ("", 0.0, 0)  # the last give-up's reason, when it was logged, how many came since
+        self._gave_up_at = 0.0  # when this member last gave up the key
         self._unavailable_since = 0.0  # when etcd stopped answering the rounds (0: it answers)
         self.failure: EtcdUnavailable | None = None  # why the last round failed (None: it went through)
         self._unavailable_logged = 0.0
@@ -208,7 +214,7 @@ class Election:
             # Leading while unfit would stop the cluster's writes: the lease lives on (keep-alives do not need
             # the store), and every member forwards to the leader. Delete the key; the watch elects another.
             await self.client.txn([cmp_lease(self.keys.leader, self.lease)], [op_delete(self.keys.leader)])
-            log.warning("this node gives up leadership: %s", why)
+            self._say_gave_up(why)
             self.leader, self._revision, self._last_seen = None, None, self.clock()
             return
         won = False
@@ -241,7 +247,25 @@ class Election:
                 return
         if leader != self.leader:
             self.changes += 1
-            log.info(
-                "leader is %s at %s%s", leader.id, leader.addr, " (this node)" if leader.lease == self.lease else ""
-            )
+            ours = leader.lease == self.lease
+            level = logging.DEBUG if won and self._retaking() else logging.INFO
+            log.log(level, "leader is %s at %s%s", leader.id, leader.addr, " (this node)" if ours else "")
         self.leader = leader
+
+    def _say_gave_up(self, why: str) -> None:
+        """Log a give-up when its reason is new or the last line is `GIVE_UP_LOG_EVERY` old (saying how many
+        came in between); the others go to debug."""
+        last, logged, since = self._gave_up
+        now = self._gave_up_at = time.monotonic()
+        if why != last or now - logged >= GIVE_UP_LOG_EVERY:
+            again = f" (and {since} more times in the last {now - logged:.0f} s)" if why == last and since else ""
+            log.warning("this node gives up leadership: %s%s", why, again)
+            self._gave_up = (why, now, 0)
+        else:
+            log.debug("this node gives up leadership again: %s", why)
+            self._gave_up = (why, logged, since + 1)
+
+    def _retaking(self) -> bool:
+        """Whether this member gave up the key within the last `GIVE_UP_LOG_EVERY`: winning it back is its
+        store's retry, not news (a retry that commits says so itself: "storage recovered")."""
+        return bool(self._gave_up_at) and time.monotonic() - self._gave_up_at < GIVE_UP_LOG_EVERY
