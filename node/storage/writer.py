@@ -67,7 +67,8 @@ PR_SET_PDEATHSIG = 1
 STOP_WAIT = 5.0
 log = logging.getLogger(__name__)
 DIE_ENV = "CHAIN_TEST_WRITER_DIE"  # tests only: the child exits at the first request of a kind, "before"
-# (a commit, before its transaction), "after" (a commit, after it, unanswered) or "update" (unanswered)
+# (a commit, before its transaction), "after" (a commit, after it, unanswered) or "update" (unanswered);
+# "<kind>:<path>" does so only while the file <path> exists (a node's test turns the fault off without a restart)
 
 
 class WriterLost(StorageFailed):
@@ -329,7 +330,7 @@ def serve(path: str, sync: bool, inp: IO[bytes], out: IO[bytes], tree_cache_node
             if not head or len(head) < HEADER:
                 return 0  # the node closed the pipe, or exited
             request = pickle.loads(inp.read(int.from_bytes(head, "big")))
-            die = os.environ.get(DIE_ENV, "")  # test hook: killed at an update, or before or after a commit
+            die = _die_at()  # test hook: killed at an update, or before or after a commit
             if request[0] == UPDATE:
                 if die == "update":
                     os._exit(9)
@@ -361,6 +362,12 @@ def serve(path: str, sync: bool, inp: IO[bytes], out: IO[bytes], tree_cache_node
             _answer(out, OK)
     finally:
         store.close()
+
+
+def _die_at() -> str:
+    """The request kind the test hook (`DIE_ENV`) kills this child at ("" for none)."""
+    kind, _, while_exists = os.environ.get(DIE_ENV, "").partition(":")
+    return "" if while_exists and not os.path.exists(while_exists) else kind
 
 
 def main(argv: list[str]) -> int:
