@@ -29,9 +29,9 @@ from tests.fixtures.replicaset import (
     funded_actors,
     leader_index,
     status,
+    wait_elected_again,
     wait_height,
 )
-from tests.fixtures.scrape import scrape, value
 
 
 def test_a_leader_on_a_full_disk_hands_over_and_catches_up(tmp_path: Path, tmpfs: Path, etcd1: EtcdCluster) -> None:
@@ -107,11 +107,7 @@ def test_a_lone_member_on_a_full_disk_refuses_with_storage_failed_and_leads_agai
             # so a failure with nothing left in the log to retry (a writer lost twice while building) cannot
             # leave it out of the election for good.
             # Each retry is an election (the metric); the log says the give-up once, not at every retry.
-            elected = value(scrape(node.ready["metrics_port"]), "chain_etcd_leader_changes_total")
-            deadline = time.monotonic() + 20
-            while value(scrape(node.ready["metrics_port"]), "chain_etcd_leader_changes_total") < elected + 2:
-                assert time.monotonic() < deadline, "the lone member did not try to lead again while failing"
-                time.sleep(0.2)
+            wait_elected_again(node, 2, why="the lone member did not try to lead again while failing")
             assert sum("gives up leadership" in line for line in node.stderr_lines) == 1
             for _ in range(10):  # over two seconds, in and out of its turns at leading: the same refusal
                 try:
