@@ -14,6 +14,10 @@ level)` answers the `LogHandler` when a record of that logger and level would re
 its `write_line` writes the text that handler would write for such a record (the formatters' `line`, which
 their `format` uses too). Any other set-up (a second handler, a filter on the logger, a test's log capture)
 gets None, and the caller logs a record as usual.
+
+A condition that lasts and is retried often (etcd down, a peer without the cluster secret) is said now and
+then, not once per retry: `Every(seconds).due()` answers True for the first line and then at most once per
+`seconds`; `reset()` makes the next line due at once (the condition ended).
 """
 
 from __future__ import annotations
@@ -33,6 +37,27 @@ TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
 # `%03d` of a line's milliseconds, made once: the format spec cost ~2k of the ~7k instructions of a line's
 # text. The last entry, "1000", is for a float product that rounds up to it, as `%03d` would print it.
 MILLIS = tuple(f"{n:03d}" for n in range(1001))
+
+
+class Every:
+    """When a repeated line is due: the first time, then once the last one is `seconds` old."""
+
+    def __init__(self, seconds: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.seconds = seconds
+        self._clock = clock
+        self._said: float | None = None  # when the last line was due (None: none yet, or reset)
+
+    def due(self) -> bool:
+        """True, counting the line as said now, when none was said yet or the last is `seconds` old."""
+        now = self._clock()
+        if self._said is not None and now - self._said < self.seconds:
+            return False
+        self._said = now
+        return True
+
+    def reset(self) -> None:
+        """The condition ended: the next line is due at once."""
+        self._said = None
 
 
 def trace_ids() -> tuple[str, str]:

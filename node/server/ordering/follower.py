@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -24,6 +23,7 @@ from chain.v1 import message_pb2 as pb
 from chain.v1 import rpc_pb2, service_pb2_grpc
 from node.chain import Chain
 from node.errors import InvalidBlock, MessageRejected, Reason, StorageFailed
+from node.observability.logs import Every
 from node.server.ordering.applier import BlockApplier
 from node.server.write.forwarding import Forwarder
 from node.server.write.pipeline import Outcome
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from chain.v1.service_pb2_grpc import ChainServiceAsyncStub
 
 log = logging.getLogger("chain.follower")
+UNREACHABLE_LOG_EVERY = 5.0  # seconds between "upstream ...; polling" lines while the upstream stays unreachable
 
 
 class FollowOrderer:
@@ -125,7 +126,7 @@ class FollowOrderer:
             await self._apply(int(resp.block.header.number), resp)
 
     async def _follow(self, stub: ChainServiceAsyncStub) -> None:
-        warned = 0.0
+        unreachable = Every(UNREACHABLE_LOG_EVERY)
         while not self._stopping.is_set():
             try:
                 if not self.halted:
@@ -137,9 +138,8 @@ class FollowOrderer:
                             await self._poll(stub, number - 1)
                         await self._apply(number, resp)
             except grpc.aio.AioRpcError as err:
-                if time.monotonic() - warned > 5:
+                if unreachable.due():
                     log.warning("upstream %s: %s; polling", self.upstream, err.code().name)
-                    warned = time.monotonic()
             except InvalidBlock as exc:
                 if not self.halted:
                     log.critical("STATE DIVERGED, this replica stops: block %d: %s", exc.number, exc)

@@ -18,12 +18,12 @@ from __future__ import annotations
 import hashlib
 import hmac
 import logging
-import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from chain.v1 import message_pb2 as pb
 from node.constants import MIN_CLUSTER_SECRET_BYTES
+from node.observability.logs import Every
 
 PROOF_KEY = "chain-member-proof"
 MIN_SECRET_BYTES = MIN_CLUSTER_SECRET_BYTES
@@ -39,7 +39,7 @@ class MemberProof:
         if secret and len(secret) < MIN_SECRET_BYTES:
             raise ValueError(f"the cluster secret must be at least {MIN_SECRET_BYTES} bytes")
         self._key = secret
-        self._warned_at = -WARN_EVERY
+        self._warning = Every(WARN_EVERY)
 
     def __repr__(self) -> str:  # never the key
         return f"MemberProof(enabled={self.enabled})"
@@ -76,7 +76,5 @@ class MemberProof:
         return False
 
     def _warn(self, what: str) -> None:
-        now = time.monotonic()
-        if now - self._warned_at >= WARN_EVERY:
-            self._warned_at = now
+        if self._warning.due():
             log.warning("%s; its signatures are verified in full", what)

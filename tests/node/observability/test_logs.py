@@ -13,7 +13,7 @@ import pytest
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 
-from node.observability.logs import TEXT_FORMAT, TextFormatter, configure_logging, handler, sole_handler
+from node.observability.logs import TEXT_FORMAT, Every, TextFormatter, configure_logging, handler, sole_handler
 from node.server.config import parse_config
 from tests.fixtures.nodeproc import NodeProcess
 
@@ -223,3 +223,18 @@ def test_a_failed_write_of_held_lines_is_reported_not_raised(capsys: pytest.Capt
     out.failures = 1
     h.write_line("a", logging.INFO, "no loop")  # written at once, and failing the same way
     assert "No space left on device" in capsys.readouterr().err
+
+
+def test_a_lasting_condition_is_said_first_then_once_per_period_and_at_once_after_a_reset():
+    now = [1.0]  # a clock that starts near zero: the first line is still due (no "last line at 0" assumed)
+    line = Every(5.0, clock=lambda: now[0])
+    said = []
+    for t in (1.0, 2.0, 5.9, 6.0, 6.5, 10.9, 11.0):
+        now[0] = t
+        said.append(line.due())
+    assert said == [True, False, False, True, False, False, True]  # due again once the last is 5 s old
+    now[0] = 12.0
+    assert not line.due()
+    line.reset()  # the condition ended; when it comes back it is news
+    assert line.due()
+    assert not line.due()

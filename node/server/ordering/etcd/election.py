@@ -36,6 +36,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from node.observability.logs import Every
 from node.server.ordering.etcd.client import (
     EtcdClient,
     EtcdUnavailable,
@@ -89,7 +90,7 @@ class Election:
         self._gave_up_at = 0.0  # when this member last gave up the key
         self._unavailable_since = 0.0  # when etcd stopped answering the rounds (0: it answers)
         self.failure: EtcdUnavailable | None = None  # why the last round failed (None: it went through)
-        self._unavailable_logged = 0.0
+        self._unavailable_line = Every(UNAVAILABLE_LOG_EVERY)
         self.lease = 0
         self.leader: Leader | None = None
         self.changes = 0  # leaders seen elected (metric chain.etcd.leader_changes)
@@ -168,15 +169,15 @@ class Election:
         now = time.monotonic()
         if not self._unavailable_since:
             self._unavailable_since = now
-        if now - self._unavailable_logged >= UNAVAILABLE_LOG_EVERY:
-            self._unavailable_logged = now
+        if self._unavailable_line.due():
             log.warning("etcd unavailable (retrying): %s", exc)
 
     def _answered(self) -> None:
         self.failure = None
         if self._unavailable_since:
             log.info("etcd answers the election again after %.1f s", time.monotonic() - self._unavailable_since)
-            self._unavailable_since = self._unavailable_logged = 0.0
+            self._unavailable_since = 0.0
+            self._unavailable_line.reset()
 
     def _fitness(self) -> str:
         """Why this member must not lead now ("" when it may). A reason is logged when it first appears,

@@ -40,9 +40,10 @@ from dataclasses import dataclass
 from chain.v1 import message_pb2 as pb
 from node.chain import Chain
 from node.errors import ChainError, InvalidBlock, InvariantBroken, MessageRejected, Reason, StorageFailed
+from node.observability.logs import Every
 from node.server.ordering.applier import BlockApplier
 from node.server.ordering.etcd.client import EtcdClient, EtcdFull, EtcdUnavailable, op_delete, prefix_end
-from node.server.ordering.etcd.election import Election
+from node.server.ordering.etcd.election import UNAVAILABLE_LOG_EVERY, Election
 from node.server.ordering.etcd.join import served_snapshots, snapshot_doc
 from node.server.ordering.etcd.log import BlockLog, Keys
 from node.server.ordering.etcd.watch import KeyWatch
@@ -203,7 +204,7 @@ class ReplicatedOrderer:
     # ---- the loop that owns the chain ----
     async def _run(self) -> None:
         next_block_at = self.clock() + self.settings.block_interval
-        warned = 0.0
+        unavailable = Every(UNAVAILABLE_LOG_EVERY)
         while not self._stopping.is_set():
             woken = self._wake.is_set()
             self._wake.clear()  # before the read: an append after it wakes the next round
@@ -237,9 +238,8 @@ class ReplicatedOrderer:
                 wait, backoff = max(wait, LOG_FULL_RETRY), True
             except EtcdUnavailable as exc:
                 wait = min(wait, self.settings.poll_interval)
-                if time.monotonic() - warned > 5:
+                if unavailable.due():
                     log.warning("etcd unavailable; retrying: %s", exc)
-                    warned = time.monotonic()
             except InvalidBlock as exc:
                 self._halt(f"STATE DIVERGED: block {exc.number} from the log does not match this node's state: {exc}")
             except StorageFailed:  # logged once by StorageHealth; the block is retried from the log
