@@ -10,8 +10,9 @@ BUF := node_modules/.bin/buf
 HELM := $(VENV)/bin/helm
 # Debian packages the test suite needs (installed by `make test` when missing).
 DEB_PACKAGES ?= redis-server chromium etcd-server etcd-client prometheus jq curl git valgrind
-# Load generators of `make bench`: h2load (nghttp2-client) for gRPC unary calls, wrk for HTTP.
-BENCH_DEB_PACKAGES ?= nghttp2-client wrk valgrind
+# What `make bench` needs: the load generators h2load (nghttp2-client) for gRPC unary calls and wrk for HTTP,
+# valgrind for bench_rest's instruction count, etcd (etcd-server) for the replicated and state-sync benches.
+BENCH_DEB_PACKAGES ?= nghttp2-client wrk valgrind etcd-server
 # `make bench BENCH_QUICK=1` is the smaller run (meant for 10-15 minutes); BENCH_ARGS="--only bench_node" etc.
 BENCH_QUICK ?=
 BENCH_ARGS ?=

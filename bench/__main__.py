@@ -39,7 +39,7 @@ class Run:
     module: str
     full: tuple[str, ...] = ()
     quick: tuple[str, ...] = ()
-    needs: tuple[str, ...] = ()  # external load generators it cannot run without (`make bench` installs them)
+    needs: tuple[str, ...] = ()  # external programs it cannot run without (`make bench` installs them)
 
 
 def lacking(run: Run) -> list[str]:
@@ -65,6 +65,7 @@ RUNS: tuple[Run, ...] = (
         "bench.bench_replicated",
         ("--messages", "9000", "--trials", "10", "--member-cores", "0.5"),
         ("--messages", "6000", "--rounds", "3", "--trials", "3", "--member-cores", "0.5"),
+        ("etcd",),
     ),
     Run("bench.bench_gateway", ("--sse-clients", "10000"), ("--sse-clients", "2000", "--seconds", "3")),
     Run("bench.bench_store", ("--keys", "1000000"), ("--keys", "100000")),
@@ -80,7 +81,7 @@ RUNS: tuple[Run, ...] = (
         ("--seconds", "3", "--rounds", "1"),
         ("h2load", "wrk"),
     ),
-    Run("bench.bench_statesync", ("--keys", "1000000"), ("--keys", "100000")),
+    Run("bench.bench_statesync", ("--keys", "1000000"), ("--keys", "100000"), ("etcd",)),
     Run("bench.bench_tracing", ("--messages", "10000", "--rounds", "2"), ("--messages", "5000", "--rounds", "2")),
 )
 
@@ -97,7 +98,7 @@ def run_all(runs: list[Run], quick: bool, rows_file: Path) -> dict[str, str]:
     if absent:  # said before the run, not after it: `python -m bench` alone installs nothing
         print(
             f"not installed: {', '.join(absent)}; the modules that need them are skipped (`make bench` installs "
-            "the load generators)",
+            "the programs the benches need)",
             flush=True,
         )
     for run in runs:

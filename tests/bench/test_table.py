@@ -126,6 +126,31 @@ def test_every_goal_is_run_by_make_bench_and_emitted_by_its_module() -> None:
             ), (goal.key, goal.module)
 
 
+# The programs a bench module runs, how its source names them, and the Debian package `make bench` installs.
+PROGRAMS = {
+    "etcd": ("tests.fixtures.etcdproc", "etcd-server"),
+    "h2load": ("h2load", "nghttp2-client"),
+    "wrk": ('"wrk"', "wrk"),
+}
+
+
+def test_every_program_a_module_runs_is_a_need_that_make_bench_installs() -> None:
+    """A fresh machine's `make bench` installs what each module runs, and `python -m bench` alone names it
+    missing before the run instead of the module failing in it (etcd was once missing from both)."""
+    root = Path(bench_main.__file__).parent
+    makefile = (root.parent / "Makefile").read_text()
+    packages = re.search(r"^BENCH_DEB_PACKAGES \?= (.*)$", makefile, re.MULTILINE)
+    assert packages, "the Makefile names no BENCH_DEB_PACKAGES"
+    for run in bench_main.RUNS:
+        text = (root / f"{run.module.removeprefix('bench.')}.py").read_text()
+        for program, (named, package) in PROGRAMS.items():
+            if named in text:
+                assert program in run.needs, (run.module, program)
+                assert package in packages.group(1).split(), (program, package)
+        for program in run.needs:  # and nothing it does not run (a module skipped for nothing)
+            assert program in PROGRAMS and PROGRAMS[program][0] in text, (run.module, program)
+
+
 def test_the_rows_file_prints_as_a_table_on_its_own(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     rows_file = tmp_path / "rows.jsonl"
     rows_file.write_text('{"key": "rest_ratio", "value": 0.2, "detail": "kept from a run"}\n')
