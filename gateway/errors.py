@@ -126,6 +126,7 @@ REASON_HTTP_STATUS: Mapping[Reason, int] = _table(
             R.MEMPOOL_FULL,
             R.RESOURCE_EXHAUSTED,
             R.SLOW_SUBSCRIBER,
+            R.TOO_MANY_STREAMS,
         ),
         500: (R.INTERNAL,),
         501: (R.UNIMPLEMENTED,),

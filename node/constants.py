@@ -25,6 +25,8 @@ MAX_COMMIT_PARENTS: Final = 16
 
 # ---- cluster ----
 MIN_CLUSTER_SECRET_BYTES: Final = 16  # the replicated members' shared secret (node.server.write.membership)
+# server streams (SubscribeBlocks, SubscribeEvents, ...) one node holds open at once; more are RESOURCE_EXHAUSTED
+MAX_STREAMS: Final = 4096
 
 # ---- pipeline ----
 MEMPOOL_CAPACITY: Final = 100_000

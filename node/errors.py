@@ -136,6 +136,8 @@ class Reason(StrEnum):
     BAD_GATEWAY = "BAD_GATEWAY"
     # event streams
     SLOW_SUBSCRIBER = "SLOW_SUBSCRIBER"
+    # the node holds as many server streams as --max-streams allows: retry after `retry-after-ms`, or elsewhere
+    TOO_MANY_STREAMS = "TOO_MANY_STREAMS"
     STREAM_GAP = "STREAM_GAP"
     HISTORY_UNAVAILABLE = "HISTORY_UNAVAILABLE"
 

@@ -29,6 +29,9 @@ class NodeConfig:
     grpc_addr: str = "localhost:50051"
     web_addr: str = "localhost:50052"
     admin_addr: str = "localhost:50053"
+    # what members of one deployment say to each other (forwarded batches with the member proof, state sync,
+    # read batches, a --follow replica's upstream): mutual TLS when --tls-cert is given; '' disables
+    internal_addr: str = "localhost:50054"
     admin_token: str = ""
     data_dir: Path = Path("data/node")
     network: str = "devnet"
@@ -81,6 +84,21 @@ class NodeConfig:
     # shared by the members of a cluster: forwarded batches carry proof, and are not verified again
     # (node/server/write/membership.py); from --cluster-secret-file or --cluster-secret, never logged
     cluster_secret: bytes = field(default=b"", repr=False)
+    # TLS (node/tls.py, docs/security.md): the node's certificate and key serve every listener; the cluster's
+    # CA checks client certificates on the internal and admin listeners and the members this node dials
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    tls_client_ca: Path | None = None
+    # etcd client TLS: the CA etcd's certificate chains to, and the client certificate it requires
+    etcd_ca_file: Path | None = None
+    etcd_cert: Path | None = None
+    etcd_key: Path | None = None
+    # server streams (subscriptions) open at once on this node; more are refused RESOURCE_EXHAUSTED
+    max_streams: int = C.MAX_STREAMS
+
+    @property
+    def tls(self) -> bool:
+        return self.tls_cert is not None
 
     @property
     def snapshots(self) -> Path:
@@ -121,6 +139,21 @@ def _worker_flags(p: argparse.ArgumentParser, d: NodeConfig) -> None:
     p.add_argument("--cpu-limit", type=float, default=d.cpu_limit, help="CPUs this node may use (sizes -1 workers)")
 
 
+def _tls_flags(p: argparse.ArgumentParser) -> None:
+    """TLS of the node's listeners and of the connections it makes (docs/security.md)."""
+    p.add_argument("--tls-cert", type=Path, default=None, help="PEM certificate chain of every listener (enables TLS)")
+    p.add_argument("--tls-key", type=Path, default=None, help="PEM private key of --tls-cert")
+    p.add_argument(
+        "--tls-client-ca",
+        type=Path,
+        default=None,
+        help="the cluster's CA: client certificates on the internal and admin listeners, and members dialled",
+    )
+    p.add_argument("--etcd-ca-file", type=Path, default=None, help="CA of etcd's certificate (https:// endpoints)")
+    p.add_argument("--etcd-cert", type=Path, default=None, help="client certificate presented to etcd")
+    p.add_argument("--etcd-key", type=Path, default=None, help="private key of --etcd-cert")
+
+
 def _parser() -> argparse.ArgumentParser:
     d = NodeConfig()
     p = argparse.ArgumentParser(prog="chain-node", description="Version-control chain node (ChainService over gRPC).")
@@ -128,6 +161,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--web-addr", default=d.web_addr, help="gRPC-web (HTTP/1.1) listen address; '' disables")
     p.add_argument("--admin-addr", default=d.admin_addr, help="AdminService listen address (keep it on localhost)")
     p.add_argument("--admin-token", default=d.admin_token, help="bearer token required by AdminService if set")
+    p.add_argument(
+        "--internal-addr",
+        default=d.internal_addr,
+        help="listener for the cluster's members and gateways (mutual TLS with --tls-client-ca); '' disables",
+    )
     p.add_argument("--data-dir", type=Path, default=d.data_dir, help="LMDB store directory")
     p.add_argument("--network", default=d.network, choices=["mainnet", "testnet", "devnet"], help="network name")
     p.add_argument("--genesis", type=Path, default=None, help="genesis file (JSON); devnet genesis when absent")
@@ -195,6 +233,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--cluster-secret-file", type=Path, default=None, help="file holding the cluster secret (--cluster-secret)"
     )
+    _tls_flags(p)
+    p.add_argument("--max-streams", type=int, default=d.max_streams, help="server streams open at once, at most")
     describe_env(p, ENV_PREFIX, lists=LIST_FLAGS, shown=SHOWN_DEFAULTS)
     add_version(p)
     return p
@@ -254,3 +294,20 @@ def _check(values: Mapping[str, Any]) -> None:
         raise ConfigError(f"--read-workers must be -1 (one per extra CPU), 0 or more, not {values['read_workers']}")
     if values["orderer"] == "etcd" and values["follow"]:
         raise ConfigError("--follow makes a read replica; it cannot also be an etcd member")
+    if values["max_streams"] < 1:
+        raise ConfigError(f"--max-streams must be 1 or more, not {values['max_streams']}")
+    _check_tls(values)
+
+
+def _check_tls(values: Mapping[str, Any]) -> None:
+    if (values["tls_cert"] is None) != (values["tls_key"] is None):
+        raise ConfigError("--tls-cert and --tls-key go together")
+    if values["tls_client_ca"] is not None and values["tls_cert"] is None:
+        raise ConfigError("--tls-client-ca needs --tls-cert and --tls-key (the internal listener serves TLS)")
+    if values["tls_cert"] is not None and values["internal_addr"] and values["tls_client_ca"] is None:
+        raise ConfigError(
+            "with --tls-cert the internal listener requires client certificates: give --tls-client-ca "
+            "(the cluster's CA), or --internal-addr '' to serve no internal listener"
+        )
+    if (values["etcd_cert"] is None) != (values["etcd_key"] is None):
+        raise ConfigError("--etcd-cert and --etcd-key go together")

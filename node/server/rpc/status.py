@@ -71,6 +71,7 @@ REASON_STATUS: Mapping[Reason, grpc.StatusCode] = _table(
             R.RESOURCE_EXHAUSTED,
             R.PAYLOAD_TOO_LARGE,
             R.SLOW_SUBSCRIBER,
+            R.TOO_MANY_STREAMS,
         ),
         S.ALREADY_EXISTS: (R.DUPLICATE_MESSAGE, R.ALREADY_EXISTS, R.NAME_TAKEN),
         S.PERMISSION_DENIED: (
