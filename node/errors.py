@@ -188,6 +188,7 @@ class CliCode(StrEnum):
     KEY_EXISTS = "KEY_EXISTS"
     KEY_NOT_FOUND = "KEY_NOT_FOUND"
     INVALID_PROFILE = "INVALID_PROFILE"
+    TLS_FAILED = "TLS_FAILED"  # the TLS handshake with the node failed (unknown CA, wrong name, not TLS)
 
 
 class BackupReason(StrEnum):

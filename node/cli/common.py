@@ -166,6 +166,7 @@ class Context:
     account_ref: str | None = None
     timeout: float = 30.0
     retry_seconds: float = 30.0  # how long a write refused for now (with a retry hint) is sent again
+    ca_file: Path | None = None  # the CA a grpcs:// node's certificate must chain to (None: the system's roots)
     out: TextIO = field(default_factory=lambda: sys.stdout)
     err: TextIO = field(default_factory=lambda: sys.stderr)
     _client: ChainClient | None = None
@@ -179,6 +180,10 @@ class Context:
         if self._client is None:
             self._client = lazy(ONLINE, "connect")(self)
         return self._client
+
+    @property
+    def has_client(self) -> bool:
+        return self._client is not None
 
     def close(self) -> None:
         if self._client is not None:

@@ -63,8 +63,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--node",
         default=DEFAULT_NODE,
-        help="node gRPC address: HOST[:PORT], grpc://HOST[:PORT] or http://HOST[:PORT]; the port defaults "
-        f"to 50051 {_env_help('--node', DEFAULT_NODE)}",
+        help="node gRPC address: HOST[:PORT], grpc://HOST[:PORT] or http://HOST[:PORT] (plaintext), "
+        f"grpcs://HOST[:PORT] or https://HOST[:PORT] (TLS); the port defaults to 50051 "
+        f"{_env_help('--node', DEFAULT_NODE)}",
+    )
+    parser.add_argument(
+        "--ca-file",
+        type=Path,
+        default=None,
+        help="PEM CA bundle a grpcs:// node's certificate must chain to "
+        f"{_env_help('--ca-file', 'the system CA roots')}",
     )
     parser.add_argument(
         "--home", type=Path, default=None, help=f"key store directory {_env_help('--home', DEFAULT_HOME)}"
@@ -96,11 +104,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def env_defaults(parser: argparse.ArgumentParser, env: Mapping[str, str]) -> None:
-    """CHAINCTL_NODE, CHAINCTL_HOME, CHAINCTL_ACCOUNT, CHAINCTL_TIMEOUT, CHAINCTL_RETRY_SECONDS set the global
-    flags' defaults."""
+    """CHAINCTL_NODE, CHAINCTL_HOME, CHAINCTL_ACCOUNT, CHAINCTL_TIMEOUT, CHAINCTL_RETRY_SECONDS, CHAINCTL_CA_FILE
+    set the global flags' defaults."""
     defaults: dict[str, object] = {}
     for action in parser._actions:
-        if action.dest not in ("node", "home", "account", "timeout", "retry_seconds"):
+        if action.dest not in ("node", "home", "account", "timeout", "retry_seconds", "ca_file"):
             continue
         name = env_name(ENV_PREFIX, action)
         if env.get(name):
@@ -125,6 +133,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         node = node_target(args.node)
     except AddressError as err:
         parser.error(f"--node: {err}")
+    if args.ca_file is not None and not node.startswith("grpcs://"):
+        parser.error(f"--ca-file is for a TLS node, and --node {args.node} is plaintext: use grpcs://HOST:PORT")
+    os.environ.setdefault("GRPC_VERBOSITY", "NONE")  # gRPC's own handshake logs; chainctl says it in one line
     return int(EXECUTE(args, node, sys.stdout, sys.stderr))  # grpc/protobuf/crypto load only now
 
 

@@ -21,7 +21,7 @@ from node.cli.protojson import to_json
 from node.errors import REASON_CODE, CliCode, Reason, trailer
 from node.sdk.keys import Ed25519Key
 from node.sdk.messages import MessageBuilder
-from node.sdk.rpc import ChainClient, Dropped, reason_of
+from node.sdk.rpc import ChainClient, Dropped, reason_of, tls_problem
 
 DROPPED_RE = re.compile(r"dropped at block \d+: ([A-Z_]+)\s*(.*)$")
 
@@ -31,7 +31,9 @@ def connect(ctx: Context) -> ChainClient:
         reason, text = rpc_error_line(err)
         ctx.note(f"{reason}: {text}; sending again in {wait:.1f} s")
 
-    return ChainClient(ctx.node, timeout=ctx.timeout, retry_seconds=ctx.retry_seconds, on_retry=retrying)
+    return ChainClient(
+        ctx.node, timeout=ctx.timeout, retry_seconds=ctx.retry_seconds, on_retry=retrying, ca_file=ctx.ca_file
+    )
 
 
 def network(ctx: Context) -> pb.Network.ValueType:
@@ -91,7 +93,12 @@ def rpc_error_line(err: grpc.RpcError) -> tuple[str, str]:
 
 
 def rpc_failure(ctx: Context, err: grpc.RpcError) -> tuple[str, str]:
-    """A failed call's line; an address that answers HTTP/1.1 is named as the REST port it is."""
+    """A failed call's line; a failed TLS handshake names the target and the CA, and an address that answers
+    HTTP/1.1 is named as the REST port it is."""
+    if ctx.has_client:
+        problem = tls_problem(err, ctx.client.target, ctx.client.tls)
+        if problem is not None:
+            return CliCode.TLS_FAILED, problem
     details = err.details() if isinstance(err, grpc.Call) else ""
     if looks_like_http1(details or ""):
         return Reason.UNAVAILABLE, (

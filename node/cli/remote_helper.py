@@ -11,43 +11,37 @@ and refs, never git objects. Pushing is node.sdk.push with ``strict=False``, so 
 ``ok``/``error`` line and git prints its usual table, hints and exit code.
 
 URL: ``chain://HOST[:PORT]/OWNER/PROJECT`` (OWNER an 0x address or a key/account name of the key store;
-PORT defaults to 50051) or ``chain://HOST[:PORT]/0xPROJECT_ID``. Keys and account come from chainctl's
+PORT defaults to 50051) or ``chain://HOST[:PORT]/0xPROJECT_ID``: plaintext gRPC. Over TLS the remote is
+``chain::grpcs://HOST[:PORT]/OWNER/PROJECT`` (git runs this helper with the address after ``chain::``), the
+node's certificate checked against ``CHAINCTL_CA_FILE`` (else the system's roots). Keys and account come from chainctl's
 key store, exactly as chainctl finds them: ``CHAINCTL_HOME`` (default ``~/.chainctl``), the account
 named by ``CHAINCTL_ACCOUNT`` (address or key name) or else the store's default account.
 
 ``list`` reports each chain ref as the git id in its commit's ``content_digest``; when the local
 repository has a ref of that name that peels to that commit (an annotated tag), the local ref's own id,
 so git sees an unchanged tag as up to date.
+
+This module is the entry point and reads the URL with the standard library only; the work (grpc, protobuf,
+the SDK) is in node.cli.remote_serve, imported after ``GRPC_VERBOSITY`` defaults to NONE, so a failed TLS
+handshake is the helper's one line and not gRPC's log lines too.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
-from types import MappingProxyType
-from typing import BinaryIO
+from collections.abc import Sequence
+from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
 
-import grpc
-
-from chain.v1 import rpc_pb2
 from node.cli.address import AddressError, node_target
-from node.cli.common import CliError, Context
-from node.cli.config import StoreError, default_home
-from node.cli.online import rpc_error_line
-from node.errors import CliCode, Reason
-from node.sdk import git
-from node.sdk.push import BundleCommitted, PushError, plan_push, submit_push
-from node.sdk.rpc import Dropped
+from node.entry import lazy
 
 ACCOUNT_ENV = "CHAINCTL_ACCOUNT"
+CA_FILE_ENV = "CHAINCTL_CA_FILE"
 NO_OBJECTS = "chain remotes hold no git objects (only commit metadata and refs): fetch from a git server instead"
-NODE_REASONS: Mapping[str, str] = MappingProxyType(
-    {CliCode.NOT_FAST_FORWARD: "non-fast-forward", Reason.REF_HASH_MISMATCH: "stale info"}
-)
+URL_SCHEMES = ("chain", "grpc", "grpcs")
+RUN = lazy("node.cli.remote_serve", "run")
 
 
 class HelperError(Exception):
@@ -56,178 +50,30 @@ class HelperError(Exception):
 
 @dataclass(frozen=True)
 class ChainUrl:
-    node: str  # host:port
+    node: str  # host:port, or grpcs://host:port
     project: str  # 0x id or OWNER/NAME, as chainctl's --project takes it
 
 
 def parse_url(url: str) -> ChainUrl:
+    """`chain://HOST[:PORT]/...` and `grpc://...` are plaintext, `grpcs://HOST[:PORT]/...` (from a
+    `chain::grpcs://` remote) TLS."""
     parts = urlsplit(url)
-    if parts.scheme != "chain":
-        raise HelperError(f"{url}: expected chain://HOST[:PORT]/OWNER/PROJECT")
+    if parts.scheme not in URL_SCHEMES:
+        raise HelperError(
+            f"{url}: expected chain://HOST[:PORT]/OWNER/PROJECT or chain::grpcs://HOST[:PORT]/OWNER/PROJECT"
+        )
     path = unquote(parts.path).strip("/")
     if not path or path.count("/") > 1:
         raise HelperError(f"{url}: the path must be /OWNER/PROJECT or /0xPROJECT_ID")
     try:
-        node = node_target(parts.netloc)
+        node = node_target(f"grpcs://{parts.netloc}" if parts.scheme == "grpcs" else parts.netloc)
     except AddressError as exc:
         raise HelperError(f"{url}: {exc}") from None
-    return ChainUrl(node, path)
-
-
-@dataclass
-class Options:
-    verbosity: int = 1
-    progress: bool = False
-    dry_run: bool = False
-    force: bool = False
-
-
-@dataclass
-class Helper:
-    ctx: Context
-    url: ChainUrl
-    repo: git.GitRepo
-    out: BinaryIO
-    err: BinaryIO
-    options: Options = field(default_factory=Options)
-    _pid: bytes | None = None
-
-    def say(self, *lines: str) -> None:
-        self.out.write(b"".join(line.encode("utf-8", errors="surrogateescape") + b"\n" for line in lines))
-        self.out.flush()
-
-    def note(self, text: str, end: str = "\n") -> None:
-        self.err.write((text + end).encode("utf-8", errors="replace"))
-        self.err.flush()
-
-    @property
-    def project_id(self) -> bytes:
-        if self._pid is None:
-            self._pid = self.ctx.project_id(self.url.project)
-        return self._pid
-
-    # ---- commands ----
-    def capabilities(self) -> None:
-        self.say("push", "option", "fetch", "")
-
-    def option(self, name: str, value: str) -> None:
-        if name == "verbosity":
-            self.options.verbosity = int(value)
-        elif name == "progress":
-            self.options.progress = value == "true"
-        elif name == "dry-run":
-            self.options.dry_run = value == "true"
-        elif name == "force":
-            self.options.force = value == "true"
-        elif name == "followtags":
-            pass  # git lists the tags to follow in the push batch itself
-        else:
-            self.say("unsupported")
-            return
-        self.say("ok")
-
-    def list_refs(self) -> None:
-        pid = self.project_id
-        stub = self.ctx.client.stub
-        id_len = self.repo.id_len()
-        lines: list[str] = []
-        token = ""
-        while True:
-            resp = stub.ListRefs(rpc_pb2.ListRefsRequest(project_id=pid, page_token=token), timeout=self.ctx.timeout)
-            for ref in resp.refs:
-                name = bytes(ref.name).decode("utf-8", errors="surrogateescape")
-                req = rpc_pb2.GetCommitRequest(project_id=pid, commit_hash=bytes(ref.hash))
-                commit = stub.GetCommit(req, timeout=self.ctx.timeout).commit
-                sha = git.git_id_of_content_digest(bytes(commit.content_digest), id_len)
-                lines.append(f"{self._local_alias(name, sha) or sha or '?'} {name}")
-            token = resp.next_page_token
-            if not token:
-                break
-        self.say(*lines, "")
-
-    def _local_alias(self, name: str, sha: str | None) -> str | None:
-        """The local ref's own id when it peels to ``sha`` (an annotated tag), else None."""
-        if sha is None or not self.repo.ref_exists(name):
-            return None
-        found, _ = self.repo.resolve_refs([name])
-        if not found or found[0].sha != sha:
-            return None
-        own = self.repo.run("rev-parse", "--verify", "--quiet", name, check=False).decode().strip()
-        return own or None
-
-    def push(self, specs: Sequence[str]) -> None:
-        dsts = [s.lstrip("+").partition(":")[2] or s.lstrip("+") for s in specs]
-        try:
-            statuses = self._push(specs, dsts)
-        except CliError as exc:
-            statuses = dict.fromkeys(dsts, _one_line(f"{exc.reason}: {exc.message}"))
-        except (git.GitError, PushError, StoreError, Dropped, TimeoutError) as exc:
-            statuses = dict.fromkeys(dsts, _one_line(str(exc)))
-        except grpc.RpcError as exc:
-            statuses = dict.fromkeys(dsts, ": ".join(rpc_error_line(exc)))
-        lines = [f"ok {d}" if statuses.get(d) is None else f"error {d} {statuses[d]}" for d in dsts]
-        self.say(*lines, "")
-
-    def _push(self, specs: Sequence[str], dsts: Sequence[str]) -> dict[str, str | None]:
-        builder = None if self.options.dry_run else self.ctx.account_builder()
-        plan = plan_push(
-            self.ctx.client, self.repo, self.project_id, refs=specs, force=self.options.force, strict=False
+    if os.environ.get(CA_FILE_ENV) and parts.scheme != "grpcs":
+        raise HelperError(
+            f"{url}: {CA_FILE_ENV} is set but the remote is plaintext: use chain::grpcs://{parts.netloc}/{path}"
         )
-        statuses: dict[str, str | None] = dict.fromkeys(dsts)
-        statuses.update(plan.refused)
-        if builder is None:
-            return statuses
-        if plan.bundles and self.options.verbosity > 0:
-            self.note(f"Sending {len(plan.commits)} commit(s) in {len(plan.bundles)} bundle(s)")
-        result = submit_push(self.ctx.client, builder, plan, on_bundle=self._progress(), strict=False)
-        for name, why in result.ref_errors.items():
-            reason = why.partition(":")[0]
-            statuses[name] = NODE_REASONS.get(reason, _one_line(why))
-        return statuses
-
-    def _progress(self) -> Callable[[BundleCommitted], None]:
-        def report(event: BundleCommitted) -> None:
-            if not self.options.progress or self.options.verbosity < 1:
-                return
-            done = event.index + 1
-            pct = 100 * done // event.total
-            end = ", done.\n" if done == event.total else "\r"
-            self.note(f"Writing commit bundles: {pct:3d}% ({done}/{event.total})", end=end)
-
-        return report
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
-
-
-def serve(helper: Helper, stdin: BinaryIO) -> int:
-    """Answer git's commands until a blank line or end of input."""
-    batch: list[str] = []
-    for raw in stdin:
-        line = raw.rstrip(b"\n").decode("utf-8", errors="surrogateescape")
-        if line.startswith("push "):
-            batch.append(line[5:])
-            continue
-        if batch:  # the blank line that ends a push batch
-            helper.push(batch)
-            batch = []
-            continue
-        if not line:
-            return 0
-        cmd, _, rest = line.partition(" ")
-        if cmd == "capabilities":
-            helper.capabilities()
-        elif cmd == "list":
-            helper.list_refs()
-        elif cmd == "option":
-            name, _, value = rest.partition(" ")
-            helper.option(name, value)
-        elif cmd in ("fetch", "import"):
-            raise HelperError(NO_OBJECTS)
-        else:
-            raise HelperError(f"unsupported remote-helper command {cmd!r}")
-    return 0
+    return ChainUrl(node, path)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -238,24 +84,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         url = parse_url(args[1])
-        # git sets GIT_DIR, often relative ("."/".git"); GitRepo runs `git -C DIR`, so make it absolute.
-        git_dir = str(Path(os.environ.get("GIT_DIR", ".")).resolve())
-        os.environ["GIT_DIR"] = git_dir
-        repo = git.GitRepo(git_dir)
-        ctx = Context(node=url.node, home=default_home(), json=False, account_ref=os.environ.get(ACCOUNT_ENV) or None)
-        try:
-            return serve(Helper(ctx, url, repo, sys.stdout.buffer, err), sys.stdin.buffer)
-        finally:
-            ctx.close()
-    except CliError as exc:
-        err.write(f"fatal: chain: {exc.reason}: {_one_line(exc.message)}\n".encode(errors="replace"))
-    except (HelperError, git.GitError, StoreError) as exc:
-        err.write(f"fatal: chain: {_one_line(str(exc))}\n".encode(errors="replace"))
-    except grpc.RpcError as exc:
-        err.write(f"fatal: chain: {': '.join(rpc_error_line(exc))}\n".encode(errors="replace"))
-    except BrokenPipeError:
-        pass
-    return 1
+    except HelperError as exc:
+        err.write(f"fatal: chain: {' '.join(str(exc).split())}\n".encode(errors="replace"))
+        return 1
+    os.environ.setdefault("GRPC_VERBOSITY", "NONE")  # before grpc loads: its handshake logs are not for git users
+    return int(RUN(url, err))
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ from typing import TextIO
 from node.cli.common import CliError, Context, dump_json, one_line
 from node.cli.config import StoreError, default_home
 from node.entry import lazy
-from node.errors import CliCode, Reason
+from node.errors import CliCode, ConfigError, Reason
 
 EXIT_ERROR = 1
 # A bare 20- or 32-byte hex value (an address, project id or hash) in a node's message: printed 0x-prefixed,
@@ -68,6 +68,7 @@ def execute(args: argparse.Namespace, node: str, out: TextIO, err: TextIO) -> in
         account_ref=args.account,
         timeout=args.timeout,
         retry_seconds=args.retry_seconds,
+        ca_file=args.ca_file,
         out=out,
         err=err,
     )
@@ -77,6 +78,8 @@ def execute(args: argparse.Namespace, node: str, out: TextIO, err: TextIO) -> in
         return report(ctx, exc.reason, exc.message)
     except StoreError as exc:
         return report(ctx, exc.reason, str(exc))
+    except ConfigError as exc:  # a --ca-file that cannot be read (node.tls.TLSFileError)
+        return report(ctx, CliCode.INVALID_ARGUMENT, str(exc))
     except Exception as exc:
         code = known_failure(ctx, exc)
         if code is None:

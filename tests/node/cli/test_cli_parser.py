@@ -93,13 +93,16 @@ def test_version(capsys):
         ("http://127.0.0.1:8080/", "127.0.0.1:8080"),
         ("::1", "[::1]:50051"),
         ("[::1]:5", "[::1]:5"),
+        ("grpcs://node.example", "grpcs://node.example:50051"),
+        ("https://node.example:443/", "grpcs://node.example:443"),
+        ("grpcs://[::1]:7", "grpcs://[::1]:7"),
     ],
 )
 def test_node_addresses(text, target):
     assert node_target(text) == target
 
 
-@pytest.mark.parametrize("text", ["", "https://h", "ftp://h", "h:notaport", "http://h/v1/projects"])
+@pytest.mark.parametrize("text", ["", "ftp://h", "h:notaport", "http://h/v1/projects", "grpcs://h/x"])
 def test_bad_node_addresses(text):
     with pytest.raises(AddressError):
         node_target(text)
@@ -107,9 +110,17 @@ def test_bad_node_addresses(text):
 
 def test_bad_node_flag_is_a_usage_error(capsys):
     with pytest.raises(SystemExit) as done:
-        main(["--node", "https://h", "status"])
+        main(["--node", "ftp://h", "status"])
     assert done.value.code == 2
-    assert "plaintext gRPC" in capsys.readouterr().err
+    assert "unknown scheme 'ftp'" in capsys.readouterr().err
+
+
+def test_ca_file_with_a_plaintext_node_is_a_usage_error(capsys, tmp_path):
+    """A CA file means the user expects TLS: a plaintext --node beside it is refused, not silently used."""
+    with pytest.raises(SystemExit) as done:
+        main(["--node", "localhost:1", "--ca-file", str(tmp_path / "ca.pem"), "status"])
+    assert done.value.code == 2
+    assert "--ca-file is for a TLS node" in capsys.readouterr().err
 
 
 def test_help_loads_no_grpc_or_protobuf():
