@@ -7,8 +7,16 @@ tries the next one, and raises `EtcdUnavailable` when none answers (no quorum,
 all members down). A request etcd refuses for what it is (a compacted revision,
 an invalid argument) raises `ChainError` without trying the others.
 
-Endpoints are etcd client URLs (`http://host:2379`; `https://` uses TLS with
-the system's roots): etcd serves gRPC and its JSON gateway on the same port.
+Endpoints are etcd client URLs (`http://host:2379`, `https://host:2379`): etcd
+serves gRPC and its JSON gateway on the same port. An `https://` endpoint is dialed
+over TLS trusting `tls.ca_file` (the system's roots without one) and, with
+`tls.cert_file`/`tls.key_file`, presenting that client certificate (etcd's
+`--client-cert-auth`). With `tls` given, a bare `host:port` is TLS too and an
+`http://` endpoint is a configuration error (the certificates would go unused).
+A failed handshake (etcd's certificate not signed by the CA, etcd refusing the
+client certificate) is reported as such, naming the endpoint (`EtcdTLSError`
+when it is every endpoint's failure), and the endpoint's channel is opened
+again from the files at the next call, so renewed certificates are picked up.
 This client used the JSON gateway until py-spy and pprof showed where a
 replicated cluster's etcd CPU went: the gateway's JSON decoding of every
 request (base64 blocks included) was over half of the member the nodes talk
@@ -25,8 +33,9 @@ from urllib.parse import urlsplit
 
 import grpc
 
-from node.errors import ChainError
+from node.errors import ChainError, ConfigError
 from node.server.ordering.etcd import rpc_pb2, rpc_pb2_grpc
+from node.tls import ClientTLS, TLSFileError, tls_failure
 
 Compare = rpc_pb2.Compare
 RequestOp = rpc_pb2.RequestOp
@@ -57,6 +66,12 @@ class EtcdFull(EtcdUnavailable):
     alarm is the cluster's, so no other endpoint is tried; reads and deletes still work, and writes only once
     an operator has freed space and disarmed the alarm (docs/operations.md, EtcdDatabaseNearQuota). A
     subclass of EtcdUnavailable: every loop that retries on that retries on this too."""
+
+
+class EtcdTLSError(EtcdUnavailable):
+    """Every endpoint failed its TLS handshake: etcd's certificate does not verify against the CA given, or
+    etcd refused the client certificate (none, or one its `--trusted-ca-file` did not sign). A subclass of
+    EtcdUnavailable: loops that retry go on retrying (a renewed certificate is read at the next attempt)."""
 
 
 # what etcd's quota answers (RESOURCE_EXHAUSTED) carry: ErrGRPCNoSpace, "etcdserver: mvcc: database space exceeded"
@@ -119,21 +134,37 @@ class _Endpoint:
     watch: rpc_pb2_grpc.WatchAsyncStub
 
 
-def _target(url: str) -> tuple[str, bool]:
-    """(host:port, TLS) of an etcd client URL; a bare host:port is plain."""
-    parts = urlsplit(url if "://" in url else f"http://{url}")
+def _target(url: str, *, secure: bool = False) -> tuple[str, bool]:
+    """(host:port, TLS) of an etcd client URL; a bare host:port is TLS when `secure`."""
+    parts = urlsplit(url if "://" in url else f"{'https' if secure else 'http'}://{url}")
     if not parts.hostname or parts.scheme not in ("http", "https"):
         raise ValueError(f"not an etcd client URL: {url!r}")
     host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
     return f"{host}:{parts.port or 2379}", parts.scheme == "https"
 
 
+def _handshake_failed(details: str) -> bool:
+    # gRPC reports etcd's refusal of the client certificate (TLS 1.3: an alert after the handshake) as a
+    # transport-security error on the first read, "Unwrap failed (TSI_DATA_CORRUPTED)", which names no TLS
+    return tls_failure(details) or "TSI_" in details
+
+
 class EtcdClient:
-    def __init__(self, endpoints: Sequence[str], *, timeout: float = 2.0) -> None:
+    def __init__(self, endpoints: Sequence[str], *, tls: ClientTLS | None = None, timeout: float = 2.0) -> None:
+        """`tls`: the CA, client certificate and key for `https://` endpoints (files read now: a
+        TLSFileError names the flag and the file); None trusts the system's roots with no client certificate."""
         if not endpoints:
             raise ValueError("at least one etcd endpoint is needed")
         self.endpoints = [e.rstrip("/") for e in endpoints]
-        self._targets = [_target(e) for e in self.endpoints]
+        self._targets = [_target(e, secure=tls is not None) for e in self.endpoints]
+        if tls is not None:
+            plain = [e for e, (_, secure) in zip(self.endpoints, self._targets, strict=True) if not secure]
+            if plain:
+                files = (tls.ca_file, tls.cert_file, tls.key_file)
+                given = ", ".join(flag for flag, path in zip(tls.flags, files, strict=True) if path)
+                raise ConfigError(f"{given} given but etcd endpoint {plain[0]} is plaintext: write it https://")
+            tls.check()
+        self.tls = tls
         self.timeout = timeout
         self._current = 0
         self._open: dict[int, _Endpoint] = {}
@@ -145,9 +176,11 @@ class EtcdClient:
 
     def _endpoint(self, index: int) -> _Endpoint:
         if index not in self._open:
-            target, tls = self._targets[index]
-            if tls:
-                channel = grpc.aio.secure_channel(target, grpc.ssl_channel_credentials(), options=_OPTIONS)
+            target, secure = self._targets[index]
+            if secure:
+                tls = self.tls or ClientTLS()
+                credentials = tls.credentials()  # the files as they are now (renewed ones after a failed handshake)
+                channel = grpc.aio.secure_channel(target, credentials, options=[*_OPTIONS, *tls.options()])
             else:
                 channel = grpc.aio.insecure_channel(target, options=_OPTIONS)
             kv: rpc_pb2_grpc.KVAsyncStub = rpc_pb2_grpc.KVStub(channel)
@@ -156,23 +189,55 @@ class EtcdClient:
             self._open[index] = _Endpoint(channel, kv, lease, watch)
         return self._open[index]
 
+    def _tls_refused(self, index: int, details: str) -> str | None:
+        """The one-line account of a failed TLS handshake with endpoint `index`, None when it is not one."""
+        if not self._targets[index][1] or not _handshake_failed(details):
+            return None
+        tls = self.tls or ClientTLS()
+        if "TSI_DATA_CORRUPTED" in details:  # the handshake went through on our side: etcd refused us
+            cert = f"the client certificate {tls.cert_file}" if tls.cert_file else "no client certificate"
+            why = f"etcd refused {cert} (its --trusted-ca-file must have signed one)"
+        else:
+            why = f"trusting {tls.describe()}"
+        return f"TLS handshake with etcd at {self.endpoints[index]} failed, {why}: {' '.join(details.split())}"
+
+    async def _reopen(self, index: int, failed: _Endpoint) -> None:
+        """Drop the channel of a failed handshake: the next call opens one from the files as they are then."""
+        if self._open.get(index) is failed:
+            del self._open[index]
+            await failed.channel.close(None)
+
     async def call(self, what: str, send: Callable[[_Endpoint], Awaitable[T]]) -> T:
         """`send` to the endpoint that answered last, failing over across endpoints."""
         errors: list[str] = []
+        refused = 0  # endpoints whose TLS handshake failed
         for attempt in range(len(self.endpoints)):
             index = (self._current + attempt) % len(self.endpoints)
             try:
-                result = await send(self._endpoint(index))
+                endpoint = self._endpoint(index)
+            except TLSFileError as err:  # a renewed file caught half-written: the next call reads it again
+                errors.append(f"{self.endpoints[index]}: {err}")
+                refused += 1
+                continue
+            try:
+                result = await send(endpoint)
             except grpc.aio.AioRpcError as err:
-                if err.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and _NO_SPACE in (err.details() or ""):
-                    raise EtcdFull(f"etcd's database is full (NOSPACE alarm): {err.details()}") from err
-                if err.code() in _TRY_NEXT:
-                    errors.append(f"{self.endpoints[index]}: {err.code().name} {err.details()}")
-                    continue
-                raise ChainError(f"etcd rejected {what}: {err.code().name} {err.details()}") from err
+                details = err.details() or ""
+                if err.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and _NO_SPACE in details:
+                    raise EtcdFull(f"etcd's database is full (NOSPACE alarm): {details}") from err
+                if err.code() not in _TRY_NEXT:
+                    raise ChainError(f"etcd rejected {what}: {err.code().name} {details}") from err
+                handshake = self._tls_refused(index, details)
+                if handshake is not None:
+                    errors.append(handshake)
+                    refused += 1
+                    await self._reopen(index, endpoint)
+                else:
+                    errors.append(f"{self.endpoints[index]}: {err.code().name} {details}")
+                continue
             self._current = index
             return result
-        raise EtcdUnavailable("; ".join(errors))
+        raise (EtcdTLSError if refused == len(self.endpoints) else EtcdUnavailable)("; ".join(errors))
 
     # ---- kv ----
     async def range(self, key: bytes, range_end: bytes = b"", *, limit: int = 0) -> list[KeyValue]:
@@ -234,11 +299,19 @@ class EtcdClient:
             yield rpc_pb2.WatchRequest(create_request=rpc_pb2.WatchCreateRequest(key=key))
             await closing.wait()  # the stream stays open for etcd's answers
 
-        call = self._endpoint(index).watch.Watch(requests())
+        try:
+            endpoint = self._endpoint(index)
+        except TLSFileError as err:
+            raise EtcdTLSError(f"watch on {self.endpoints[index]}: {err}") from err
+        call = endpoint.watch.Watch(requests())
         try:
             async for response in call:
                 yield response
         except grpc.aio.AioRpcError as err:
+            handshake = self._tls_refused(index, err.details() or "")
+            if handshake is not None:
+                await self._reopen(index, endpoint)
+                raise EtcdTLSError(f"watch: {handshake}") from err
             raise EtcdUnavailable(f"watch on {self.endpoints[index]}: {err.code().name} {err.details()}") from err
         finally:
             closing.set()
