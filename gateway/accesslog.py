@@ -11,6 +11,8 @@ from its parts on every call (~2.5k of the ~400k instructions of a REST GET, doc
 can differ from what was sent: `GET http://host/v1/x` logs as `/v1/x`, `//x/y` as `////x/y`, `/v1/a?` as `/v1/a`.
 For every other target the text is the same: the HTTP parser refuses control characters and non-ASCII
 bytes in a target before any line is written, so a raw target cannot break the line.
+The first field is the client (gateway/clientip.py): the peer, or with `--trusted-proxies` the address a
+trusted proxy's `X-Forwarded-For` names (`LeanAccessLogger.keyed(clients)` makes the class that reads it).
 The line's fields are not repeated as `extra` attributes of the record (no formatter here reads them), and
 the record names no caller (`Logger.info` would walk the stack for one; no formatter here shows it).
 
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import ClassVar
 
 from aiohttp import hdrs
 from aiohttp.abc import AbstractAccessLogger
@@ -31,6 +34,7 @@ from aiohttp.web_log import AccessLogger
 from aiohttp.web_request import BaseRequest
 from aiohttp.web_response import StreamResponse
 
+from gateway.clientip import ClientAddress
 from node.observability.logs import sole_handler
 
 DEFAULT_FORMAT = AccessLogger.LOG_FORMAT
@@ -38,6 +42,12 @@ DEFAULT_FORMAT = AccessLogger.LOG_FORMAT
 
 class LeanAccessLogger(AbstractAccessLogger):
     __slots__ = ("_generic", "_second", "_stamp")
+    clients: ClassVar[ClientAddress] = ClientAddress()  # no trusted proxies: the peer is the client
+
+    @classmethod
+    def keyed(cls, clients: ClientAddress) -> type[LeanAccessLogger]:
+        """The logger class aiohttp is given (it makes the instance): the client as `clients` finds it."""
+        return type("KeyedAccessLogger", (cls,), {"__slots__": (), "clients": clients})
 
     def __init__(self, logger: logging.Logger, log_format: str) -> None:
         super().__init__(logger, log_format)
@@ -65,7 +75,7 @@ class LeanAccessLogger(AbstractAccessLogger):
             version = request.version
             headers = request.headers
             line = (
-                f"{request.remote or '-'} {self._start_stamp(time)} "
+                f"{self.clients.of(request)} {self._start_stamp(time)} "
                 f'"{request.method} {request.raw_path} HTTP/{version.major}.{version.minor}" '
                 f"{response.status} {response.body_length} "
                 f'"{headers.get(hdrs.REFERER, "-")}" "{headers.get(hdrs.USER_AGENT, "-")}"'

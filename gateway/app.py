@@ -13,9 +13,10 @@ from collections.abc import AsyncIterator
 
 from aiohttp import web
 
+from gateway.clientip import ClientAddress
 from gateway.config import GatewayConfig
 from gateway.events.routes import setup_events
-from gateway.keys import BODIES, CONFIG, EVENTS, METRICS, NODES
+from gateway.keys import BODIES, CLIENTS, CONFIG, EVENTS, METRICS, NODES
 from gateway.nodes import NodePool
 from gateway.rest.memo import BodyMemo
 from gateway.rest.routes import setup_rest
@@ -35,6 +36,7 @@ def build_app(config: GatewayConfig, metrics: GatewayMetrics | None = None) -> w
     """`metrics`: the process's gateway instruments (served by its MetricsEndpoint), or None for none."""
     app = web.Application(client_max_size=config.max_body_bytes)
     app[CONFIG] = config
+    app[CLIENTS] = ClientAddress(config.trusted_proxies)
     app[BODIES] = BodyMemo(config.rest_memo_bytes)
     app.cleanup_ctx.append(_nodes)
     setup_rest(app)

@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
 
 from node.envflags import add_version, describe_env, env_defaults
 from node.errors import ConfigError, config_exit
 from node.observability.address import split_addr
 
 ENV_PREFIX = "CHAIN_GATEWAY_"
+IpNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 
 @dataclass(frozen=True)
@@ -19,7 +23,17 @@ class GatewayConfig:
     http_addr: str = "localhost:8080"
     node_addrs: tuple[str, ...] = ("localhost:50051",)
     node_web_url: str = ""
+    # internal listeners of the same nodes (ReadBatch/ReadStream); empty: reads go as plain calls to node_addrs
+    node_internal_addrs: tuple[str, ...] = ()
+    node_ca_file: Path | None = None  # the CA the nodes' certificates chain to (grpcs:// and https:// targets)
+    node_tls_cert: Path | None = None  # the gateway's client certificate for the nodes' internal listeners
+    node_tls_key: Path | None = None
+    tls_cert: Path | None = None  # the gateway's own HTTP listener serves TLS with these
+    tls_key: Path | None = None
+    trusted_proxies: tuple[IpNetwork, ...] = ()  # direct peers whose X-Forwarded-For is believed
     redis_url: str = ""
+    redis_password_file: Path | None = None
+    redis_ca_file: Path | None = None
     redis_stream_maxlen: int = 100_000
     cors_origins: tuple[str, ...] = ()
     max_body_bytes: int = 4 * 1024 * 1024
@@ -59,7 +73,33 @@ def _parser() -> argparse.ArgumentParser:
         help="node gRPC address (repeatable; dns:///NAME:PORT balances over every address NAME resolves to)",
     )
     p.add_argument("--node-web-url", default=d.node_web_url, help="node gRPC-web URL for the passthrough")
-    p.add_argument("--redis-url", default=d.redis_url, help="Redis for event fan-out; in-process relay when empty")
+    p.add_argument(
+        "--node-internal-addr",
+        action="append",
+        dest="node_internal_addrs",
+        default=None,
+        metavar="ADDR",
+        help="the nodes' internal listener (repeatable): reads batched there, with --node-tls-cert over TLS; "
+        "none: each read is a plain call to --node-addr",
+    )
+    p.add_argument("--node-ca-file", type=Path, default=None, help="CA of the nodes' certificates (grpcs://, https://)")
+    p.add_argument("--node-tls-cert", type=Path, default=None, help="client certificate for the internal listener")
+    p.add_argument("--node-tls-key", type=Path, default=None, help="its private key")
+    p.add_argument("--tls-cert", type=Path, default=None, help="certificate of the HTTP listener (TLS)")
+    p.add_argument("--tls-key", type=Path, default=None, help="its private key")
+    p.add_argument(
+        "--trusted-proxies",
+        default="",
+        metavar="CIDR,...",
+        help="peers whose X-Forwarded-For names the client (SSE per-IP cap, access log); none: the peer is the client",
+    )
+    p.add_argument(
+        "--redis-url",
+        default=d.redis_url,
+        help="Redis for event fan-out (redis://[user:pass@]host:port/db, rediss:// for TLS); in-process when empty",
+    )
+    p.add_argument("--redis-password-file", type=Path, default=None, help="file holding the Redis password")
+    p.add_argument("--redis-ca-file", type=Path, default=None, help="CA of Redis's certificate (rediss://)")
     p.add_argument(
         "--redis-stream-maxlen", type=int, default=d.redis_stream_maxlen, help="events kept per Redis Stream (about)"
     )
@@ -107,7 +147,45 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-LIST_FLAGS = frozenset({"node_addrs", "cors_origins"})
+LIST_FLAGS = frozenset({"node_addrs", "node_internal_addrs", "cors_origins"})
+
+
+def parse_networks(text: str) -> tuple[IpNetwork, ...]:
+    """`10.0.0.0/8, 192.168.1.7` -> networks (a bare address is its own /32 or /128); ValueError naming a bad one."""
+    out: list[IpNetwork] = []
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        try:
+            out.append(ipaddress.ip_network(item, strict=False))
+        except ValueError:
+            raise ValueError(f"{item!r} is not an address or CIDR range") from None
+    return tuple(out)
+
+
+def _pairs(values: dict[str, object]) -> None:
+    """Flags that go together, and what a flag needs from another."""
+    for cert, key in (("node_tls_cert", "node_tls_key"), ("tls_cert", "tls_key")):
+        if (values[cert] is None) != (values[key] is None):
+            raise ConfigError(f"--{cert.replace('_', '-')} and --{key.replace('_', '-')} go together")
+    if values["node_tls_cert"] is not None and not values["node_internal_addrs"]:
+        raise ConfigError("--node-tls-cert is for the nodes' internal listener: give --node-internal-addr too")
+    redis_url = str(values["redis_url"])
+    for flag in ("redis_password_file", "redis_ca_file"):
+        if values[flag] is not None and not redis_url:
+            raise ConfigError(f"--{flag.replace('_', '-')} needs --redis-url")
+    if redis_url:
+        try:
+            parts = urlsplit(redis_url)
+            parts.port  # noqa: B018 (a bad port raises here)
+        except ValueError as err:
+            raise ConfigError(f"--redis-url: {err}") from None
+        if parts.scheme not in ("redis", "rediss"):
+            raise ConfigError("--redis-url: use redis://host:port/db, or rediss:// for TLS")
+        if parts.password and values["redis_password_file"] is not None:
+            raise ConfigError("--redis-url carries a password and --redis-password-file gives one: keep one")
+        if values["redis_ca_file"] is not None and parts.scheme != "rediss":
+            raise ConfigError("--redis-ca-file is for TLS: use a rediss:// --redis-url")
 
 
 def parse_config(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> GatewayConfig:
@@ -117,6 +195,15 @@ def parse_config(argv: Sequence[str] | None = None, env: Mapping[str, str] | Non
     values = vars(parser.parse_args(argv))
     values["node_addrs"] = tuple(values["node_addrs"] or GatewayConfig.node_addrs)
     values["cors_origins"] = tuple(values["cors_origins"] or ())
+    values["node_internal_addrs"] = tuple(values["node_internal_addrs"] or ())
+    try:
+        values["trusted_proxies"] = parse_networks(values["trusted_proxies"])
+    except ValueError as err:
+        config_exit(parser.prog, ConfigError(f"--trusted-proxies: {err}"))
+    try:
+        _pairs(values)
+    except ConfigError as err:
+        config_exit(parser.prog, err)
     if values["workers"] < 1:
         config_exit(parser.prog, ConfigError(f"--workers: at least 1, got {values['workers']}"))
     for flag in ("read_batch", "rest_memo_bytes"):

@@ -1,6 +1,7 @@
 """Every `web.AppKey` of the gateway's application, in one leaf module.
 
     app[CONFIG], app[NODES]       # set by gateway.app.build_app
+    app[CLIENTS]                  # who a request comes from (gateway.clientip, --trusted-proxies)
     app[BODIES]                   # REST bodies by the node answer they were made from (gateway.rest.memo)
     app[EVENTS]                   # the events service (gateway.events.routes)
     app[METRICS]                  # the gateway's instruments, when metrics are served
@@ -19,6 +20,7 @@ import aiohttp
 from aiohttp import web
 from openapi_core import OpenAPI
 
+from gateway.clientip import ClientAddress
 from gateway.config import GatewayConfig
 from gateway.events.service import EventService
 from gateway.nodes import NodePool
@@ -29,6 +31,7 @@ from node.grpcweb.cors import CorsPolicy
 
 CONFIG: web.AppKey[GatewayConfig] = web.AppKey("config", GatewayConfig)
 NODES: web.AppKey[NodePool] = web.AppKey("nodes", NodePool)
+CLIENTS: web.AppKey[ClientAddress] = web.AppKey("clients", ClientAddress)
 BODIES: web.AppKey[BodyMemo] = web.AppKey("bodies", BodyMemo)
 EVENTS: web.AppKey[EventService] = web.AppKey("events", EventService)
 METRICS: web.AppKey[GatewayMetrics] = web.AppKey("metrics", GatewayMetrics)

@@ -20,6 +20,7 @@ from gateway.accesslog import LeanAccessLogger
 from gateway.app import build_app
 from gateway.config import GatewayConfig
 from gateway.connections import ConnectionGuard, GuardedSite
+from gateway.keys import CLIENTS
 from gateway.protocol import json_error_protocol
 from gateway.rest.routes import install_rest_lane
 from gateway.telemetry import GatewayMetrics
@@ -75,7 +76,10 @@ async def _serve(config: GatewayConfig, metrics: GatewayMetrics | None, metrics_
     guard = ConnectionGuard(config.header_timeout, config.max_connections)
     app.middlewares.insert(0, guard.middleware)  # outermost: marks a request's headers complete
     runner = web.AppRunner(
-        app, handler_cancellation=True, keepalive_timeout=config.idle_timeout, access_log_class=LeanAccessLogger
+        app,
+        handler_cancellation=True,
+        keepalive_timeout=config.idle_timeout,
+        access_log_class=LeanAccessLogger.keyed(app[CLIENTS]),  # the client as --trusted-proxies finds it
     )
     await runner.setup()
     install_rest_lane(runner, app)  # REST reads skip the router walk and the app's wrapping (gateway/rest/lane.py)

@@ -23,7 +23,7 @@ from gateway.events.history import HistoryUnavailable
 from gateway.events.hub import Batch, EndReason, Filter, Subscription
 from gateway.events.model import PING, Event, EventKey, Kind, error_frame
 from gateway.events.service import EventService
-from gateway.keys import EVENTS
+from gateway.keys import CLIENTS, EVENTS
 from node.errors import Reason
 
 log = logging.getLogger(__name__)
@@ -103,7 +103,7 @@ async def blocks_handler(request: web.Request) -> web.StreamResponse:
 async def _serve(request: web.Request, kind: Kind) -> web.StreamResponse:
     service = request.app[EVENTS]
     params = parse_request(request, kind)
-    ip = request.remote or "?"
+    ip = request.app[CLIENTS].of(request)  # the peer, or the client a trusted proxy names
     if not service.limiter.acquire(ip):
         limit = service.limiter.limit
         raise ApiError(429, Reason.RESOURCE_EXHAUSTED, f"at most {limit} open event streams per client address")
