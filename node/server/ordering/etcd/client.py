@@ -68,10 +68,11 @@ class EtcdFull(EtcdUnavailable):
     subclass of EtcdUnavailable: every loop that retries on that retries on this too."""
 
 
-class EtcdTLSError(EtcdUnavailable):
+class EtcdTLSError(EtcdUnavailable, ConfigError):
     """Every endpoint failed its TLS handshake: etcd's certificate does not verify against the CA given, or
-    etcd refused the client certificate (none, or one its `--trusted-ca-file` did not sign). A subclass of
-    EtcdUnavailable: loops that retry go on retrying (a renewed certificate is read at the next attempt)."""
+    etcd refused the client certificate (none, or one its `--trusted-ca-file` did not sign). An
+    EtcdUnavailable, so loops that retry go on retrying (a renewed certificate is read at the next attempt);
+    a ConfigError, so at start the process ends with this one line."""
 
 
 # what etcd's quota answers (RESOURCE_EXHAUSTED) carry: ErrGRPCNoSpace, "etcdserver: mvcc: database space exceeded"
@@ -194,9 +195,10 @@ class EtcdClient:
         if not self._targets[index][1] or not _handshake_failed(details):
             return None
         tls = self.tls or ClientTLS()
-        if "TSI_DATA_CORRUPTED" in details:  # the handshake went through on our side: etcd refused us
-            cert = f"the client certificate {tls.cert_file}" if tls.cert_file else "no client certificate"
-            why = f"etcd refused {cert} (its --trusted-ca-file must have signed one)"
+        if "TSI_DATA_CORRUPTED" in details and tls.cert_file is None:  # our side went through: etcd refused us
+            why = f"etcd asks for a client certificate and none was given ({tls.flags[1]}, {tls.flags[2]})"
+        elif "TSI_DATA_CORRUPTED" in details:
+            why = f"etcd refused the client certificate {tls.cert_file} (not signed by a CA etcd trusts)"
         else:
             why = f"trusting {tls.describe()}"
         return f"TLS handshake with etcd at {self.endpoints[index]} failed, {why}: {' '.join(details.split())}"
