@@ -81,6 +81,10 @@ imagePullSecrets:
 {{- default (include "chain.component" (dict "ctx" . "c" "admin")) .Values.adminToken.existingSecret -}}
 {{- end -}}
 
+{{/* TLS Secret names live in _tls.tpl: chain.tls.secret (one per component), chain.tls.edgeSecret (Envoy's public
+listener: tls.crt, tls.key), chain.tls.caSecret (ca.crt: the cluster CA, what Envoy trusts when it dials the
+nodes). Each Secret has tls.crt, tls.key and ca.crt and is mounted as files, never read into the environment. */}}
+
 {{- define "chain.headlessService" -}}
 {{- include "chain.component" (dict "ctx" . "c" "node-headless") -}}
 {{- end -}}
@@ -138,6 +142,7 @@ imagePullSecrets:
 {{- if and .Values.gitOps (not .Values.adminToken.existingSecret) -}}
 {{- fail "gitOps=true needs adminToken.existingSecret (a Secret you manage, e.g. sealed or external): without it every render generates a new admin token" -}}
 {{- end -}}
+{{- include "chain.tls.validate" . -}}
 {{- if .Values.envoy.enabled -}}
 {{- $hc := .Values.envoy.healthCheck -}}
 {{- $window := addf (mulf (int $hc.unhealthyThreshold) (include "chain.seconds" $hc.interval | float64)) (include "chain.seconds" $hc.timeout | float64) -}}

@@ -1,0 +1,149 @@
+{{/* TLS of every hop (docs/deploy.md "TLS"). Each component has one Secret with tls.crt, tls.key and ca.crt
+(the cluster CA), mounted as files at chain.tls.dir; nothing of it reaches an environment variable. */}}
+
+{{/* Where the certificates come from: off (tls.enabled=false), certManager (tls.certManager.issuerRef.name),
+existing (gitOps without cert-manager: tls.existingSecrets), generated (a CA the chart makes once, kept). */}}
+{{- define "chain.tls.source" -}}
+{{- if not .Values.tls.enabled -}}off
+{{- else if .Values.tls.certManager.issuerRef.name -}}certManager
+{{- else if .Values.gitOps -}}existing
+{{- else -}}generated
+{{- end -}}
+{{- end -}}
+
+{{/* "true" when TLS is on (for `if`: an empty string is false). */}}
+{{- define "chain.tls.on" -}}
+{{- if .Values.tls.enabled -}}true{{- end -}}
+{{- end -}}
+
+{{/* The Secret of one component's certificate: include "chain.tls.secret" (dict "ctx" . "c" "node").
+Components: node, gateway, operator, backup, envoy, etcd, etcdClient, redis. A name in tls.existingSecrets wins. */}}
+{{- define "chain.tls.secret" -}}
+{{- $existing := index .ctx.Values.tls.existingSecrets .c | default "" -}}
+{{- if $existing -}}{{ $existing }}
+{{- else -}}{{ include "chain.component" (dict "ctx" .ctx "c" (printf "%s-tls" (kebabcase .c))) }}
+{{- end -}}
+{{- end -}}
+
+{{/* Envoy's public edge listener certificate (keys tls.crt, tls.key; ca.crt is the cluster CA unless
+tls.edge.issuerRef names another issuer). */}}
+{{- define "chain.tls.edgeSecret" -}}
+{{- include "chain.tls.secret" (dict "ctx" . "c" "envoy") -}}
+{{- end -}}
+
+{{/* A Secret whose key ca.crt is the cluster CA: what Envoy trusts when it dials the nodes. Mount only that key
+(items: [{key: ca.crt, path: ca.crt}]): under cert-manager it is by default the node Certificate's Secret. */}}
+{{- define "chain.tls.caSecret" -}}
+{{- $t := .Values.tls -}}
+{{- if $t.existingSecrets.ca -}}{{ $t.existingSecrets.ca }}
+{{- else if eq (include "chain.tls.source" .) "certManager" -}}
+{{- default (include "chain.tls.secret" (dict "ctx" . "c" "node")) $t.certManager.caSecret -}}
+{{- else -}}{{ include "chain.component" (dict "ctx" . "c" "ca") }}
+{{- end -}}
+{{- end -}}
+
+{{/* The generated CA's key pair (generated mode only; mounted by no pod). */}}
+{{- define "chain.tls.caKeySecret" -}}
+{{- include "chain.component" (dict "ctx" . "c" "ca-key") -}}
+{{- end -}}
+
+{{/* Where a component's Secret is mounted, and its files. */}}
+{{- define "chain.tls.dir" -}}/etc/chain/tls{{- end -}}
+{{- define "chain.tls.cert" -}}{{ include "chain.tls.dir" . }}/tls.crt{{- end -}}
+{{- define "chain.tls.key" -}}{{ include "chain.tls.dir" . }}/tls.key{{- end -}}
+{{- define "chain.tls.ca" -}}{{ include "chain.tls.dir" . }}/ca.crt{{- end -}}
+{{- define "chain.tls.etcdDir" -}}/etc/chain/etcd-tls{{- end -}}
+
+{{/* A secret volume: include "chain.tls.volume" (dict "name" "tls" "secret" NAME). Group-readable (fsGroup). */}}
+{{- define "chain.tls.volume" -}}
+- name: {{ .name }}
+  secret:
+    secretName: {{ .secret }}
+    defaultMode: 0440
+{{- end -}}
+
+{{/* "name.ns", "name.ns.svc", "name.ns.svc.<domain>" and the bare name of one Service. */}}
+{{- define "chain.tls.serviceNames" -}}
+{{- $ns := .ctx.Release.Namespace -}}
+{{- $d := .ctx.Values.tls.clusterDomain -}}
+{{- list .svc (printf "%s.%s" .svc $ns) (printf "%s.%s.svc" .svc $ns) (printf "%s.%s.svc.%s" .svc $ns $d) | toJson -}}
+{{- end -}}
+
+{{/* Pod DNS names under a headless Service: each pod of a StatefulSet of `n` replicas, and the wildcard. */}}
+{{- define "chain.tls.podNames" -}}
+{{- $ns := .ctx.Release.Namespace -}}
+{{- $d := .ctx.Values.tls.clusterDomain -}}
+{{- $out := list (printf "*.%s.%s.svc" .headless $ns) (printf "*.%s.%s.svc.%s" .headless $ns $d) -}}
+{{- range $i := until (int .n) -}}
+{{- $out = append $out (printf "%s-%d.%s.%s.svc" $.sts $i $.headless $ns) -}}
+{{- $out = append $out (printf "%s-%d.%s.%s.svc.%s" $.sts $i $.headless $ns $d) -}}
+{{- end -}}
+{{- $out | toJson -}}
+{{- end -}}
+
+{{/* Every certificate this release needs (JSON list): component, common name, DNS names, IPs, usages.
+The generated and the cert-manager templates both render from it. */}}
+{{- define "chain.tls.leaves" -}}
+{{- $v := .Values -}}
+{{- $full := include "chain.fullname" . -}}
+{{- $server := list "digital signature" "key encipherment" "server auth" -}}
+{{- $client := list "digital signature" "key encipherment" "client auth" -}}
+{{- $both := list "digital signature" "key encipherment" "server auth" "client auth" -}}
+{{- $local := list "localhost" -}}
+{{- $loopback := list "127.0.0.1" "::1" -}}
+{{- $leaves := list -}}
+{{- /* node members: pods under the headless Service, the client Services, localhost (probes, sidecars) */ -}}
+{{- $node := include "chain.component" (dict "ctx" . "c" "node") -}}
+{{- $headless := include "chain.headlessService" . -}}
+{{- $dns := include "chain.tls.podNames" (dict "ctx" . "sts" $node "headless" $headless "n" $v.node.replicaCount) | fromJsonArray -}}
+{{- range $svc := list $node $headless (include "chain.component" (dict "ctx" . "c" "gateway-nodes")) -}}
+{{- $dns = concat $dns (include "chain.tls.serviceNames" (dict "ctx" $ "svc" $svc) | fromJsonArray) -}}
+{{- end -}}
+{{- $leaves = append $leaves (dict "c" "node" "cn" $node "dns" (concat $dns $local) "ips" $loopback "usages" $both) -}}
+{{- if $v.gateway.enabled -}}
+{{- $leaves = append $leaves (dict "c" "gateway" "cn" (printf "%s-gateway" $full) "dns" list "ips" list "usages" $client) -}}
+{{- end -}}
+{{- if $v.operator.enabled -}}
+{{- $leaves = append $leaves (dict "c" "operator" "cn" (printf "%s-operator" $full) "dns" list "ips" list "usages" $client) -}}
+{{- end -}}
+{{- if $v.backup.enabled -}}
+{{- $leaves = append $leaves (dict "c" "backup" "cn" (printf "%s-backup" $full) "dns" list "ips" list "usages" $client) -}}
+{{- end -}}
+{{- if $v.envoy.enabled -}}
+{{- $envoy := include "chain.component" (dict "ctx" . "c" "envoy") -}}
+{{- $dns := concat (include "chain.tls.serviceNames" (dict "ctx" . "svc" $envoy) | fromJsonArray) $v.tls.edge.dnsNames $local -}}
+{{- $leaves = append $leaves (dict "c" "envoy" "cn" $envoy "dns" $dns "ips" $loopback "usages" $server "edge" true) -}}
+{{- end -}}
+{{- if eq $v.node.orderer "etcd" -}}
+{{- if $v.etcd.enabled -}}
+{{- $etcd := include "chain.component" (dict "ctx" . "c" "etcd") -}}
+{{- $eh := printf "%s-headless" $etcd -}}
+{{- $dns := include "chain.tls.podNames" (dict "ctx" . "sts" $etcd "headless" $eh "n" $v.etcd.replicaCount) | fromJsonArray -}}
+{{- $dns = concat $dns (include "chain.tls.serviceNames" (dict "ctx" . "svc" $eh) | fromJsonArray) $local -}}
+{{- $leaves = append $leaves (dict "c" "etcd" "cn" $etcd "dns" $dns "ips" $loopback "usages" $both) -}}
+{{- end -}}
+{{- if or $v.etcd.enabled $v.tls.existingSecrets.etcdClient -}}
+{{- $leaves = append $leaves (dict "c" "etcdClient" "cn" (printf "%s-etcd-client" $full) "dns" list "ips" list "usages" $client) -}}
+{{- end -}}
+{{- end -}}
+{{- if $v.redis.enabled -}}
+{{- $redis := include "chain.component" (dict "ctx" . "c" "redis") -}}
+{{- $dns := concat (include "chain.tls.serviceNames" (dict "ctx" . "svc" $redis) | fromJsonArray) $local -}}
+{{- $leaves = append $leaves (dict "c" "redis" "cn" $redis "dns" $dns "ips" $loopback "usages" $server) -}}
+{{- end -}}
+{{- $leaves | toJson -}}
+{{- end -}}
+
+{{/* TLS settings the schema cannot check. */}}
+{{- define "chain.tls.validate" -}}
+{{- if eq (include "chain.tls.source" .) "existing" -}}
+{{- $missing := list -}}
+{{- range $leaf := include "chain.tls.leaves" . | fromJsonArray -}}
+{{- if not (index $.Values.tls.existingSecrets $leaf.c) -}}{{- $missing = append $missing $leaf.c -}}{{- end -}}
+{{- end -}}
+{{- if and .Values.envoy.enabled (not .Values.tls.existingSecrets.ca) -}}{{- $missing = append $missing "ca" -}}{{- end -}}
+{{- if $missing -}}
+{{- fail (printf "gitOps=true with tls.enabled and no tls.certManager.issuerRef needs Secrets you manage (keys tls.crt, tls.key, ca.crt): set tls.existingSecrets.%s (docs/deploy.md \"TLS\")" (join ", tls.existingSecrets." $missing)) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
