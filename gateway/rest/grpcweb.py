@@ -4,7 +4,8 @@ or, without `--node-web-url`, onto the nodes' native gRPC (`gateway.rest.grpcweb
 The request body (gRPC-web frames, binary or text mode) goes to the node unchanged and the node's answer
 comes back unchanged: status, content type, `grpc-*` headers and the body, chunk by chunk as the node
 writes it (so server-streaming calls such as `SubscribeBlocks` stream). Nothing is decoded or re-encoded.
-CORS is the gateway's (see `cors.py`); the browser's `Origin` is not forwarded. A request that is not
+CORS is the gateway's (see `cors.py`); the browser's `Origin` is not forwarded, nor any of the members'
+own metadata (`chain-member-proof`, gateway/internal.py). A request that is not
 gRPC-web (its Content-Type) is answered here in both modes: 415 with the JSON error body.
 """
 
@@ -17,6 +18,7 @@ import aiohttp
 from aiohttp import web
 
 from gateway.errors import ApiError
+from gateway.internal import is_internal
 from gateway.keys import CONFIG, GRPC_WEB_SESSION
 from gateway.rest.grpcweb_bridge import bridge
 from node.errors import Reason
@@ -64,7 +66,11 @@ async def passthrough(request: web.Request) -> web.StreamResponse:
     if not base:
         return await bridge(request, *parsed)
     service, method = request.match_info["service"], request.match_info["method"]
-    headers = {k: v for k, v in request.headers.items() if k.lower() not in DROP_REQUEST and not k.startswith(":")}
+    headers = {
+        k: v
+        for k, v in request.headers.items()
+        if k.lower() not in DROP_REQUEST and not k.startswith(":") and not is_internal(k)
+    }
     body = await request.read()
     try:
         upstream = await request.app[GRPC_WEB_SESSION].post(f"{base}/{service}/{method}", data=body, headers=headers)

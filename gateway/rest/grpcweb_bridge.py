@@ -9,7 +9,8 @@ hold several messages, sent as the client stream (half-duplex: HTTP/1.1 delivers
 is decoded: the framing, text mode, timeouts and metadata rules are the node's own gRPC-web wire code
 (`node.grpcweb.wire`), and the answer is written by the node's own `node.grpcweb.responder.Responder`
 (data frames, trailers frame, trailers-only), so both paths answer alike. CORS is the gateway's
-(`gateway.rest.cors`, the same rule as the node's). Writes are not retried (see `gateway.nodes`).
+(`gateway.rest.cors`, the same rule as the node's). The members' own metadata (`chain-member-proof`) is never
+sent on (gateway/internal.py). Writes are not retried (see `gateway.nodes`).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from grpc_reflection.v1alpha import reflection_pb2
 
 import chain.v1.keychain_service_pb2
 import chain.v1.service_pb2
+from gateway.internal import is_internal
 from gateway.keys import CONFIG, NODES
 from node.grpcweb.responder import ClientGone, Responder, RpcStatus
 from node.grpcweb.server import DEFAULT_MAX_MESSAGE_SIZE
@@ -79,11 +81,13 @@ def _status(code: grpc.StatusCode, message: str, metadata: Iterable[Any] | None)
 
 
 def _outgoing(headers: Sequence[tuple[str, str]]) -> Metadata:
-    """The request's headers that are metadata for the node, as gRPC accepts them (others are dropped)."""
+    """The request's headers that are metadata for the node, as gRPC accepts them (others are dropped, and so
+    is the members' own metadata, gateway/internal.py)."""
     return tuple(
         (m.key, m.value)
         for m in headers_to_metadata(headers)
         if m.key not in NOT_FORWARDED
+        and not is_internal(m.key)
         and not m.key.startswith(("sec-", "access-control-", "grpc-"))
         and valid_metadata_key(m.key)
         and (isinstance(m.value, bytes) or printable(m.value))
