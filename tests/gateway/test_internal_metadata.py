@@ -49,7 +49,7 @@ def test_the_list_names_the_member_proof() -> None:
     assert PROOF_KEY in INTERNAL_METADATA
 
 
-class Recorder(grpc.GenericRpcHandler[bytes, bytes]):
+class Recorder(grpc.GenericRpcHandler):  # type: ignore[type-arg]
     """A gRPC 'node' that records the metadata of each batch submitted (the gateway's event feeds call it too)
     and answers an empty batch response to every call."""
 
