@@ -72,10 +72,16 @@ def check_free(flag: str, addr: str) -> None:
         raise ListenError(flag, addr, why)
 
 
-def grpc_add_port(server: grpc.aio.Server, flag: str, addr: str) -> int:
-    """`server.add_insecure_port(addr)`, a failure (taken meanwhile) raised as ListenError."""
+def grpc_add_port(
+    server: grpc.aio.Server, flag: str, addr: str, credentials: grpc.ServerCredentials | None = None
+) -> int:
+    """`server.add_insecure_port(addr)` (or `add_secure_port` with `credentials`), a failure (taken meanwhile)
+    raised as ListenError."""
     try:
-        port = int(server.add_insecure_port(addr))
+        if credentials is None:
+            port = int(server.add_insecure_port(addr))
+        else:
+            port = int(server.add_secure_port(addr, credentials))
     except RuntimeError:
         port = 0
     if port == 0:

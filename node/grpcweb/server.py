@@ -15,6 +15,7 @@ import asyncio
 import inspect
 import logging
 import socket
+import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
@@ -426,7 +427,12 @@ def grpc_web_app(
 
 
 async def serve_grpc_web(
-    app: web.Application, host: str, port: int, *, shutdown_timeout: float = 5.0
+    app: web.Application,
+    host: str,
+    port: int,
+    *,
+    shutdown_timeout: float = 5.0,
+    ssl_context: ssl.SSLContext | None = None,
 ) -> tuple[web.AppRunner, int]:
     """Listen on host:port (0 picks a free port) and return the runner (cleanup() stops it) and the port.
 
@@ -442,7 +448,8 @@ async def serve_grpc_web(
                 bind_host, 0, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
             )
             bind_host = str(infos[0][4][0])
-        site = web.TCPSite(runner, bind_host, port, reuse_port=False)  # exclusive (node/listen.py)
+        # exclusive (node/listen.py); over TLS with `ssl_context` (node/tls.py: renewed files picked up)
+        site = web.TCPSite(runner, bind_host, port, reuse_port=False, ssl_context=ssl_context)
         await site.start()
     except BaseException:
         await runner.cleanup()

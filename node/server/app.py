@@ -2,13 +2,15 @@
 
     node = NodeApp(config); await node.start(); ...; await node.stop()
 
-Listeners: native gRPC (ChainService, KeychainService, health, reflection),
-gRPC-web over HTTP/1.1 (same servicer objects), AdminService on its own
-address. Health (grpc.health.v1) has two meanings under distinct names:
-`liveness` is SERVING while the process and its event loop answer (a lagging
-or halted member stays live: a restart would not help it); `readiness` (and
-`""`, `chain.v1.ChainService`) is SERVING while the node serves, is caught up
-and can write its store, and NOT_SERVING as soon as draining starts.
+Listeners: the public surface, native gRPC and gRPC-web over HTTP/1.1 (ChainService, KeychainService,
+health, and a reflection listing only those); the internal listener (`--internal-addr`: ChainService with
+the member proof honoured, ReadBatchService, SnapshotSyncService, health, reflection of all), which requires a
+client certificate of the cluster's CA under TLS; AdminService on its own address (docs/security.md).
+
+Health (grpc.health.v1) has two meanings under distinct names: `liveness` is SERVING while the process and
+its event loop answer (a lagging or halted member stays live: a restart would not help it); `readiness`
+(and `""`, `chain.v1.ChainService`) is SERVING while the node serves, is caught up and can write its store,
+and NOT_SERVING as soon as draining starts.
 
 The one case a restart does help: a replicated member the etcd log was
 compacted past while it ran. It sets `leaving` (why) and `left`; the serve loop
@@ -76,6 +78,7 @@ from node.server.storage_health import StorageHealth
 from node.server.telemetry.node_metrics import NodeMetrics
 from node.server.telemetry.rpc import RpcMetricsInterceptor, grpc_web_metrics
 from node.server.telemetry.spans import NodeTelemetry
+from node.server.transport import NodeTLS, etcd_tls, plaintext_line
 from node.server.write.forwarding import Forwarder
 from node.server.write.membership import MemberProof
 from node.server.write.mempool import Mempool
@@ -100,6 +103,8 @@ READINESS_NAMES = ("", CHAIN_SERVICE, READINESS)  # "" and ChainService kept as 
 NETWORKS = MappingProxyType({"mainnet": message_pb2.NETWORK_MAINNET, "testnet": message_pb2.NETWORK_TESTNET})
 STORE_FILES = (DATA_FILE, LOCK_FILE, IDENTITY_FILE, AUTHORITY_FILE)  # what --reinitialize moves aside
 REFLECTED = (CHAIN_SERVICE, KEYCHAIN_SERVICE, health.SERVICE_NAME)  # and both reflection services
+READ_BATCH_SERVICE = "chain.v1.ReadBatchService"
+INTERNAL_REFLECTED = (*REFLECTED, READ_BATCH_SERVICE, SYNC_SERVICE)
 
 
 def _reachable_host(listen_addr: str) -> str:
@@ -116,6 +121,7 @@ class Ports:
     web: int
     admin: int
     metrics: int = 0
+    internal: int = 0
 
 
 class NodeApp:
@@ -131,6 +137,8 @@ class NodeApp:
         self._server: grpc.aio.Server | None = None
         self._batches: ReadBatchServicer | None = None  # closed before the server stops: its streams end
         self._admin: grpc.aio.Server | None = None
+        self._internal: grpc.aio.Server | None = None
+        self.tls = NodeTLS()  # read from the flags' files in start(): a bad file is one line, exit 2
         self._jobs: SnapshotJobs | None = None
         self._web_runner: object | None = None
         # the public asyncio servicer (grpc_health.v1.health.aio); the grpc-stubs typing predates it
@@ -170,17 +178,18 @@ class NodeApp:
         cfg = self.config
         self._restore_local()
         if self._etcd is None:
-            self._etcd = EtcdClient(cfg.etcd_endpoints)
+            self._etcd = EtcdClient(cfg.etcd_endpoints, tls=etcd_tls(cfg))
         keys = Keys(cfg.etcd_prefix.encode())
         node_id = self._node_id()
+        tls = NodeTLS.from_config(cfg).members  # `chain-node state-sync` runs this alone, before start()
         try:
-            done = await join(self._etcd, keys, cfg.data_dir, node_id=node_id, timeout=cfg.restore_timeout)
+            done = await join(self._etcd, keys, cfg.data_dir, node_id=node_id, timeout=cfg.restore_timeout, tls=tls)
         except StoreRefused as refused:  # a damaged store: with --reinitialize, set aside and state-synced instead
             if not cfg.reinitialize:
                 raise
             aside = move_aside(cfg.data_dir, STORE_FILES)
             log.warning("--reinitialize: %s; the old store was moved to %s", refused.problem, aside)
-            done = await join(self._etcd, keys, cfg.data_dir, node_id=node_id, timeout=cfg.restore_timeout)
+            done = await join(self._etcd, keys, cfg.data_dir, node_id=node_id, timeout=cfg.restore_timeout, tls=tls)
         # only a state sync is news; a store the log continues stays quiet (a refusal after it is one line)
         log.log(logging.INFO if done.startswith("state-synced") else logging.DEBUG, "join: %s", done)
         return done
@@ -232,7 +241,7 @@ class NodeApp:
 
     async def _open_replicated(self) -> tuple[Chain, bool]:
         """Open the chain of an etcd member: its genesis must be the one published in etcd."""
-        self._etcd = EtcdClient(self.config.etcd_endpoints)
+        self._etcd = EtcdClient(self.config.etcd_endpoints, tls=etcd_tls(self.config))
         try:
             return await self._join_replicated(self._etcd)
         except (StoreRefused, RestoreFailed):
@@ -286,9 +295,13 @@ class NodeApp:
                 storage=self.storage,
             )
         applier = BlockApplier(chain, mempool, pipeline, hub, storage=self.storage)
-        forwarder = Forwarder(pipeline, mempool, max_batch=cfg.max_batch, proof=MemberProof(cfg.cluster_secret))
+        forwarder = Forwarder(
+            pipeline, mempool, max_batch=cfg.max_batch, proof=MemberProof(cfg.cluster_secret), tls=self.tls.members
+        )
         if cfg.follow:
-            return FollowOrderer(chain, applier, forwarder, cfg.follow, max_lag_blocks=cfg.max_lag_blocks)
+            return FollowOrderer(
+                chain, applier, forwarder, cfg.follow, max_lag_blocks=cfg.max_lag_blocks, tls=self.tls.members
+            )
         assert self._etcd is not None
         settings = ReplicationSettings(
             node_id=self._node_id(),
@@ -320,7 +333,15 @@ class NodeApp:
     async def start(self) -> None:
         cfg = self.config
         self.ports.metrics = self.metrics_endpoint.start()  # first: a taken port fails before the store opens
-        listeners = {"--grpc-addr": cfg.grpc_addr, "--web-addr": cfg.web_addr, "--admin-addr": cfg.admin_addr}
+        self.tls = NodeTLS.from_config(cfg)  # before anything binds or opens: a bad file stops the start here
+        if (warning := plaintext_line(cfg)) is not None:
+            log.warning("%s", warning)
+        listeners = {
+            "--grpc-addr": cfg.grpc_addr,
+            "--web-addr": cfg.web_addr,
+            "--admin-addr": cfg.admin_addr,
+            "--internal-addr": cfg.internal_addr,
+        }
         resources = Resources.detect(cfg.cpu_limit)
         verify_workers = verify_worker_count(cfg.verify_workers, resources)
         self._readers_count = read_worker_count(cfg.read_workers, resources, verify_workers)
@@ -343,7 +364,7 @@ class NodeApp:
         self._verifier = Verifier(verify_workers, cfg.max_message_bytes, stall_seconds=cfg.verify_stall_seconds)
         self._verifier.start_warm_up()  # in the background: SERVING does not wait for a worker to spawn
         pipeline = Pipeline(chain, mempool, self._verifier, telemetry=self.telemetry)
-        hub = EventHub(cfg.subscriber_queue)
+        hub = EventHub(cfg.subscriber_queue, cfg.max_streams)
         hold = os.environ.get(SNAPSHOT_HOLD_ENV)  # test hook (SnapshotManager): a copy that waits
         snapshots = SnapshotManager(
             chain, cfg.snapshots, chunk_bytes=cfg.snapshot_chunk_bytes, hold_file=Path(hold) if hold else None
@@ -361,64 +382,94 @@ class NodeApp:
                 raise InvariantBroken(f"devnet bootstrap failed: {outcome.reason} {outcome.detail}")
 
         chain_servicer = ChainServicer(self.state)
-        await self._start_grpc(chain_servicer, snapshots)
+        await self._start_grpc(chain_servicer)
+        if cfg.internal_addr:
+            await self._start_internal(snapshots)
 
-        admin_interceptors: list[Interceptor] = [ErrorInterceptor()]
-        if cfg.admin_token:
-            admin_interceptors.insert(0, TokenInterceptor(cfg.admin_token))
         if cfg.admin_addr:
-            self._admin = grpc.aio.server(interceptors=admin_interceptors, options=[GRPC_EXCLUSIVE])
-            admin_service_pb2_grpc.add_AdminServiceServicer_to_server(AdminServicer(snapshots, self._jobs), self._admin)
-            self.ports.admin = grpc_add_port(self._admin, "--admin-addr", cfg.admin_addr)
-            await self._admin.start()
+            await self._start_admin(snapshots)
 
         if cfg.web_addr:
             await self._start_web(chain_servicer)
 
-        if isinstance(orderer, ReplicatedOrderer):
-            orderer.addr = cfg.advertise_addr or f"{_reachable_host(cfg.grpc_addr)}:{self.ports.grpc}"
+        if isinstance(orderer, ReplicatedOrderer):  # members forward and state-sync to the internal listener
+            orderer.addr = cfg.advertise_addr or f"{_reachable_host(cfg.internal_addr)}:{self.ports.internal}"
         await orderer.start()
         self.state.ready = True
         await self._health.set(LIVENESS, health_pb2.HealthCheckResponse.SERVING)  # answered on the event loop
         await self._set_health(self.state.serving)
         self._health_task = asyncio.create_task(self._watch_health(), name="health")
 
-    async def _start_grpc(self, chain_servicer: ChainServicer, snapshots: SnapshotManager) -> None:
+    async def _start_admin(self, snapshots: SnapshotManager) -> None:
+        """AdminService on --admin-addr: under TLS only for clients with a certificate of the cluster's CA."""
+        assert self._jobs is not None
+        cfg = self.config
+        admin_interceptors: list[Interceptor] = [ErrorInterceptor()]
+        if cfg.admin_token:
+            admin_interceptors.insert(0, TokenInterceptor(cfg.admin_token))
+        self._admin = grpc.aio.server(interceptors=admin_interceptors, options=[GRPC_EXCLUSIVE])
+        admin_service_pb2_grpc.add_AdminServiceServicer_to_server(AdminServicer(snapshots, self._jobs), self._admin)
+        credentials = self.tls.mutual_credentials()
+        self.ports.admin = grpc_add_port(self._admin, "--admin-addr", cfg.admin_addr, credentials)
+        await self._admin.start()
+
+    def _interceptors(self) -> list[Interceptor]:
+        interceptors: list[Interceptor] = [ErrorInterceptor()]
+        if self.metrics is not None:  # outside the error mapping: it reads the final status and reason code
+            interceptors.insert(0, RpcMetricsInterceptor(self.metrics))
+        return interceptors
+
+    def _grpc_options(self) -> list[tuple[str, object]]:
+        cfg = self.config
+        return [
+            ("grpc.max_receive_message_length", cfg.max_message_bytes * (cfg.max_batch + 1)),
+            ("grpc.max_send_message_length", 64 * 1024 * 1024),
+            GRPC_EXCLUSIVE,
+        ]
+
+    async def _start_internal(self, snapshots: SnapshotManager) -> None:
+        """The listener for the cluster's members and gateways: forwarded batches (the member proof honoured
+        from a peer with a certificate of the cluster's CA), read batches, state sync, a --follow upstream."""
+        assert self.state is not None
+        cfg = self.config
+        interceptors = self._interceptors()
+        server = grpc.aio.server(interceptors=interceptors, options=self._grpc_options())
+        internal_chain = ChainServicer(self.state, internal=True)
+        keychain = KeychainServicer(self.state)
+        service_pb2_grpc.add_ChainServiceServicer_to_server(internal_chain, server)
+        keychain_service_pb2_grpc.add_KeychainServiceServicer_to_server(keychain, server)
+        reads = MethodHandlers.collect(  # ReadBatch (node/server/rpc/read_batch.py), for the gateways
+            ((service_pb2_grpc.add_ChainServiceServicer_to_server, internal_chain),
+             (keychain_service_pb2_grpc.add_KeychainServiceServicer_to_server, keychain))
+        )  # fmt: skip
+        batched = await intercepted({p: reads.registered[p] for p in local_paths()}, interceptors[::-1])
+        self._batches = add_read_batch(server, batched)
+        health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
+        sync = SnapshotSyncServicer(snapshots, rate=cfg.state_sync_rate)  # members state-sync from each other
+        snapshot_sync_service_pb2_grpc.add_SnapshotSyncServiceServicer_to_server(sync, server)
+        add_reflection_to_server(reflection_servicer(INTERNAL_REFLECTED), server)
+        self._internal = server
+        self.ports.internal = grpc_add_port(server, "--internal-addr", cfg.internal_addr, self.tls.mutual_credentials())
+        await server.start()
+
+    async def _start_grpc(self, chain_servicer: ChainServicer) -> None:
         """The public gRPC server. With read workers (node/server/readers) it listens only on a private
         address the workers relay to; the workers listen on --grpc-addr, which this process holds with
         bound, never-listening SO_REUSEPORT sockets (docs/node.md, "Read workers")."""
         assert self.state is not None
         cfg = self.config
-        options = [
-            ("grpc.max_receive_message_length", cfg.max_message_bytes * (cfg.max_batch + 1)),
-            ("grpc.max_send_message_length", 64 * 1024 * 1024),
-            GRPC_EXCLUSIVE,
-        ]
-        interceptors: list[Interceptor] = [ErrorInterceptor()]
-        if self.metrics is not None:  # outside the error mapping: it reads the final status and reason code
-            interceptors.insert(0, RpcMetricsInterceptor(self.metrics))
-        self._server = grpc.aio.server(interceptors=interceptors, options=options)
-        keychain_servicer = KeychainServicer(self.state)
+        self._server = grpc.aio.server(interceptors=self._interceptors(), options=self._grpc_options())
         service_pb2_grpc.add_ChainServiceServicer_to_server(chain_servicer, self._server)
-        keychain_service_pb2_grpc.add_KeychainServiceServicer_to_server(keychain_servicer, self._server)
-        reads = MethodHandlers.collect(  # the internal ReadBatch (node/server/rpc/read_batch.py), for the gateway
-            ((service_pb2_grpc.add_ChainServiceServicer_to_server, chain_servicer),
-             (keychain_service_pb2_grpc.add_KeychainServiceServicer_to_server, keychain_servicer))
-        )  # fmt: skip
-        wrap = interceptors[::-1]  # innermost first: the error mapping, then the metrics
-        batched = await intercepted({p: reads.registered[p] for p in local_paths()}, wrap)
-        self._batches = add_read_batch(self._server, batched)
+        keychain_service_pb2_grpc.add_KeychainServiceServicer_to_server(KeychainServicer(self.state), self._server)
         health_pb2_grpc.add_HealthServicer_to_server(self._health, self._server)
-        sync = SnapshotSyncServicer(snapshots, rate=cfg.state_sync_rate)  # members state-sync from each other
-        snapshot_sync_service_pb2_grpc.add_SnapshotSyncServiceServicer_to_server(sync, self._server)
-        add_reflection_to_server(reflection_servicer((*REFLECTED, SYNC_SERVICE)), self._server)
+        add_reflection_to_server(reflection_servicer(REFLECTED), self._server)
         private = private_target()
         if self._readers_count:  # the workers listen on the public address; this process holds it
             self._anchor = PortAnchor.bind("--grpc-addr", cfg.grpc_addr)
             self.ports.grpc = self._anchor.port
-            grpc_add_port(self._server, "--read-workers", private)
+            grpc_add_port(self._server, "--read-workers", private)  # a private socket: plaintext
         else:
-            self.ports.grpc = grpc_add_port(self._server, "--grpc-addr", cfg.grpc_addr)
+            self.ports.grpc = grpc_add_port(self._server, "--grpc-addr", cfg.grpc_addr, self.tls.public_credentials())
         await self._server.start()
         if self._readers_count:
             host = cfg.grpc_addr.rpartition(":")[0]
@@ -436,6 +487,8 @@ class NodeApp:
                     cfg.log_level,
                     cfg.log_format,
                     cfg.read_answer_bytes,
+                    str(cfg.tls_cert or ""),
+                    str(cfg.tls_key or ""),
                 )
 
             stale = self.state.chain.store.clear_stale_readers  # a killed worker's read transaction
@@ -486,7 +539,9 @@ class NodeApp:
         if self.metrics is not None:
             app.middlewares.append(grpc_web_metrics(self.metrics))
         host, _, port = self.config.web_addr.rpartition(":")
-        self._web_runner, self.ports.web = await serve_grpc_web(app, host or "localhost", int(port))
+        self._web_runner, self.ports.web = await serve_grpc_web(
+            app, host or "localhost", int(port), ssl_context=self.tls.web_context()
+        )
 
     def ready_line(self) -> str:
         assert self.state is not None
@@ -496,6 +551,8 @@ class NodeApp:
                 "grpc_port": self.ports.grpc,
                 "web_port": self.ports.web,
                 "admin_port": self.ports.admin,
+                "internal_port": self.ports.internal,
+                "tls": self.tls.enabled,
                 "metrics_port": self.ports.metrics,
                 "height": self.state.chain.height,
                 "network": self.config.network,
@@ -520,7 +577,7 @@ class NodeApp:
             await self.readers.stop()
         if self._batches is not None:  # the gateways' read streams end; what they had waiting comes as calls
             self._batches.close()
-        for server in (self._server, self._admin):
+        for server in (self._server, self._internal, self._admin):
             if server is not None:
                 await server.stop(grace=1.0)
         if self._anchor is not None:

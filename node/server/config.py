@@ -222,8 +222,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--lease-ttl", type=int, default=d.lease_ttl, help="leader lease TTL in seconds (etcd)")
     p.add_argument("--node-id", default=d.node_id, help="member id")
-    p.add_argument("--advertise-addr", default=d.advertise_addr, help="gRPC address other members forward to")
-    p.add_argument("--follow", default=d.follow, help="read replica of the node at this gRPC address")
+    p.add_argument(
+        "--advertise-addr",
+        default=d.advertise_addr,
+        help="address of this member's internal listener that other members forward and state-sync to",
+    )
+    p.add_argument("--follow", default=d.follow, help="read replica of the node whose internal listener is here")
     p.add_argument("--max-lag-blocks", type=int, default=d.max_lag_blocks, help="NOT_SERVING beyond this lag")
     p.add_argument(
         "--cluster-secret",
@@ -294,6 +298,8 @@ def _check(values: Mapping[str, Any]) -> None:
         raise ConfigError(f"--read-workers must be -1 (one per extra CPU), 0 or more, not {values['read_workers']}")
     if values["orderer"] == "etcd" and values["follow"]:
         raise ConfigError("--follow makes a read replica; it cannot also be an etcd member")
+    if values["orderer"] == "etcd" and not values["internal_addr"]:
+        raise ConfigError("an etcd member needs --internal-addr: the other members forward and state-sync to it")
     if values["max_streams"] < 1:
         raise ConfigError(f"--max-streams must be 1 or more, not {values['max_streams']}")
     _check_tls(values)

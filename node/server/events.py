@@ -5,6 +5,9 @@ whose queue is full is detached and handed an end-of-stream marker, and its stre
 with RESOURCE_EXHAUSTED (SLOW_SUBSCRIBER), so a slow client can never stall block production.
 When the node drains, `close()` ends every stream with UNAVAILABLE (DRAINING) instead: the
 client did nothing wrong and should resume from its last event id on another node.
+
+At most `max_subscribers` streams are open at once (`--max-streams`): one more is refused
+RESOURCE_EXHAUSTED (TOO_MANY_STREAMS) with a `retry-after-ms` hint before it holds anything.
 """
 
 from __future__ import annotations
@@ -13,6 +16,10 @@ import asyncio
 from dataclasses import dataclass, field
 
 from chain.v1 import block_pb2
+from node.errors import MessageRejected, Reason
+
+# how long a client refused TOO_MANY_STREAMS is asked to wait before it tries again
+STREAMS_RETRY_AFTER_MS = 2000
 
 
 class Overflowed(Exception):
@@ -43,15 +50,26 @@ class Subscriber:
 
 
 class EventHub:
-    def __init__(self, queue_size: int) -> None:
+    def __init__(self, queue_size: int, max_subscribers: int = 0) -> None:
+        """`max_subscribers`: streams open at once at most (0: no limit)."""
         self.queue_size = queue_size
+        self.max_subscribers = max_subscribers
         self._subscribers: set[Subscriber] = set()
         self.dropped_subscribers = 0
+        self.refused_subscribers = 0
 
     def __len__(self) -> int:
         return len(self._subscribers)
 
     def subscribe(self, kind: str) -> Subscriber:
+        if self.max_subscribers and len(self._subscribers) >= self.max_subscribers:
+            self.refused_subscribers += 1
+            raise MessageRejected(
+                Reason.TOO_MANY_STREAMS,
+                f"this node holds {self.max_subscribers} streams already; retry later or on another node",
+                limit=self.max_subscribers,
+                retry_after_ms=STREAMS_RETRY_AFTER_MS,
+            )
         # one slot is kept for the overflow marker
         sub = Subscriber(kind, asyncio.Queue(maxsize=self.queue_size + 1))
         self._subscribers.add(sub)

@@ -1,6 +1,7 @@
 """`chain-node backup {create,list,prune,restore}`: off-cluster backups in S3-compatible object storage.
 
-    chain-node backup create  --node HOST:PORT --url s3://BUCKET/PREFIX [--snapshot NAME]
+    chain-node backup create  --node [grpcs://]HOST:PORT --url s3://BUCKET/PREFIX [--snapshot NAME]
+                              [--ca-file CA --tls-cert CERT --tls-key KEY]
     chain-node backup list    --url s3://BUCKET/PREFIX [--network devnet] [--all]
     chain-node backup prune   --url s3://BUCKET/PREFIX --keep N [--grace-seconds S]
     chain-node backup restore --from s3://BUCKET/PREFIX[/NETWORK/NAME] --data-dir DIR [--reinitialize]
@@ -23,13 +24,14 @@ from dataclasses import asdict
 from pathlib import Path
 
 from node.envflags import describe_env, env_defaults
-from node.errors import BackupFailed
+from node.errors import BackupFailed, BackupReason, ConfigError
 from node.observability.logs import configure_logging
 from node.server.backup.create import PART_BYTES, create
 from node.server.backup.layout import Location
 from node.server.backup.objstore import Bucket, connect
 from node.server.backup.prune import DEFAULT_GRACE_SECONDS, listing, prune
 from node.server.backup.restore import restore
+from node.tls import ClientTLS, parse_target
 
 PREFIX = "CHAIN_BACKUP_"
 EXIT_FAILED, EXIT_USAGE = 1, 2
@@ -50,7 +52,14 @@ def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="chain-node backup", description=__doc__.split("\n\n")[0])
     verbs = top.add_subparsers(dest="verb", required=True)
     c = verbs.add_parser("create", help="copy a node's newest (or a named) snapshot to the bucket")
-    c.add_argument("--node", default="", help="gRPC address of the node to back up (its SnapshotSyncService)")
+    c.add_argument(
+        "--node",
+        default="",
+        help="the node's internal listener (its SnapshotSyncService): HOST:PORT, or grpcs://HOST:PORT for TLS",
+    )
+    c.add_argument("--ca-file", type=Path, default=None, help="PEM CA the node's certificate must chain to")
+    c.add_argument("--tls-cert", type=Path, default=None, help="PEM client certificate signed by the cluster's CA")
+    c.add_argument("--tls-key", type=Path, default=None, help="PEM private key of --tls-cert")
     c.add_argument("--snapshot", default="", help="the snapshot's name on the node (empty: its newest)")
     c.add_argument("--part-bytes", type=int, default=PART_BYTES, help="multipart part size (S3: 5 MiB or more)")
     c.add_argument("--timeout", type=float, default=3600.0, help="seconds the transfer may take")
@@ -89,8 +98,12 @@ def _bucket(args: argparse.Namespace) -> tuple[Bucket, Location]:
 def _run(args: argparse.Namespace) -> object:
     bucket, location = _bucket(args)
     if args.verb == "create":
+        try:
+            tls = ClientTLS(args.ca_file, args.tls_cert, args.tls_key)
+        except ConfigError as exc:  # --tls-cert without --tls-key, or the reverse
+            raise BackupFailed(BackupReason.INVALID_ARGUMENT, str(exc)) from None
         done = create(args.node, bucket, location, snapshot=args.snapshot, part_bytes=args.part_bytes,
-                      timeout=args.timeout)  # fmt: skip
+                      timeout=args.timeout, tls=tls)  # fmt: skip
         return {"event": "backup-created", **asdict(done)}
     if args.verb == "list":
         backups = [b.to_json() for b in listing(bucket, location, args.network) if b.complete or args.all]
@@ -107,8 +120,10 @@ def _run(args: argparse.Namespace) -> object:
 def _usage(args: argparse.Namespace) -> str | None:
     if not args.url:
         return "--url (or --from) s3://BUCKET/PREFIX is required"
-    if args.verb == "create" and not args.node:
+    if args.verb == "create" and not args.node.strip():
         return "--node HOST:PORT is required"
+    if args.verb == "create" and not parse_target(args.node).secure and (args.ca_file or args.tls_cert):
+        return f"--ca-file and --tls-cert are for a TLS node, and --node {args.node} is plaintext: use grpcs://"
     if args.verb == "prune" and args.keep < 1:
         return "--keep N (at least 1) is required"
     if args.verb == "restore" and args.data_dir is None:

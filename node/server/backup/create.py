@@ -1,13 +1,16 @@
 """`chain-node backup create`: copy a running node's snapshot to the object store.
 
-The snapshot is pulled over the node's chain.v1.SnapshotSyncService (the gRPC port every member serves state
-sync on), so the backup needs no access to the node's volume. As in a state sync, nothing is trusted
-unchecked: the manifest's shape is checked, its block hash must be the header hash of the block the node's
-own chain holds at that height (GetBlock), and every chunk must hash to the manifest's BLAKE3 before a byte
-of it is uploaded. `started.json` is written first (it dates the attempt for `prune`); the chunks are
-gathered into the parts of one multipart upload (memory stays at one part), then `backup.json`, then
-`manifest.pb` LAST: an upload stopped anywhere leaves no complete backup (node/server/backup/layout.py), and
-an abandoned multipart upload is removed by `prune`.
+The snapshot is pulled over the node's chain.v1.SnapshotSyncService (its internal listener, `--internal-addr`,
+where members state-sync), so the backup needs no access to the node's volume. A `grpcs://HOST:PORT` target is
+dialled over TLS with the cluster's CA and a client certificate it signed (the internal listener takes no
+other client); a failed handshake is one SOURCE_UNAVAILABLE line naming the target and the CA.
+
+As in a state sync, nothing is trusted unchecked: the manifest's shape is checked, its block hash must be the
+header hash of the block the node's own chain holds at that height (GetBlock), and every chunk must hash to
+the manifest's BLAKE3 before a byte of it is uploaded. `started.json` is written first (it dates the attempt
+for `prune`); the chunks are gathered into the parts of one multipart upload (memory stays at one part), then
+`backup.json`, then `manifest.pb` LAST: an upload stopped anywhere leaves no complete backup
+(node/server/backup/layout.py), and an abandoned multipart upload is removed by `prune`.
 """
 
 from __future__ import annotations
@@ -26,11 +29,12 @@ from blake3 import blake3
 
 from chain.v1 import rpc_pb2, service_pb2_grpc, snapshot_sync_service_pb2_grpc
 from chain.v1 import snapshot_sync_pb2 as sync_pb
-from node.errors import BackupFailed, BackupReason, RestoreFailed
+from node.errors import BackupFailed, BackupReason, ConfigError, RestoreFailed
 from node.server.backup.layout import DATA, INFO, MANIFEST, STARTED, Location, backup_name
 from node.server.backup.objstore import Bucket, Multipart
 from node.server.snapshots.manifest import check_shape
 from node.server.snapshots.staging import check_chunk
+from node.tls import ClientTLS, parse_target, sync_channel, tls_failure
 
 if TYPE_CHECKING:
     from chain.v1.service_pb2_grpc import ChainServiceStub
@@ -63,8 +67,9 @@ def part_size(total: int, wanted: int) -> int:
 class Source:
     """The node backed up: its status, its snapshot's manifest and chunks, each checked."""
 
-    def __init__(self, channel: grpc.Channel, addr: str, timeout: float) -> None:
+    def __init__(self, channel: grpc.Channel, addr: str, timeout: float, tls: ClientTLS | None = None) -> None:
         self.addr = addr
+        self.tls = tls or ClientTLS()
         self.deadline = time.monotonic() + timeout
         self.chain: ChainServiceStub = service_pb2_grpc.ChainServiceStub(channel)
         self.sync: SnapshotSyncServiceStub = snapshot_sync_service_pb2_grpc.SnapshotSyncServiceStub(channel)
@@ -119,10 +124,24 @@ class Source:
         except grpc.RpcError as exc:
             code = exc.code() if isinstance(exc, grpc.Call) else None
             detail = exc.details() if isinstance(exc, grpc.Call) else str(exc)
+            if code == grpc.StatusCode.UNAVAILABLE and handshake_failed(detail or "", self.addr):
+                raise BackupFailed(
+                    BackupReason.SOURCE_UNAVAILABLE,
+                    f"{self.addr} {what}: TLS handshake failed (trusting {self.tls.describe()}, client certificate "
+                    f"{self.tls.cert_file or 'none'}): {' '.join((detail or '').split()[-12:])}",
+                ) from None
             if code == grpc.StatusCode.NOT_FOUND:
                 raise BackupFailed(BackupReason.SOURCE_UNAVAILABLE, f"{self.addr} {what}: {detail}") from None
             name = code.name if code is not None else "error"
             raise BackupFailed(BackupReason.SOURCE_UNAVAILABLE, f"{self.addr} {what}: {name} {detail}") from None
+
+
+def handshake_failed(detail: str, addr: str) -> bool:
+    """A call that failed in the TLS handshake: a certificate the client refused (unknown CA, wrong name), or a
+    TLS server that closed the connection on a client without an acceptable certificate."""
+    text = detail.lower()
+    secure = parse_target(addr).secure
+    return tls_failure(detail) or "hostname verification" in text or (secure and "socket closed" in text)
 
 
 def parts(chunks: Iterator[bytes], size: int) -> Iterator[bytes]:
@@ -159,11 +178,17 @@ def info_document(manifest: sync_pb.SnapshotManifest, network: str, source: str)
 
 def create(
     node: str, bucket: Bucket, root: Location, *, snapshot: str = "", part_bytes: int = PART_BYTES,
-    timeout: float = 3600.0,
+    timeout: float = 3600.0, tls: ClientTLS | None = None,
 ) -> Created:  # fmt: skip
-    """Back up `node`'s newest snapshot (or the one named) under `root`; says what it did."""
-    with grpc.insecure_channel(node, options=OPTIONS) as channel:
-        source = Source(channel, node, timeout)
+    """Back up `node`'s newest snapshot (or the one named) under `root`; says what it did. `node` is
+    node.tls.parse_target's syntax: `grpcs://HOST:PORT` dials TLS with `tls`."""
+    tls = tls or ClientTLS()
+    try:
+        channel = sync_channel(node, tls, OPTIONS)
+    except (ConfigError, ValueError) as exc:  # an unreadable CA, certificate or key file; an empty target
+        raise BackupFailed(BackupReason.INVALID_ARGUMENT, str(exc)) from None
+    with channel:
+        source = Source(channel, node, timeout, tls)
         network = source.network()
         manifest = source.manifest(snapshot)
         name = backup_name(int(manifest.block_number), bytes(manifest.state_root))

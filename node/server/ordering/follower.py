@@ -27,6 +27,7 @@ from node.observability.logs import Every
 from node.server.ordering.applier import BlockApplier
 from node.server.write.forwarding import Forwarder
 from node.server.write.pipeline import Outcome
+from node.tls import ClientTLS, aio_channel
 
 if TYPE_CHECKING:
     from chain.v1.service_pb2_grpc import ChainServiceAsyncStub
@@ -48,8 +49,11 @@ class FollowOrderer:
         max_lag_blocks: int,
         poll_interval: float = 0.2,
         status_interval: float = 1.0,
+        tls: ClientTLS | None = None,
     ) -> None:
+        """`upstream`: the followed node's internal listener; `tls`: mutual TLS to it (None: plaintext)."""
         self.chain = chain
+        self.tls = tls
         self.applier = applier
         self.forwarder = forwarder
         self.upstream = upstream
@@ -86,9 +90,8 @@ class FollowOrderer:
         return await self.forwarder.submit(msgs, self.upstream, vouched=vouched)
 
     async def start(self) -> None:
-        self._channel = grpc.aio.insecure_channel(
-            self.upstream, options=[("grpc.max_receive_message_length", 64 * 1024 * 1024)]
-        )
+        options = [("grpc.max_receive_message_length", 64 * 1024 * 1024)]
+        self._channel = aio_channel(self.upstream, self.tls, options, secure=self.tls is not None)
         stub: ChainServiceAsyncStub = service_pb2_grpc.ChainServiceStub(self._channel)
         self._tasks = [
             asyncio.create_task(self._follow(stub), name="follow-blocks"),

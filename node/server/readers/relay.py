@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import grpc
 from grpc_health.v1 import health_pb2
 
-from chain.v1 import keychain_service_pb2, service_pb2, snapshot_sync_service_pb2
+from chain.v1 import keychain_service_pb2, service_pb2
 
 if TYPE_CHECKING:
     Handler = grpc.RpcMethodHandler[Any, Any]
@@ -30,7 +30,6 @@ REFLECTION = ("grpc.reflection.v1.ServerReflection", "grpc.reflection.v1alpha.Se
 SERVICES = (
     service_pb2.DESCRIPTOR.services_by_name["ChainService"],
     keychain_service_pb2.DESCRIPTOR.services_by_name["KeychainService"],
-    snapshot_sync_service_pb2.DESCRIPTOR.services_by_name["SnapshotSyncService"],
     health_pb2.DESCRIPTOR.services_by_name["Health"],
 )
 # headers gRPC sets itself on the relayed call; everything else the caller sent goes on
@@ -38,7 +37,8 @@ OWN_HEADERS = frozenset({"user-agent", "te", "content-type", "grpc-accept-encodi
 
 
 def _shapes() -> Mapping[str, tuple[bool, bool]]:
-    """(client streams, server streams) of every method the node's public server has."""
+    """(client streams, server streams) of every method the node's public server has (the internal listener's
+    services, state sync and read batches, are the main process's own: never on the workers' port)."""
     out = {f"/{s.full_name}/{m.name}": (m.client_streaming, m.server_streaming) for s in SERVICES for m in s.methods}
     out.update({f"/{name}/ServerReflectionInfo": (True, True) for name in REFLECTION})
     return MappingProxyType(out)

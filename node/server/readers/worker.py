@@ -40,7 +40,8 @@ from node.server.readers.relay import Relay
 from node.server.readers.served import served
 from node.server.readers.shipping import RpcShipper
 from node.server.rpc.interceptors import ErrorInterceptor
-from node.server.rpc.read_batch import add_read_batch, intercepted
+from node.server.rpc.read_batch import intercepted
+from node.tls import ServerTLS
 
 if TYPE_CHECKING:
     Handler = grpc.RpcMethodHandler[Any, Any]
@@ -64,6 +65,8 @@ class WorkerSettings:
     log_level: str = "info"
     log_format: str = "text"
     answer_bytes: int = READ_ANSWER_BYTES  # answers kept per snapshot of the store (answers.py; --read-answer-bytes)
+    tls_cert: str = ""  # the public port's TLS (--tls-cert, --tls-key); "" for plaintext
+    tls_key: str = ""
 
     def encode(self) -> str:
         return json.dumps(self.__dict__)
@@ -159,15 +162,16 @@ async def serve(settings: WorkerSettings) -> None:
     ]
     server = grpc.aio.server(options=options)
     server.add_generic_rpc_handlers((_Routes(table),))
-    batches = add_read_batch(server, {path: table[path] for path in local_paths() if path in table})  # the gateway's
-    grpc_add_port(server, "--grpc-addr", settings.grpc_addr)
+    credentials = (
+        ServerTLS(Path(settings.tls_cert), Path(settings.tls_key)).grpc_credentials() if settings.tls_cert else None
+    )
+    grpc_add_port(server, "--grpc-addr", settings.grpc_addr, credentials)
     await server.start()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
     loop.add_signal_handler(signal.SIGINT, lambda: None)  # Ctrl-C reaches the whole group: the main decides
     shipping = asyncio.create_task(_ship(shipper, answers, 1.0), name="ship-metrics") if settings.metrics else None
     _emit({"event": "worker-ready", "pid": os.getpid(), "index": settings.index})
     await stop.wait()
-    batches.close()  # the gateways' read streams end; what they had waiting comes as calls
     await server.stop(grace=1.0)
     if shipping is not None:
         shipping.cancel()

@@ -15,14 +15,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import grpc
-
 from chain.v1 import block_pb2, snapshot_sync_service_pb2_grpc
 from chain.v1 import snapshot_sync_pb2 as pb
 from node.errors import RestoreFailed
 from node.server.snapshots.manifest import check_shape
 from node.server.snapshots.staging import ChunkWriter, Staging
 from node.server.snapshots.verify import Expected
+from node.tls import ClientTLS, aio_channel
 
 if TYPE_CHECKING:
     from chain.v1.snapshot_sync_service_pb2_grpc import SnapshotSyncServiceAsyncStub
@@ -40,9 +39,12 @@ class Peer:
     name: str
 
 
-async def fetch(peer: Peer, data_dir: Path, bind: Binder, *, replace: bool) -> block_pb2.Block:
-    """Fetch `peer`'s snapshot, verify it and put it in place; its head block."""
-    async with grpc.aio.insecure_channel(peer.addr, options=OPTIONS) as channel:
+async def fetch(
+    peer: Peer, data_dir: Path, bind: Binder, *, replace: bool, tls: ClientTLS | None = None
+) -> block_pb2.Block:
+    """Fetch `peer`'s snapshot from its internal listener (over mutual TLS with `tls`), verify it and put it in
+    place; its head block."""
+    async with aio_channel(peer.addr, tls, OPTIONS, secure=tls is not None) as channel:
         stub: SnapshotSyncServiceAsyncStub = snapshot_sync_service_pb2_grpc.SnapshotSyncServiceStub(channel)
         reply = await stub.GetSnapshotManifest(pb.GetSnapshotManifestRequest(name=peer.name), timeout=60)
         manifest = reply.manifest

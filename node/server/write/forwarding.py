@@ -41,6 +41,7 @@ from node.server.write.membership import MemberProof
 from node.server.write.mempool import Mempool
 from node.server.write.pipeline import Outcome, Pipeline
 from node.server.write.verify import VERIFY_REASONS
+from node.tls import ClientTLS, aio_channel
 
 if TYPE_CHECKING:
     from chain.v1.service_pb2_grpc import ChainServiceAsyncStub
@@ -74,8 +75,11 @@ class Forwarder:
         timeout: float = 5.0,
         reforward_age: float = 5.0,
         clock: Callable[[], float] = time.monotonic,
+        tls: ClientTLS | None = None,
     ) -> None:
+        """`tls`: mutual TLS to the upstream's internal listener (None: plaintext)."""
         self.pipeline = pipeline
+        self.tls = tls
         self.mempool = mempool
         self.max_batch = max_batch
         self.proof = proof or MemberProof()
@@ -88,7 +92,7 @@ class Forwarder:
 
     def _stub(self, target: str) -> ChainServiceAsyncStub:
         if target not in self._channels:
-            channel = grpc.aio.insecure_channel(target)
+            channel = aio_channel(target, self.tls, secure=self.tls is not None)
             stub: ChainServiceAsyncStub = service_pb2_grpc.ChainServiceStub(channel)
             self._channels[target] = (channel, stub)
         return self._channels[target][1]

@@ -8,9 +8,14 @@ messages it received and compares with `hmac.compare_digest`; on a match it skip
 (it still validates every message against its state). The secret itself never crosses the wire, and the
 proof binds the bytes: a changed, added, dropped or reordered message makes it fail.
 
-A proof that does not match (another secret, a forgery, a re-encoding that differs) or a proof sent to a
-node without a secret is not an error: the batch is verified in full like any client's, and a warning
-(at most one a minute) says so. Nothing here logs the secret or a proof.
+The proof is honoured only on the internal listener, from a peer whose client certificate the cluster's CA
+signed (`member_peer`): whoever learns the secret still cannot skip the signature checks from outside. On
+the public listener, or over a plaintext internal listener, a proof is ignored and the batch verified in full.
+
+A proof that does not match (another secret, a forgery, a re-encoding that differs), a proof sent to a
+node without a secret, or one that arrives where it is not honoured is not an error: the batch is verified
+in full like any client's, and a warning (at most one a minute) says so. Nothing here logs the secret or a
+proof.
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ import hmac
 import logging
 from collections.abc import Iterable, Sequence
 from typing import Any
+
+import grpc
 
 from chain.v1 import message_pb2 as pb
 from node.constants import MIN_CLUSTER_SECRET_BYTES
@@ -75,6 +82,18 @@ class MemberProof:
         self._warn("a forwarded batch carries a member proof that does not match (is the cluster secret the same)")
         return False
 
+    def ignored(self, metadata: Iterable[tuple[str, Any]] | None) -> None:
+        """A call where proofs are not honoured: say so (at most once a minute) if it carries one."""
+        if any(k == PROOF_KEY for k, _ in metadata or ()):
+            self._warn("a batch carries a member proof outside the internal listener's mutual TLS: ignored")
+
     def _warn(self, what: str) -> None:
         if self._warning.due():
             log.warning("%s; its signatures are verified in full", what)
+
+
+def member_peer(context: grpc.aio.ServicerContext[Any, Any]) -> bool:
+    """True when the call's peer completed mutual TLS: gRPC verified its certificate against the listener's
+    client CA (the internal listener requires one, so only members and gateways of the cluster get here)."""
+    auth = context.auth_context()
+    return auth.get("transport_security_type") == [b"ssl"] and bool(auth.get("x509_pem_cert"))

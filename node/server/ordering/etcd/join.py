@@ -34,6 +34,7 @@ from node.server.snapshots.staging import RestoreTimeout, Staging
 from node.server.snapshots.sync_client import Peer, fetch
 from node.server.snapshots.verify import Expected, store_height
 from node.storage.integrity import check_files
+from node.tls import ClientTLS
 
 log = logging.getLogger("chain.statesync")
 MAX_ROUNDS = 3
@@ -71,13 +72,16 @@ async def bind_to_log(blocks: BlockLog, manifest: pb.SnapshotManifest) -> Expect
     return Expected(number, bytes(manifest.block_hash), bytes(manifest.state_root))
 
 
-async def join(client: EtcdClient, keys: Keys, data_dir: Path, *, node_id: str, timeout: float) -> str:
-    """Make `data_dir` hold a store the log continues; says what it did."""
+async def join(
+    client: EtcdClient, keys: Keys, data_dir: Path, *, node_id: str, timeout: float, tls: ClientTLS | None = None
+) -> str:
+    """Make `data_dir` hold a store the log continues; says what it did. `tls`: how to reach the members'
+    internal listeners (their certificates' CA, this member's client certificate); None for plaintext."""
     try:
         async with asyncio.timeout(timeout):
             done = ""
             for _ in range(MAX_ROUNDS):  # the log may be compacted past a snapshot while it is being fetched
-                step, final = await _join_round(client, keys, data_dir, node_id=node_id)
+                step, final = await _join_round(client, keys, data_dir, node_id=node_id, tls=tls)
                 if final:
                     return done or step
                 done = step
@@ -89,7 +93,9 @@ async def join(client: EtcdClient, keys: Keys, data_dir: Path, *, node_id: str, 
         ) from None
 
 
-async def _join_round(client: EtcdClient, keys: Keys, data_dir: Path, *, node_id: str) -> tuple[str, bool]:
+async def _join_round(
+    client: EtcdClient, keys: Keys, data_dir: Path, *, node_id: str, tls: ClientTLS | None
+) -> tuple[str, bool]:
     """One look at the store and the log: what was done, and whether nothing more is needed."""
     height = _local_height(data_dir)
     blocks = BlockLog(client, keys)
@@ -108,14 +114,14 @@ async def _join_round(client: EtcdClient, keys: Keys, data_dir: Path, *, node_id
             " and no live member serves a snapshot to state-sync from: take a snapshot on a healthy member"
             " (AdminService.CreateSnapshot) and start this one again"
         )
-    return await _sync(peers, blocks, data_dir, replace=(data_dir / STORE_FILE).exists()), False
+    return await _sync(peers, blocks, data_dir, replace=(data_dir / STORE_FILE).exists(), tls=tls), False
 
 
-async def _sync(peers: list[Peer], blocks: BlockLog, data_dir: Path, *, replace: bool) -> str:
+async def _sync(peers: list[Peer], blocks: BlockLog, data_dir: Path, *, replace: bool, tls: ClientTLS | None) -> str:
     errors = []
     for peer in peers:
         try:
-            head = await fetch(peer, data_dir, lambda m: bind_to_log(blocks, m), replace=replace)
+            head = await fetch(peer, data_dir, lambda m: bind_to_log(blocks, m), replace=replace, tls=tls)
         except (grpc.RpcError, ChainError) as exc:
             detail = exc.details() if isinstance(exc, grpc.aio.AioRpcError) else str(exc)
             log.warning("state sync from %s (%s) failed: %s", peer.node_id, peer.addr, detail)
