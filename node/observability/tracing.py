@@ -20,6 +20,13 @@ instrumentors patch the libraries):
 Background loops with no request behind them (event feeds, relays, XREAD polling) would each start a
 trace of their own every few milliseconds; the sampler drops such client-side roots (see `RequestRoots`).
 `OTEL_TRACES_SAMPLER_ARG` (a ratio in [0, 1], default 1) samples that share of the root traces kept.
+
+Where spans go (`OTLPTarget`, from the standard variables, each `OTEL_EXPORTER_OTLP_TRACES_*` one first):
+an `https://` endpoint is OTLP/gRPC over TLS, trusting `OTEL_EXPORTER_OTLP_CERTIFICATE` (a CA bundle; the
+system's roots without one) and, with `OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE` and `_CLIENT_KEY`, presenting
+that client certificate; an `http://` endpoint is plaintext; a bare `host:port` is TLS unless
+`OTEL_EXPORTER_OTLP_INSECURE` is `true`. The files are read when the settings are read: a missing or
+unreadable one is a one-line `TLSFileError` naming the variable, not spans silently sent elsewhere.
 """
 
 from __future__ import annotations
@@ -27,6 +34,8 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from opentelemetry.context import Context
@@ -44,9 +53,67 @@ from opentelemetry.sdk.trace.sampling import (
 from opentelemetry.trace import Link, SpanKind
 from opentelemetry.util.types import Attributes
 
+from node.tls import ClientTLS, parse_target
+
 log = logging.getLogger("chain.telemetry")
 
 ENDPOINT_VARS = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
+DEFAULT_ENDPOINT = "http://localhost:4317"  # the OTLP/gRPC default
+
+
+def _setting(env: Mapping[str, str], name: str) -> tuple[str, str]:
+    """(the variable that holds it, its value) for OTEL_EXPORTER_OTLP_<name>, the traces-only one first."""
+    for var in (f"OTEL_EXPORTER_OTLP_TRACES_{name}", f"OTEL_EXPORTER_OTLP_{name}"):
+        value = env.get(var, "").strip()
+        if value:
+            return var, value
+    return f"OTEL_EXPORTER_OTLP_{name}", ""
+
+
+@dataclass(frozen=True)
+class OTLPTarget:
+    """The OTLP/gRPC collector spans are exported to: its endpoint, and TLS (None: plaintext)."""
+
+    endpoint: str
+    tls: ClientTLS | None
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> OTLPTarget:
+        """From the OTEL_EXPORTER_OTLP_* variables; the certificate files are read now (TLSFileError)."""
+        endpoint = _setting(env, "ENDPOINT")[1] or DEFAULT_ENDPOINT
+        insecure = _setting(env, "INSECURE")[1].lower() == "true"
+        try:
+            secure = parse_target(endpoint, secure=not insecure).secure  # https:// TLS, http:// plaintext
+        except ValueError as err:
+            raise ValueError(f"OTEL_EXPORTER_OTLP_ENDPOINT: {err}") from None
+        if not secure:
+            return cls(endpoint, None)
+        (ca_var, ca), (cert_var, cert), (key_var, key) = (
+            _setting(env, name) for name in ("CERTIFICATE", "CLIENT_CERTIFICATE", "CLIENT_KEY")
+        )
+        tls = ClientTLS(
+            Path(ca) if ca else None,
+            Path(cert) if cert else None,
+            Path(key) if key else None,
+            flags=(ca_var, cert_var, key_var),
+        )
+        tls.check()
+        return cls(endpoint, tls)
+
+    def exporter(self) -> SpanExporter:
+        # lazy on purpose: the OTLP exporter is loaded only when tracing is on (pyproject per-file-ignores)
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+
+        if self.tls is None:
+            return OTLPSpanExporter(endpoint=self.endpoint, insecure=True)
+        # the target's scheme stays in `endpoint`: the exporter takes host:port from it
+        return OTLPSpanExporter(endpoint=self.endpoint, insecure=False, credentials=self.tls.credentials())
+
+    def describe(self) -> str:
+        if self.tls is None:
+            return f"{self.endpoint} (plaintext)"
+        client = f", client certificate {self.tls.cert_file}" if self.tls.cert_file else ""
+        return f"{self.endpoint} over TLS ({self.tls.describe()}{client})"
 
 
 class RequestRoots(Sampler):
@@ -83,12 +150,14 @@ class Tracing:
         batch: bool = True,
         enabled: bool | None = None,
         ratio: float = 1.0,
+        otlp: OTLPTarget | None = None,
     ) -> None:
-        """`exporter`: where spans go (default: OTLP over gRPC, configured by the OTEL_EXPORTER_OTLP_*
-        variables). `batch`: a BatchSpanProcessor (a background thread); False exports each span as it
+        """`exporter`: where spans go (default: OTLP over gRPC to `otlp`, or as the OTEL_EXPORTER_OTLP_*
+        variables say). `batch`: a BatchSpanProcessor (a background thread); False exports each span as it
         ends (tests). `enabled`: default on when an exporter is given."""
         self.service_name = service_name
         self.exporter = exporter
+        self.otlp = otlp
         self.batch = batch
         self.enabled = exporter is not None if enabled is None else enabled
         if not 0.0 <= ratio <= 1.0:
@@ -108,17 +177,18 @@ class Tracing:
             ratio = float(raw)
         except ValueError:
             raise ValueError(f"OTEL_TRACES_SAMPLER_ARG is a ratio in [0, 1], not {raw!r}") from None
-        return cls(service_name, enabled=wanted and not disabled, ratio=ratio)
+        enabled = wanted and not disabled
+        otlp = OTLPTarget.from_env(env) if enabled else None  # a bad certificate file stops the start here
+        return cls(service_name, enabled=enabled, ratio=ratio, otlp=otlp)
 
     def start(self) -> None:
         if not self.enabled or self.provider is not None:
             return
         exporter = self.exporter
+        where = type(exporter).__name__
         if exporter is None:
-            # lazy on purpose: the OTLP exporter is loaded only when tracing is on (pyproject per-file-ignores)
-            from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
-
-            exporter = OTLPSpanExporter()
+            otlp = self.otlp or OTLPTarget.from_env(os.environ)
+            exporter, where = otlp.exporter(), f"OTLP to {otlp.describe()}"
         attributes = {} if os.environ.get("OTEL_SERVICE_NAME") else {SERVICE_NAME: self.service_name}
         root = RequestRoots(ALWAYS_ON if self.ratio >= 1.0 else TraceIdRatioBased(self.ratio))
         provider = TracerProvider(resource=Resource.create(attributes), sampler=ParentBased(root))
@@ -126,7 +196,7 @@ class Tracing:
         provider.add_span_processor(processor)
         self.provider = provider
         self._instrument(provider)
-        log.info("tracing on: %s spans of %s", type(exporter).__name__, self.service_name)
+        log.info("tracing on: spans of %s to %s", self.service_name, where)
 
     def _instrument(self, provider: TracerProvider) -> None:
         # lazy on purpose: about a second of imports, paid only when tracing is on (pyproject per-file-ignores)
