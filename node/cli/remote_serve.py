@@ -191,19 +191,25 @@ def run(url: ChainUrl, err: BinaryIO) -> int:
         git_dir = str(Path(os.environ.get("GIT_DIR", ".")).resolve())
         os.environ["GIT_DIR"] = git_dir
         repo = git.GitRepo(git_dir)
-        ca_file = Path(os.environ[CA_FILE_ENV]) if os.environ.get(CA_FILE_ENV) else None
-        account = os.environ.get(ACCOUNT_ENV) or None
-        ctx = Context(node=url.node, home=default_home(), json=False, account_ref=account, ca_file=ca_file)
-        try:
-            return serve(Helper(ctx, url, repo, sys.stdout.buffer, err), sys.stdin.buffer)
-        finally:
-            ctx.close()
+    except git.GitError as exc:
+        return fatal(err, str(exc))
+    ca_file = Path(os.environ[CA_FILE_ENV]) if os.environ.get(CA_FILE_ENV) else None
+    account = os.environ.get(ACCOUNT_ENV) or None
+    ctx = Context(node=url.node, home=default_home(), json=False, account_ref=account, ca_file=ca_file)
+    try:
+        return serve(Helper(ctx, url, repo, sys.stdout.buffer, err), sys.stdin.buffer)
     except CliError as exc:
-        err.write(f"fatal: chain: {exc.reason}: {_one_line(exc.message)}\n".encode(errors="replace"))
+        return fatal(err, f"{exc.reason}: {exc.message}")
     except (HelperError, git.GitError, StoreError, ConfigError) as exc:
-        err.write(f"fatal: chain: {_one_line(str(exc))}\n".encode(errors="replace"))
+        return fatal(err, str(exc))
     except grpc.RpcError as exc:
-        err.write(f"fatal: chain: {': '.join(rpc_failure(ctx, exc))}\n".encode(errors="replace"))
+        return fatal(err, ": ".join(rpc_failure(ctx, exc)))  # before close: the line names the client's CA
     except BrokenPipeError:
-        pass
+        return 1
+    finally:
+        ctx.close()
+
+
+def fatal(err: BinaryIO, text: str) -> int:
+    err.write(f"fatal: chain: {_one_line(text)}\n".encode(errors="replace"))
     return 1
