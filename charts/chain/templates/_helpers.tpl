@@ -92,10 +92,20 @@ nodes). Each Secret has tls.crt, tls.key and ca.crt and is mounted as files, nev
 {{/* Redis URL the gateways use: in-chart, external, or none (in-process fan-out). */}}
 {{- define "chain.redisUrl" -}}
 {{- if .Values.redis.enabled -}}
-{{- printf "redis://%s:%d/0" (include "chain.component" (dict "ctx" . "c" "redis")) (int .Values.redis.port) -}}
+{{- printf "%s://%s:%d/0" (ternary "rediss" "redis" (.Values.tls.enabled | default false)) (include "chain.component" (dict "ctx" . "c" "redis")) (int .Values.redis.port) -}}
 {{- else -}}
 {{- .Values.redis.externalUrl -}}
 {{- end -}}
+{{- end -}}
+
+{{/* The in-chart etcd's URL scheme: https with TLS on (client and peer listeners, client certificates required). */}}
+{{- define "chain.etcdScheme" -}}
+{{- ternary "https" "http" (.Values.tls.enabled | default false) -}}
+{{- end -}}
+
+{{/* The Secret of the Redis password (key redis.auth.secretKey). */}}
+{{- define "chain.redisAuthSecret" -}}
+{{- default (include "chain.component" (dict "ctx" . "c" "redis-auth")) .Values.redis.auth.existingSecret -}}
 {{- end -}}
 
 {{/* etcd client URLs for --etcd-endpoints. */}}
@@ -104,7 +114,7 @@ nodes). Each Secret has tls.crt, tls.key and ca.crt and is mounted as files, nev
 {{- $fullname := include "chain.component" (dict "ctx" . "c" "etcd") -}}
 {{- $urls := list -}}
 {{- range $i := until (int .Values.etcd.replicaCount) -}}
-{{- $urls = append $urls (printf "http://%s-%d.%s-headless.%s.svc:%d" $fullname $i $fullname $.Release.Namespace (int $.Values.etcd.ports.client)) -}}
+{{- $urls = append $urls (printf "%s://%s-%d.%s-headless.%s.svc:%d" (include "chain.etcdScheme" $) $fullname $i $fullname $.Release.Namespace (int $.Values.etcd.ports.client)) -}}
 {{- end -}}
 {{- join "," $urls -}}
 {{- else -}}
@@ -117,8 +127,15 @@ nodes). Each Secret has tls.crt, tls.key and ca.crt and is mounted as files, nev
 {{- if .Values.otel.endpoint }}
 - name: OTEL_EXPORTER_OTLP_ENDPOINT
   value: {{ .Values.otel.endpoint | quote }}
+{{- if hasPrefix "https://" .Values.otel.endpoint }}
+{{- if and .Values.tls.enabled .Values.otel.trustClusterCA }}
+- name: OTEL_EXPORTER_OTLP_CERTIFICATE  # the collector's certificate chains to the cluster CA
+  value: {{ include "chain.tls.ca" . }}
+{{- end }}
+{{- else }}
 - name: OTEL_EXPORTER_OTLP_INSECURE
   value: {{ .Values.otel.insecure | quote }}
+{{- end }}
 - name: OTEL_TRACES_SAMPLER
   value: {{ .Values.otel.tracesSampler | quote }}
 - name: OTEL_TRACES_SAMPLER_ARG
@@ -232,4 +249,41 @@ come from backup.existingSecret as AWS_* variables, never from values). */}}
 - {name: CHAIN_BACKUP_URL, value: {{ printf "s3://%s" (trimSuffix "/" (printf "%s/%s" $b.bucket (trimAll "/" $b.prefix))) | quote }}}
 - {name: CHAIN_BACKUP_S3_ENDPOINT, value: {{ $b.endpoint | quote }}}
 - {name: CHAIN_BACKUP_S3_REGION, value: {{ $b.region | quote }}}
+{{- end -}}
+
+{{/* A Kubernetes quantity ("2Gi", "512Mi", "1G", "1500000") in bytes; 0 when empty. */}}
+{{- define "chain.bytes" -}}
+{{- $q := toString . -}}
+{{- $units := dict "Ki" 1024 "Mi" 1048576 "Gi" 1073741824 "Ti" 1099511627776 "k" 1000 "M" 1000000 "G" 1000000000 "T" 1000000000000 -}}
+{{- $out := 0 -}}
+{{- if $q -}}
+{{- $out = $q | float64 -}}
+{{- range $suffix, $factor := $units -}}
+{{- if hasSuffix $suffix $q -}}{{- $out = mulf (trimSuffix $suffix $q | float64) $factor -}}{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- $out | int64 -}}
+{{- end -}}
+
+{{/* Server streams a node holds open at once (--max-streams): node.streams.max, or the share of the node's
+memory limit set aside for streams divided by what one stream may hold (docs/deploy.md "Stream caps"). */}}
+{{- define "chain.node.maxStreams" -}}
+{{- $s := .Values.node.streams -}}
+{{- $limit := include "chain.bytes" ((.Values.node.resources.limits | default dict).memory | default "") | int64 -}}
+{{- if $s.max -}}{{ $s.max }}
+{{- else if not $limit -}}4096
+{{- else -}}{{ max 1 (divf (mulf $limit $s.memoryShare) $s.bytesPerStream | floor | int64) }}
+{{- end -}}
+{{- end -}}
+
+{{/* Open HTTP connections a gateway process accepts (--max-connections): gateway.sse.maxConnections, or the share
+of its memory limit for SSE clients divided by what one client may hold: its buffer (--sse-max-buffer-bytes) and
+the connection's own overhead (docs/deploy.md "Stream caps"). */}}
+{{- define "chain.gateway.maxConnections" -}}
+{{- $s := .Values.gateway.sse -}}
+{{- $limit := include "chain.bytes" ((.Values.gateway.resources.limits | default dict).memory | default "") | int64 -}}
+{{- if $s.maxConnections -}}{{ $s.maxConnections }}
+{{- else if not $limit -}}1024
+{{- else -}}{{ max 1 (divf (mulf $limit $s.memoryShare) (add $s.maxBufferBytes $s.overheadBytes) | floor | int64) }}
+{{- end -}}
 {{- end -}}

@@ -101,7 +101,10 @@ The generated and the cert-manager templates both render from it. */}}
 {{- end -}}
 {{- $leaves = append $leaves (dict "c" "node" "cn" $node "dns" (concat $dns $local) "ips" $loopback "usages" $both) -}}
 {{- if $v.gateway.enabled -}}
-{{- $leaves = append $leaves (dict "c" "gateway" "cn" (printf "%s-gateway" $full) "dns" list "ips" list "usages" $client) -}}
+{{- /* its HTTP listener, and the client certificate for the nodes' internal listener */ -}}
+{{- $gw := include "chain.component" (dict "ctx" . "c" "gateway") -}}
+{{- $dns := concat (include "chain.tls.serviceNames" (dict "ctx" . "svc" $gw) | fromJsonArray) $local -}}
+{{- $leaves = append $leaves (dict "c" "gateway" "cn" $gw "dns" $dns "ips" $loopback "usages" $both) -}}
 {{- end -}}
 {{- if $v.operator.enabled -}}
 {{- $leaves = append $leaves (dict "c" "operator" "cn" (printf "%s-operator" $full) "dns" list "ips" list "usages" $client) -}}
@@ -145,5 +148,55 @@ The generated and the cert-manager templates both render from it. */}}
 {{- if $missing -}}
 {{- fail (printf "gitOps=true with tls.enabled and no tls.certManager.issuerRef needs Secrets you manage (keys tls.crt, tls.key, ca.crt): set tls.existingSecrets.%s (docs/deploy.md \"TLS\")" (join ", tls.existingSecrets." $missing)) -}}
 {{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* "true" when the nodes talk to etcd over TLS: the in-chart etcd with TLS on, or an external etcd with
+tls.existingSecrets.etcdClient. */}}
+{{- define "chain.etcdTLS" -}}
+{{- if and .Values.tls.enabled (eq .Values.node.orderer "etcd") (or .Values.etcd.enabled .Values.tls.existingSecrets.etcdClient) -}}true{{- end -}}
+{{- end -}}
+
+{{/* The node's TLS flags (paths only: the files come from the mounted Secrets). */}}
+{{- define "chain.node.tlsEnv" -}}
+{{- if .Values.tls.enabled -}}
+- {name: CHAIN_NODE_TLS_CERT, value: {{ include "chain.tls.cert" . }}}
+- {name: CHAIN_NODE_TLS_KEY, value: {{ include "chain.tls.key" . }}}
+- {name: CHAIN_NODE_TLS_CLIENT_CA, value: {{ include "chain.tls.ca" . }}}
+{{- if include "chain.etcdTLS" . }}
+- {name: CHAIN_NODE_ETCD_CA_FILE, value: {{ include "chain.tls.etcdDir" . }}/ca.crt}
+- {name: CHAIN_NODE_ETCD_CERT, value: {{ include "chain.tls.etcdDir" . }}/tls.crt}
+- {name: CHAIN_NODE_ETCD_KEY, value: {{ include "chain.tls.etcdDir" . }}/tls.key}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "chain.node.tlsMounts" -}}
+{{- if .Values.tls.enabled -}}
+- {name: tls, mountPath: {{ include "chain.tls.dir" . }}, readOnly: true}
+{{- if include "chain.etcdTLS" . }}
+- {name: etcd-tls, mountPath: {{ include "chain.tls.etcdDir" . }}, readOnly: true}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* A node probe. The kubelet's grpc probe speaks no TLS, so with TLS on the probe runs files/grpc-health-probe.py
+in the container (the image's Python and grpcio): a health check on localhost over TLS, trusting the cluster CA. */}}
+{{- define "chain.node.probe" -}}
+{{- $v := .ctx.Values -}}
+{{- if $v.tls.enabled -}}
+exec:
+  command: ["python", "/etc/chain/probe/grpc-health-probe.py", "localhost:{{ $v.node.ports.grpc }}", {{ .service | quote }}, {{ include "chain.tls.ca" .ctx | quote }}]
+{{- else -}}
+grpc: {port: {{ $v.node.ports.grpc }}, service: {{ .service }}}
+{{- end -}}
+{{- end -}}
+
+{{/* etcdctl's TLS flags (the etcd-client certificate mounted at .dir); nothing with TLS off. */}}
+{{- define "chain.etcdctlTLS" -}}
+{{- if .ctx.Values.tls.enabled -}}
+- --cacert={{ .dir }}/ca.crt
+- --cert={{ .dir }}/tls.crt
+- --key={{ .dir }}/tls.key
 {{- end -}}
 {{- end -}}
