@@ -23,18 +23,21 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 
+from node.entry import lazy
 from node.envflags import describe_env, env_defaults
-from node.errors import BackupFailed, BackupReason, ConfigError
+from node.errors import BackupFailed
 from node.observability.logs import configure_logging
-from node.server.backup.create import PART_BYTES, create
-from node.server.backup.layout import Location
+from node.server.backup.layout import PART_BYTES, Location
 from node.server.backup.objstore import Bucket, connect
 from node.server.backup.prune import DEFAULT_GRACE_SECONDS, listing, prune
 from node.server.backup.restore import restore
-from node.tls import ClientTLS, parse_target
 
 PREFIX = "CHAIN_BACKUP_"
 EXIT_FAILED, EXIT_USAGE = 1, 2
+TLS_SCHEMES = ("grpcs://", "https://")  # node.tls.parse_target's TLS targets
+# grpc loads with `create` only, after GRPC_VERBOSITY defaults to NONE: a failed handshake is this command's one
+# line, not gRPC's log lines too
+CREATE = lazy("node.server.backup.create", "create_with_flags")
 
 
 def _common(p: argparse.ArgumentParser, *, url_flags: tuple[str, ...] = ("--url",)) -> None:
@@ -98,12 +101,10 @@ def _bucket(args: argparse.Namespace) -> tuple[Bucket, Location]:
 def _run(args: argparse.Namespace) -> object:
     bucket, location = _bucket(args)
     if args.verb == "create":
-        try:
-            tls = ClientTLS(args.ca_file, args.tls_cert, args.tls_key)
-        except ConfigError as exc:  # --tls-cert without --tls-key, or the reverse
-            raise BackupFailed(BackupReason.INVALID_ARGUMENT, str(exc)) from None
-        done = create(args.node, bucket, location, snapshot=args.snapshot, part_bytes=args.part_bytes,
-                      timeout=args.timeout, tls=tls)  # fmt: skip
+        done = CREATE.resolve()(
+            args.node, bucket, location, snapshot=args.snapshot, part_bytes=args.part_bytes, timeout=args.timeout,
+            ca_file=args.ca_file, tls_cert=args.tls_cert, tls_key=args.tls_key,
+        )  # fmt: skip
         return {"event": "backup-created", **asdict(done)}
     if args.verb == "list":
         backups = [b.to_json() for b in listing(bucket, location, args.network) if b.complete or args.all]
@@ -122,7 +123,7 @@ def _usage(args: argparse.Namespace) -> str | None:
         return "--url (or --from) s3://BUCKET/PREFIX is required"
     if args.verb == "create" and not args.node.strip():
         return "--node HOST:PORT is required"
-    if args.verb == "create" and not parse_target(args.node).secure and (args.ca_file or args.tls_cert):
+    if args.verb == "create" and not args.node.strip().startswith(TLS_SCHEMES) and (args.ca_file or args.tls_cert):
         return f"--ca-file and --tls-cert are for a TLS node, and --node {args.node} is plaintext: use grpcs://"
     if args.verb == "prune" and args.keep < 1:
         return "--keep N (at least 1) is required"
@@ -143,6 +144,7 @@ def main(argv: Sequence[str]) -> int:
     if problem:
         print(f"{prog}: {problem}", file=sys.stderr, flush=True)
         return EXIT_USAGE
+    os.environ.setdefault("GRPC_VERBOSITY", "NONE")
     configure_logging(args.log_level, "text")
     logging.getLogger("botocore").setLevel(logging.WARNING)  # its debug lines would show request headers
     try:

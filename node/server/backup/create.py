@@ -22,6 +22,7 @@ import math
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import grpc
@@ -30,7 +31,7 @@ from blake3 import blake3
 from chain.v1 import rpc_pb2, service_pb2_grpc, snapshot_sync_service_pb2_grpc
 from chain.v1 import snapshot_sync_pb2 as sync_pb
 from node.errors import BackupFailed, BackupReason, ConfigError, RestoreFailed
-from node.server.backup.layout import DATA, INFO, MANIFEST, STARTED, Location, backup_name
+from node.server.backup.layout import DATA, INFO, MANIFEST, PART_BYTES, STARTED, Location, backup_name
 from node.server.backup.objstore import Bucket, Multipart
 from node.server.snapshots.manifest import check_shape
 from node.server.snapshots.staging import check_chunk
@@ -41,7 +42,6 @@ if TYPE_CHECKING:
     from chain.v1.snapshot_sync_service_pb2_grpc import SnapshotSyncServiceStub
 
 log = logging.getLogger("chain.backup")
-PART_BYTES = 16 * 1024 * 1024
 MIN_PART_BYTES = 5 * 1024 * 1024  # S3's least part size (all parts but the last)
 MAX_PARTS = 9000  # S3 allows 10,000 parts; the part size grows with the store to stay below
 OPTIONS = (("grpc.max_receive_message_length", 256 * 1024 * 1024),)
@@ -209,6 +209,18 @@ def create(
         bucket.put(root.key(network, name, INFO), info_document(manifest, network, node))
         bucket.put(root.key(network, name, MANIFEST), manifest.SerializeToString())  # last: now it is complete
         return done
+
+
+def create_with_flags(
+    node: str, bucket: Bucket, root: Location, *, snapshot: str, part_bytes: int, timeout: float,
+    ca_file: Path | None, tls_cert: Path | None, tls_key: Path | None,
+) -> Created:  # fmt: skip
+    """`create` with the command's TLS flags (`--ca-file`, `--tls-cert`, `--tls-key`)."""
+    try:
+        tls = ClientTLS(ca_file, tls_cert, tls_key)
+    except ConfigError as exc:  # --tls-cert without --tls-key, or the reverse
+        raise BackupFailed(BackupReason.INVALID_ARGUMENT, str(exc)) from None
+    return create(node, bucket, root, snapshot=snapshot, part_bytes=part_bytes, timeout=timeout, tls=tls)
 
 
 def _upload(bucket: Bucket, key: str, chunks: Iterator[bytes], size: int) -> None:

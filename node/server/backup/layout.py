@@ -20,6 +20,8 @@ from datetime import datetime
 
 from node.errors import BackupFailed, BackupReason
 
+PART_BYTES = 16 * 1024 * 1024  # `backup create`'s default multipart part size
+
 STARTED, DATA, INFO, MANIFEST = "started.json", "data.mdb", "backup.json", "manifest.pb"
 NAME_RE = re.compile(r"^(\d{12})-([0-9a-f]{64})$")
 BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")

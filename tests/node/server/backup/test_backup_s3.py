@@ -91,10 +91,10 @@ def test_back_up_list_prune_and_restore_with_every_volume_lost(moto, tmp_path):
         actor = new_account(c, node.authority())
         c.commit(actor.b.project_create("first"))
     snapshot(node)
-    first = backup(moto, "create", "--node", node.grpc_target, "--url", url)
+    first = backup(moto, "create", "--node", node.internal_target, "--url", url)
     assert first.code == 0, first.stderr
     assert first.doc["skipped"] is False and first.doc["url"].startswith(f"{url}/devnet/")
-    again = backup(moto, "create", "--node", node.grpc_target, "--url", url)  # the same block: nothing to upload
+    again = backup(moto, "create", "--node", node.internal_target, "--url", url)  # the same block: nothing to upload
     assert again.code == 0 and again.doc["skipped"] is True and again.doc["name"] == first.doc["name"]
 
     with node.client() as c:
@@ -102,7 +102,7 @@ def test_back_up_list_prune_and_restore_with_every_volume_lost(moto, tmp_path):
             c.commit(actor.b.project_create(f"second-{i}"))
     snapshot(node)
     height, root = head_of(node)
-    second = backup(moto, "create", "--node", node.grpc_target, "--url", url)
+    second = backup(moto, "create", "--node", node.internal_target, "--url", url)
     assert second.code == 0, second.stderr
     assert (second.doc["height"], second.doc["state_root"]) == (height, root.hex())
     listed = backup(moto, "list", "--url", url)
@@ -135,7 +135,7 @@ def test_back_up_list_prune_and_restore_with_every_volume_lost(moto, tmp_path):
 
 def test_a_named_backup_is_restored_and_a_store_is_never_overwritten(moto, source, tmp_path):
     url = f"s3://{BUCKET}/named"
-    made = backup(moto, "create", "--node", source.node.grpc_target, "--url", url)
+    made = backup(moto, "create", "--node", source.node.internal_target, "--url", url)
     assert made.code == 0, made.stderr
     data = tmp_path / "data"
     done = backup(moto, "restore", "--from", made.doc["url"], "--data-dir", str(data))
@@ -152,7 +152,7 @@ def test_a_named_backup_is_restored_and_a_store_is_never_overwritten(moto, sourc
 
 def test_a_damaged_chunk_object_is_refused_and_leaves_no_store(moto, source, tmp_path):
     url = f"s3://{BUCKET}/damaged"
-    made = backup(moto, "create", "--node", source.node.grpc_target, "--url", url)
+    made = backup(moto, "create", "--node", source.node.internal_target, "--url", url)
     assert made.code == 0, made.stderr
     s3 = moto.s3()
     key = f"damaged/devnet/{made.doc['name']}/data.mdb"
@@ -168,7 +168,7 @@ def test_a_damaged_chunk_object_is_refused_and_leaves_no_store(moto, source, tmp
 
 def test_a_damaged_manifest_is_refused(moto, source, tmp_path):
     url = f"s3://{BUCKET}/manifest"
-    made = backup(moto, "create", "--node", source.node.grpc_target, "--url", url)
+    made = backup(moto, "create", "--node", source.node.internal_target, "--url", url)
     assert made.code == 0, made.stderr
     s3 = moto.s3()
     key = f"manifest/devnet/{made.doc['name']}/manifest.pb"
@@ -201,12 +201,12 @@ def test_a_snapshot_that_is_not_the_nodes_block_or_is_damaged_is_not_backed_up(m
     planted = source.node.data_dir / "snapshots"
     try:
         foreign = planted_snapshot(source.node, tmp_path / "other" / "snapshots" / info.name, "snap-000000000001-1")
-        refused = backup(moto, "create", "--node", source.node.grpc_target, "--url", url, "--snapshot", foreign)
+        refused = backup(moto, "create", "--node", source.node.internal_target, "--url", url, "--snapshot", foreign)
         assert refused.code == 1 and "SOURCE_MISMATCH" in refused.stderr, refused.stderr
 
         own = snapshot(source.node).snapshot
         damaged = planted_snapshot(source.node, source.node.data_dir / "snapshots" / own.name, "snap-000000000002-2")
-        with grpc.insecure_channel(source.node.grpc_target) as channel:  # the node hashes it now, undamaged
+        with grpc.insecure_channel(source.node.internal_target) as channel:  # the node hashes it now, undamaged
             stub = snapshot_sync_service_pb2_grpc.SnapshotSyncServiceStub(channel)
             stub.GetSnapshotManifest(sync_pb.GetSnapshotManifestRequest(name=damaged), timeout=30)
         with (source.node.data_dir / "snapshots" / damaged / "data.mdb").open("r+b") as f:
@@ -214,7 +214,7 @@ def test_a_snapshot_that_is_not_the_nodes_block_or_is_damaged_is_not_backed_up(m
             byte = f.read(1)
             f.seek(4096 + 7)
             f.write(bytes([byte[0] ^ 0x01]))
-        refused = backup(moto, "create", "--node", source.node.grpc_target, "--url", url, "--snapshot", damaged)
+        refused = backup(moto, "create", "--node", source.node.internal_target, "--url", url, "--snapshot", damaged)
         assert refused.code == 1 and "CHECKSUM_MISMATCH" in refused.stderr and "chunk 1" in refused.stderr
         assert backup(moto, "list", "--url", url).doc["backups"] == []
     finally:  # the module's node serves only its own snapshots to the tests after this one
@@ -235,7 +235,7 @@ def test_an_upload_killed_midway_is_never_complete_and_is_pruned_later(moto, tmp
         snapshot(node)
         env = dict(os.environ, PYTHONPATH=str(ROOT), CHAIN_BACKUP_S3_ENDPOINT=moto.endpoint, **moto.credentials.env())
         proc = subprocess.Popen(
-            [sys.executable, "-m", "node.server.main", "backup", "create", "--node", node.grpc_target,
+            [sys.executable, "-m", "node.server.main", "backup", "create", "--node", node.internal_target,
              "--url", url, "--part-bytes", "8192"],
             cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
@@ -280,7 +280,7 @@ def wait_for_parts(moto: MotoProcess, prefix: str, proc: subprocess.Popen[bytes]
 
 def test_an_incomplete_backup_is_not_restored_by_name(moto, source, tmp_path):
     url = f"s3://{BUCKET}/incomplete"
-    made = backup(moto, "create", "--node", source.node.grpc_target, "--url", url)
+    made = backup(moto, "create", "--node", source.node.internal_target, "--url", url)
     assert made.code == 0, made.stderr
     moto.s3().delete_object(Bucket=BUCKET, Key=f"incomplete/devnet/{made.doc['name']}/manifest.pb")
     assert backup(moto, "list", "--url", url).doc["backups"] == []
@@ -293,14 +293,14 @@ def test_an_incomplete_backup_is_not_restored_by_name(moto, source, tmp_path):
 
 def test_wrong_credentials_and_a_missing_bucket_are_typed_errors(moto, source, tmp_path):
     wrong = Credentials(moto.credentials.access_key, "not-the-secret")
-    for args in (("list", "--url", f"s3://{BUCKET}/x"), ("create", "--node", source.node.grpc_target, "--url",
+    for args in (("list", "--url", f"s3://{BUCKET}/x"), ("create", "--node", source.node.internal_target, "--url",
                                                           f"s3://{BUCKET}/x")):  # fmt: skip
         run = backup(moto, *args, credentials=wrong)
         assert run.code == 1 and "ACCESS_DENIED" in run.stderr, run.stderr
         assert "not-the-secret" not in run.stderr
     unknown = backup(moto, "list", "--url", f"s3://{BUCKET}/x", credentials=Credentials("AKIAUNKNOWN", "x"))
     assert unknown.code == 1 and "ACCESS_DENIED" in unknown.stderr
-    missing = backup(moto, "create", "--node", source.node.grpc_target, "--url", "s3://no-such-bucket/x")
+    missing = backup(moto, "create", "--node", source.node.internal_target, "--url", "s3://no-such-bucket/x")
     assert missing.code == 1 and "BUCKET_MISSING" in missing.stderr
     restore = backup(moto, "restore", "--from", "s3://no-such-bucket/x", "--data-dir", str(tmp_path / "d"))
     assert restore.code == 1 and "BUCKET_MISSING" in restore.stderr
