@@ -57,6 +57,7 @@ class ConditionReason(StrEnum):
     INVALID_SPEC = "InvalidSpec"
     UPGRADE_FAILED = "UpgradeFailed"
     NODE_UNREACHABLE = "NodeUnreachable"
+    ADMIN_TOKEN_NEEDS_TLS = "AdminTokenNeedsTLS"  # the admin token goes only over TLS or to loopback
     NO_READY_NODE = "NoReadyNode"
     KUBERNETES_API_ERROR = "KubernetesApiError"
     NOT_FOUND = "NotFound"

@@ -10,10 +10,12 @@ import argparse
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from node.envflags import add_version, describe_env, env_defaults
 from node.errors import ConfigError
 from node.observability.address import split_addr
+from node.tls import ClientTLS
 
 ENV_PREFIX = "CHAIN_OPERATOR_"
 
@@ -22,8 +24,17 @@ ENV_PREFIX = "CHAIN_OPERATOR_"
 class OperatorConfig:
     # Namespaces to watch; empty = the whole cluster (needs a ClusterRole).
     namespaces: tuple[str, ...] = ()
-    # Bearer token of the nodes' AdminService (the chart passes the same Secret to both).
+    # Bearer token of the nodes' AdminService (the chart passes the same Secret to both); sent only over TLS or
+    # to a loopback address.
     admin_token: str = ""
+    # TLS to the node pods (nodes.py): the cluster CA their certificates chain to (set: every call to a pod is
+    # TLS), the operator's client certificate and key for the nodes' admin listener (mutual TLS), and the name
+    # checked against a pod's certificate ({pod}, {subdomain} and {namespace} filled in from the pod; empty:
+    # {pod}.{subdomain}.{namespace}.svc for a pod of a StatefulSet, else its IP).
+    node_ca_file: Path | None = None
+    node_tls_cert: Path | None = None
+    node_tls_key: Path | None = None
+    node_server_name: str = ""
     # How often each ChainNetwork is checked for a due snapshot.
     snapshot_tick: float = 30.0
     # Deadline of every gRPC call to a node.
@@ -46,6 +57,12 @@ class OperatorConfig:
     metrics_addr: str = ""
     log_level: str = "info"
 
+    def node_tls(self) -> ClientTLS | None:
+        """How the operator checks the pods' certificates and presents its own; None: plaintext to the pods."""
+        if self.node_ca_file is None:
+            return None
+        return node_tls(self.node_ca_file, self.node_tls_cert, self.node_tls_key)
+
 
 LIST_FLAGS = frozenset({"namespaces"})
 # Periods and deadlines (seconds): each must be positive.
@@ -64,6 +81,17 @@ def _parser() -> argparse.ArgumentParser:
         help="namespace to watch; none: the whole cluster",
     )
     p.add_argument("--admin-token", default=d.admin_token, help="bearer token of the nodes' AdminService")
+    p.add_argument(
+        "--node-ca-file", type=Path, default=None, help="cluster CA of the node pods' certificates (enables TLS)"
+    )
+    p.add_argument("--node-tls-cert", type=Path, default=None, help="client certificate for the nodes' admin listener")
+    p.add_argument("--node-tls-key", type=Path, default=None, help="private key of --node-tls-cert")
+    p.add_argument(
+        "--node-server-name",
+        default=d.node_server_name,
+        help="name checked against a pod's certificate, with {pod}, {subdomain}, {namespace}; "
+        "empty: {pod}.{subdomain}.{namespace}.svc (a StatefulSet's pod), else the pod IP",
+    )
     p.add_argument("--snapshot-tick", type=float, default=d.snapshot_tick, help="seconds between schedule checks")
     p.add_argument("--rpc-timeout", type=float, default=d.rpc_timeout, help="deadline of node gRPC calls (s)")
     p.add_argument("--upgrade-poll", type=float, default=d.upgrade_poll, help="seconds between upgrade checks")
@@ -99,4 +127,28 @@ def parse_config(argv: Sequence[str] | None = None, env: Mapping[str, str] | Non
             raise ConfigError(f"--metrics-addr: {exc}") from exc
     if values["max_lag_blocks"] < 0 or values["stable_checks"] < 1:
         raise ConfigError("--max-lag-blocks must be >= 0 and --stable-checks >= 1")
+    _check_tls(values)
     return OperatorConfig(**values)
+
+
+def _check_tls(values: Mapping[str, object]) -> None:
+    """TLS flags that cannot work together, and files that cannot be read, refused at start (one line)."""
+    paths = {k: v for k, v in values.items() if isinstance(v, Path)}
+    cert, key, ca = paths.get("node_tls_cert"), paths.get("node_tls_key"), paths.get("node_ca_file")
+    if (cert is None) != (key is None):
+        raise ConfigError("--node-tls-cert and --node-tls-key go together")
+    if cert is not None and ca is None:
+        raise ConfigError("--node-tls-cert needs --node-ca-file (the client certificate is for TLS to the pods)")
+    if ca is not None:
+        node_tls(ca, cert, key).check()  # a TLSFileError names the flag and the file
+    template = str(values["node_server_name"])
+    try:
+        template.format(pod="p", subdomain="s", namespace="n")
+    except (KeyError, IndexError, ValueError) as exc:
+        raise ConfigError(
+            f"--node-server-name {template!r}: only {{pod}}, {{subdomain}}, {{namespace}}: {exc}"
+        ) from None
+
+
+def node_tls(ca: Path, cert: Path | None, key: Path | None) -> ClientTLS:
+    return ClientTLS(ca, cert, key, flags=("--node-ca-file", "--node-tls-cert", "--node-tls-key"))

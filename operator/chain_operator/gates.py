@@ -51,7 +51,7 @@ async def observe_member(kube: KubeApi, config: OperatorConfig, net: Network, or
         return Member(name, None, False, None)
     if not pod.ip:
         return Member(name, pod, False, None)
-    client = NodeClient(pod, config.admin_token, config.rpc_timeout)
+    client = NodeClient(pod, config)
     serving = await client.serving()
     try:
         height: int | None = await client.height()

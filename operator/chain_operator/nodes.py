@@ -3,19 +3,28 @@
 A pod's addresses come from the pod itself: `status.podIP` and the container ports named `grpc` and
 `admin` of the node container. Nothing is guessed from DNS names, so the same code works in a cluster and
 against pods whose ports are whatever a test's nodes bound.
+
+With `--node-ca-file` every call is TLS: the pod's certificate must chain to that CA and name the pod (by
+default `{pod}.{subdomain}.{namespace}.svc`, its name under the StatefulSet's headless Service, from the pod's
+own `spec.hostname`/`spec.subdomain`), and the admin listener gets the operator's client certificate. The admin
+token goes only over TLS or to a loopback address: a call that would send it in plaintext across the network
+is not made (`AdminTokenNeedsTLS`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from chain.v1 import admin_service_pb2, admin_service_pb2_grpc, rpc_pb2, service_pb2_grpc
+from chain_operator.conditions import ConditionReason
+from chain_operator.config import OperatorConfig
 from chain_operator.errors import NodeUnreachable
 from chain_operator.kube import Obj
+from node.tls import ClientTLS, aio_channel, is_loopback, tls_failure
 
 HEALTH_SERVICE = "chain.v1.ChainService"
 
@@ -30,6 +39,16 @@ class PodView:
     image: str
     grpc_port: int
     admin_port: int
+    namespace: str = ""
+    hostname: str = ""  # spec.hostname (a StatefulSet's pod: its name)
+    subdomain: str = ""  # spec.subdomain (a StatefulSet's pod: its headless Service)
+
+    def server_name(self, template: str) -> str:
+        """The name its certificate must carry ("" = the IP dialled)."""
+        host = self.hostname or self.name
+        if template:
+            return template.format(pod=host, subdomain=self.subdomain, namespace=self.namespace)
+        return f"{host}.{self.subdomain}.{self.namespace}.svc" if self.subdomain else ""
 
     @property
     def grpc_target(self) -> str:
@@ -56,26 +75,58 @@ def pod_view(pod: Obj, container: str) -> PodView:
         image=image,
         grpc_port=ports.get("grpc", 50051),
         admin_port=ports.get("admin", 50053),
+        namespace=meta.get("namespace", ""),
+        hostname=spec.get("hostname", ""),
+        subdomain=spec.get("subdomain", ""),
     )
 
 
 class NodeClient:
-    """gRPC calls to one pod; each call opens and closes its own channel (they are rare)."""
+    """gRPC calls to one pod; each call opens and closes its own channel (they are rare), so renewed client
+    certificate files are read at the next call."""
 
-    def __init__(self, pod: PodView, admin_token: str, timeout: float) -> None:
+    def __init__(self, pod: PodView, config: OperatorConfig) -> None:
         self.pod = pod
-        self.timeout = timeout
-        self.metadata: Sequence[tuple[str, str]] = (("authorization", f"Bearer {admin_token}"),) if admin_token else ()
+        self.timeout = config.rpc_timeout
+        tls = config.node_tls()
+        self.tls: ClientTLS | None = (
+            replace(tls, server_name=pod.server_name(config.node_server_name)) if tls is not None else None
+        )
+        self.admin_token = config.admin_token
+
+    @property
+    def metadata(self) -> Sequence[tuple[str, str]]:
+        """The admin call's bearer token; refused over plaintext beyond loopback (it would cross the network
+        readable by anyone on the path)."""
+        if not self.admin_token:
+            return ()
+        if self.tls is None and not is_loopback(self.pod.ip):
+            raise NodeUnreachable(
+                f"{self.pod.name}: not sending the admin token in plaintext to {self.pod.admin_target}: "
+                "give the operator --node-ca-file (TLS to the pods)",
+                delay=60.0,
+                reason=ConditionReason.ADMIN_TOKEN_NEEDS_TLS,
+            )
+        return (("authorization", f"Bearer {self.admin_token}"),)
+
+    def _channel(self, target: str) -> grpc.aio.Channel:
+        return aio_channel(target, self.tls, secure=self.tls is not None)
 
     def _unreachable(self, what: str, err: grpc.RpcError) -> NodeUnreachable:
         code = err.code() if isinstance(err, grpc.aio.AioRpcError) else None
         name = code.name if code is not None else "UNKNOWN"
+        details = err.details() if isinstance(err, grpc.aio.AioRpcError) else ""
+        if self.tls is not None and (tls_failure(details) or "hostname verification" in (details or "").lower()):
+            name = (
+                f"TLS handshake failed (CA {self.tls.ca_file}, name {self.tls.server_name or self.pod.ip}): "
+                f"{' '.join((details or '').split()[-10:])}"
+            )
         return NodeUnreachable(f"{self.pod.name}: {what} failed: {name}", delay=5.0)
 
     async def serving(self) -> bool:
         if not self.pod.ip:
             return False
-        async with grpc.aio.insecure_channel(self.pod.grpc_target) as channel:
+        async with self._channel(self.pod.grpc_target) as channel:
             stub = health_pb2_grpc.HealthStub(channel)
             try:
                 answer = await stub.Check(health_pb2.HealthCheckRequest(service=HEALTH_SERVICE), timeout=self.timeout)
@@ -84,7 +135,7 @@ class NodeClient:
         return bool(answer.status == health_pb2.HealthCheckResponse.SERVING)
 
     async def height(self) -> int:
-        async with grpc.aio.insecure_channel(self.pod.grpc_target) as channel:
+        async with self._channel(self.pod.grpc_target) as channel:
             stub = service_pb2_grpc.ChainServiceStub(channel)
             try:
                 answer = await stub.GetNodeStatus(rpc_pb2.GetNodeStatusRequest(), timeout=self.timeout)
@@ -94,7 +145,7 @@ class NodeClient:
 
     async def start_snapshot(self) -> admin_service_pb2.StartSnapshotResponse:
         """Start a snapshot job on the node (or learn the one running); answers at once."""
-        async with grpc.aio.insecure_channel(self.pod.admin_target) as channel:
+        async with self._channel(self.pod.admin_target) as channel:
             stub = admin_service_pb2_grpc.AdminServiceStub(channel)
             try:
                 return await stub.StartSnapshot(
@@ -105,7 +156,7 @@ class NodeClient:
 
     async def snapshot_job(self, job_id: str) -> admin_service_pb2.SnapshotJob | None:
         """The job's state; None when the node does not know the id (it restarted since it started it)."""
-        async with grpc.aio.insecure_channel(self.pod.admin_target) as channel:
+        async with self._channel(self.pod.admin_target) as channel:
             stub = admin_service_pb2_grpc.AdminServiceStub(channel)
             try:
                 answer = await stub.GetSnapshotJob(
@@ -119,7 +170,7 @@ class NodeClient:
 
     async def delete_snapshot(self, name: str) -> bool:
         """Remove a snapshot from the pod's volume; False when the node no longer has it."""
-        async with grpc.aio.insecure_channel(self.pod.admin_target) as channel:
+        async with self._channel(self.pod.admin_target) as channel:
             stub = admin_service_pb2_grpc.AdminServiceStub(channel)
             try:
                 await stub.DeleteSnapshot(

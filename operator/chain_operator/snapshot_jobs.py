@@ -110,7 +110,7 @@ async def start(kube: KubeApi, config: OperatorConfig, net: Network) -> JobRecor
     last_error: NodeUnreachable | None = None
     for pod in candidates:
         try:
-            answer = await NodeClient(pod, config.admin_token, config.rpc_timeout).start_snapshot()
+            answer = await NodeClient(pod, config).start_snapshot()
         except NodeUnreachable as exc:
             log.warning("starting a snapshot on %s failed: %s", pod.name, exc)
             last_error = exc
@@ -139,7 +139,7 @@ async def follow(kube: KubeApi, config: OperatorConfig, net: Network, job: JobRe
         pod = pod_view(await kube.get(pod_path(net.namespace, job.pod)), net.spec.container)
         if not pod.ip:
             raise NodeUnreachable(f"{job.pod} has no address")
-        remote = await NodeClient(pod, config.admin_token, config.rpc_timeout).snapshot_job(job.id)
+        remote = await NodeClient(pod, config).snapshot_job(job.id)
     except (NodeUnreachable, KubeNotFound) as exc:
         if _timed_out(config, job):
             return failed(job, ConditionReason.SNAPSHOT_JOB_TIMEOUT, f"job {job.id} on {job.pod}: {exc}")

@@ -127,7 +127,7 @@ async def prune(kube: KubeApi, config: OperatorConfig, net: Network) -> list[str
         if pod is None or not pod.ip:
             log.warning("cannot prune %s: pod %s is not there", name, spec.get("pod"))
             continue
-        await NodeClient(pod, config.admin_token, config.rpc_timeout).delete_snapshot(spec.get("snapshotName", ""))
+        await NodeClient(pod, config).delete_snapshot(spec.get("snapshotName", ""))
         with contextlib.suppress(KubeNotFound):
             await kube.delete(custom_path(SNAPSHOTS, net.namespace, name))
         deleted.append(name)
