@@ -174,7 +174,9 @@ def sync_channel(
 def tls_failure(details: str | None) -> bool:
     """True when a failed call's details are a TLS handshake failure rather than a refusal or an outage."""
     text = (details or "").lower()
-    return any(word in text for word in ("ssl", "tls", "handshake", "certificate", "x509", "wrong_version", "alpn"))
+    # gRPC reports a refused client certificate only as "Unwrap failed (TSI_DATA_CORRUPTED)"
+    words = ("ssl", "tls", "handshake", "certificate", "x509", "wrong_version", "alpn", "tsi_")
+    return any(word in text for word in words)
 
 
 @dataclass(frozen=True)

@@ -139,8 +139,43 @@ def _worker_flags(p: argparse.ArgumentParser, d: NodeConfig) -> None:
     p.add_argument("--cpu-limit", type=float, default=d.cpu_limit, help="CPUs this node may use (sizes -1 workers)")
 
 
-def _tls_flags(p: argparse.ArgumentParser) -> None:
-    """TLS of the node's listeners and of the connections it makes (docs/security.md)."""
+def _cluster_flags(p: argparse.ArgumentParser, d: NodeConfig) -> None:
+    """Ordering and membership: etcd, the leader lease, read replicas, the secret members share."""
+    p.add_argument("--orderer", default=d.orderer, choices=["solo", "etcd"], help="block ordering")
+    p.add_argument("--etcd-endpoints", default="", help="etcd client URLs, comma-separated (--orderer etcd)")
+    p.add_argument("--etcd-prefix", default=d.etcd_prefix, help="key prefix of this network in etcd")
+    p.add_argument("--etcd-part-bytes", type=int, default=d.etcd_part_bytes, help="blocks above this are split")
+    p.add_argument(
+        "--etcd-compact-interval", type=float, default=d.etcd_compact_interval, help="seconds between etcd compactions"
+    )
+    p.add_argument("--lease-ttl", type=int, default=d.lease_ttl, help="leader lease TTL in seconds (etcd)")
+    p.add_argument("--node-id", default=d.node_id, help="member id")
+    p.add_argument(
+        "--advertise-addr",
+        default=d.advertise_addr,
+        help="address of this member's internal listener that other members forward and state-sync to",
+    )
+    p.add_argument("--follow", default=d.follow, help="read replica of the node whose internal listener is here")
+    p.add_argument("--max-lag-blocks", type=int, default=d.max_lag_blocks, help="NOT_SERVING beyond this lag")
+    p.add_argument(
+        "--cluster-secret",
+        default="",
+        help="secret the cluster's members share (prefer CHAIN_NODE_CLUSTER_SECRET or the file: argv is visible)",
+    )
+    p.add_argument(
+        "--cluster-secret-file", type=Path, default=None, help="file holding the cluster secret (--cluster-secret)"
+    )
+
+
+def _tls_flags(p: argparse.ArgumentParser, d: NodeConfig) -> None:
+    """The internal listener, TLS of the node's listeners and of the connections it makes, the stream cap
+    (docs/security.md)."""
+    p.add_argument(
+        "--internal-addr",
+        default=d.internal_addr,
+        help="listener for the cluster's members and gateways (mutual TLS with --tls-client-ca); '' disables",
+    )
+    p.add_argument("--max-streams", type=int, default=d.max_streams, help="server streams open at once, at most")
     p.add_argument("--tls-cert", type=Path, default=None, help="PEM certificate chain of every listener (enables TLS)")
     p.add_argument("--tls-key", type=Path, default=None, help="PEM private key of --tls-cert")
     p.add_argument(
@@ -161,11 +196,6 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--web-addr", default=d.web_addr, help="gRPC-web (HTTP/1.1) listen address; '' disables")
     p.add_argument("--admin-addr", default=d.admin_addr, help="AdminService listen address (keep it on localhost)")
     p.add_argument("--admin-token", default=d.admin_token, help="bearer token required by AdminService if set")
-    p.add_argument(
-        "--internal-addr",
-        default=d.internal_addr,
-        help="listener for the cluster's members and gateways (mutual TLS with --tls-client-ca); '' disables",
-    )
     p.add_argument("--data-dir", type=Path, default=d.data_dir, help="LMDB store directory")
     p.add_argument("--network", default=d.network, choices=["mainnet", "testnet", "devnet"], help="network name")
     p.add_argument("--genesis", type=Path, default=None, help="genesis file (JSON); devnet genesis when absent")
@@ -213,32 +243,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--log-level", default=d.log_level, help="debug, info, warning or error")
     p.add_argument("--log-format", default=d.log_format, choices=["text", "json"], help="json: one object per line")
     p.add_argument("--metrics-addr", default=d.metrics_addr, help="Prometheus metrics listen address; '' disables")
-    p.add_argument("--orderer", default=d.orderer, choices=["solo", "etcd"], help="block ordering")
-    p.add_argument("--etcd-endpoints", default="", help="etcd client URLs, comma-separated (--orderer etcd)")
-    p.add_argument("--etcd-prefix", default=d.etcd_prefix, help="key prefix of this network in etcd")
-    p.add_argument("--etcd-part-bytes", type=int, default=d.etcd_part_bytes, help="blocks above this are split")
-    p.add_argument(
-        "--etcd-compact-interval", type=float, default=d.etcd_compact_interval, help="seconds between etcd compactions"
-    )
-    p.add_argument("--lease-ttl", type=int, default=d.lease_ttl, help="leader lease TTL in seconds (etcd)")
-    p.add_argument("--node-id", default=d.node_id, help="member id")
-    p.add_argument(
-        "--advertise-addr",
-        default=d.advertise_addr,
-        help="address of this member's internal listener that other members forward and state-sync to",
-    )
-    p.add_argument("--follow", default=d.follow, help="read replica of the node whose internal listener is here")
-    p.add_argument("--max-lag-blocks", type=int, default=d.max_lag_blocks, help="NOT_SERVING beyond this lag")
-    p.add_argument(
-        "--cluster-secret",
-        default="",
-        help="secret the cluster's members share (prefer CHAIN_NODE_CLUSTER_SECRET or the file: argv is visible)",
-    )
-    p.add_argument(
-        "--cluster-secret-file", type=Path, default=None, help="file holding the cluster secret (--cluster-secret)"
-    )
-    _tls_flags(p)
-    p.add_argument("--max-streams", type=int, default=d.max_streams, help="server streams open at once, at most")
+    _cluster_flags(p, d)
+    _tls_flags(p, d)
     describe_env(p, ENV_PREFIX, lists=LIST_FLAGS, shown=SHOWN_DEFAULTS)
     add_version(p)
     return p

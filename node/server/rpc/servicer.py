@@ -33,7 +33,7 @@ from node.server.ordering.orderer import Orderer
 from node.server.rpc.status import reason_trailers
 from node.server.snapshots import SnapshotManager
 from node.server.storage_health import StorageHealth
-from node.server.write.membership import MemberProof, member_peer
+from node.server.write.membership import MemberProof
 from node.server.write.mempool import Mempool
 from node.server.write.pipeline import Pipeline
 from node.state.kinds import project_of
@@ -74,13 +74,6 @@ class ChainServicer(service_pb2_grpc.ChainServiceServicer):
         self.node = node
         self.internal = internal
 
-    def _vouched(self, request: rpc_pb2.BatchSubmitMessagesRequest, context: ServicerContext[Any, Any]) -> bool:
-        metadata = context.invocation_metadata()
-        if not (self.internal and member_peer(context)):
-            self.node.members.ignored(metadata)  # said (at most once a minute), never honoured
-            return False
-        return self.node.members.vouched(metadata, request.messages)  # membership.py
-
     def _read(self, fn: Callable[[Reader], T]) -> T:
         chain = self.node.chain
         with chain.read() as (view, nodes):
@@ -111,7 +104,7 @@ class ChainServicer(service_pb2_grpc.ChainServiceServicer):
                 limit=self.node.max_batch,
                 got=len(request.messages),
             )
-        vouched = self._vouched(request, context)
+        vouched = self.node.members.vouched_call(context, request.messages, internal=self.internal)  # membership.py
         outcomes = await self.node.orderer.submit(list(request.messages), vouched=vouched)
         response = rpc_pb2.BatchSubmitMessagesResponse()
         add = response.results.add  # each result made in place (a list of SubmitResults would be copied in)

@@ -82,10 +82,18 @@ class MemberProof:
         self._warn("a forwarded batch carries a member proof that does not match (is the cluster secret the same)")
         return False
 
-    def ignored(self, metadata: Iterable[tuple[str, Any]] | None) -> None:
-        """A call where proofs are not honoured: say so (at most once a minute) if it carries one."""
+    def vouched_call(
+        self, context: grpc.aio.ServicerContext[Any, Any], msgs: Sequence[pb.Message], *, internal: bool
+    ) -> bool:
+        """True iff this call may skip the signature checks: it came to the internal listener (`internal`) from
+        a peer that completed mutual TLS, and carries a proof for exactly `msgs`. A proof anywhere else is
+        said (at most once a minute) and never honoured."""
+        metadata = context.invocation_metadata()
+        if internal and member_peer(context):
+            return self.vouched(metadata, msgs)
         if any(k == PROOF_KEY for k, _ in metadata or ()):
             self._warn("a batch carries a member proof outside the internal listener's mutual TLS: ignored")
+        return False
 
     def _warn(self, what: str) -> None:
         if self._warning.due():
