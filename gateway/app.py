@@ -17,7 +17,7 @@ from gateway.clientip import ClientAddress
 from gateway.config import GatewayConfig
 from gateway.events.routes import setup_events
 from gateway.keys import BODIES, CLIENTS, CONFIG, EVENTS, METRICS, NODES
-from gateway.nodes import NodePool
+from gateway.nodes import NodePool, NodeTLS
 from gateway.rest.memo import BodyMemo
 from gateway.rest.routes import setup_rest
 from gateway.telemetry import GatewayMetrics
@@ -26,7 +26,12 @@ from gateway.telemetry import GatewayMetrics
 async def _nodes(app: web.Application) -> AsyncIterator[None]:
     cfg = app[CONFIG]
     app[NODES] = NodePool(
-        cfg.node_addrs, read_retries=cfg.read_retries, timeout=cfg.request_timeout, read_batch=cfg.read_batch
+        cfg.node_addrs,
+        internal=cfg.node_internal_addrs,
+        tls=NodeTLS.of(cfg),
+        read_retries=cfg.read_retries,
+        timeout=cfg.request_timeout,
+        read_batch=cfg.read_batch,
     )
     yield
     await app[NODES].close()

@@ -8,6 +8,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 from node.envflags import add_version, describe_env, env_defaults
@@ -16,6 +17,7 @@ from node.observability.address import split_addr
 
 ENV_PREFIX = "CHAIN_GATEWAY_"
 IpNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+SECURE_SCHEMES = ("grpcs://", "https://")  # node.tls's (not imported: it loads grpc, and --help stays quick)
 
 
 @dataclass(frozen=True)
@@ -163,13 +165,19 @@ def parse_networks(text: str) -> tuple[IpNetwork, ...]:
     return tuple(out)
 
 
-def _pairs(values: dict[str, object]) -> None:
+def _pairs(values: dict[str, Any]) -> None:
     """Flags that go together, and what a flag needs from another."""
     for cert, key in (("node_tls_cert", "node_tls_key"), ("tls_cert", "tls_key")):
         if (values[cert] is None) != (values[key] is None):
             raise ConfigError(f"--{cert.replace('_', '-')} and --{key.replace('_', '-')} go together")
     if values["node_tls_cert"] is not None and not values["node_internal_addrs"]:
         raise ConfigError("--node-tls-cert is for the nodes' internal listener: give --node-internal-addr too")
+    for addr in values["node_internal_addrs"]:
+        if addr.startswith(SECURE_SCHEMES) and values["node_tls_cert"] is None:
+            raise ConfigError(
+                f"--node-internal-addr {addr}: the internal listener takes members' and gateways' certificates "
+                "only: give --node-tls-cert and --node-tls-key"
+            )
     redis_url = str(values["redis_url"])
     for flag in ("redis_password_file", "redis_ca_file"):
         if values[flag] is not None and not redis_url:

@@ -144,7 +144,8 @@ class ConnectionGuard:
 
 
 class GuardedSite(web.TCPSite):
-    """A TCP site whose connections go through `guard` (binding exclusively, no SO_REUSEPORT)."""
+    """A TCP site whose connections go through `guard` (binding exclusively, no SO_REUSEPORT); TLS with the
+    `ssl_context` keyword, as aiohttp's own TCPSite."""
 
     def __init__(self, runner: web.AppRunner, host: str, port: int, guard: ConnectionGuard, **kwargs: Any) -> None:
         super().__init__(runner, host, port, reuse_port=False, **kwargs)
@@ -159,6 +160,7 @@ class GuardedSite(web.TCPSite):
             self.guard.factory(lambda: json_error_protocol(server)),
             self._host,
             self._port,
+            ssl=self._ssl_context,
             backlog=self._backlog,
             reuse_address=self._reuse_address,
             reuse_port=False,

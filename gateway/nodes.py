@@ -20,12 +20,15 @@ import itertools
 import logging
 import socket
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
 import grpc
 
 from chain.v1 import keychain_service_pb2_grpc, service_pb2_grpc
 from gateway.batching import ReadBatcher
+from gateway.config import GatewayConfig
+from node.tls import ClientTLS, aio_channel, parse_target
 
 T = TypeVar("T")
 
@@ -46,18 +49,49 @@ DNS_CHANNEL_OPTIONS = (*CHANNEL_OPTIONS, ("grpc.lb_policy_name", "round_robin"))
 DNS_SCHEME = "dns:///"
 # How long the first contact may take before the gateway says it is waiting (a node that is up answers at once).
 QUIET_WAIT = 1.0
-# Reads carried by one ReadBatch call at most (gateway/batching.py); 0 sends each read as its own call.
+# Reads carried by one ReadBatch call at most (gateway/batching.py) on an internal listener; 0 sends each read
+# as its own call.
 READ_BATCH = 64
 
 
+@dataclass(frozen=True)
+class NodeTLS:
+    """How the gateway checks its nodes and presents itself to them: `public` trusts --node-ca-file (a
+    `grpcs://` --node-addr, an `https://` --node-web-url); `internal` adds the gateway's client certificate
+    (--node-tls-cert/--node-tls-key) for the nodes' internal listeners, which require one."""
+
+    public: ClientTLS = field(default_factory=ClientTLS)
+    internal: ClientTLS = field(default_factory=ClientTLS)
+
+    @classmethod
+    def of(cls, config: GatewayConfig) -> NodeTLS:
+        flags = ("--node-ca-file", "--node-tls-cert", "--node-tls-key")
+        public = ClientTLS(ca_file=config.node_ca_file, flags=flags)
+        internal = ClientTLS(config.node_ca_file, config.node_tls_cert, config.node_tls_key, flags=flags)
+        return cls(public, internal)
+
+    def check(self) -> None:
+        """Read every file once: one line naming the flag and the file now, not a handshake failure later."""
+        self.internal.check()
+
+
 class Upstream:
-    def __init__(self, address: str, read_batch: int = READ_BATCH) -> None:
-        self.address = address
-        options = DNS_CHANNEL_OPTIONS if address.startswith(DNS_SCHEME) else CHANNEL_OPTIONS
-        self.channel = grpc.aio.insecure_channel(address, options=list(options))
+    """One node address (parse_target's syntax: `grpcs://` is TLS) and its channel, stubs and batcher."""
+
+    def __init__(
+        self, target: str, read_batch: int = READ_BATCH, tls: ClientTLS | None = None, *, secure: bool = False
+    ) -> None:
+        parsed = parse_target(target, secure=secure)
+        self.target = target  # as configured (what the logs name)
+        self.address = parsed.address  # what gRPC dials: host:port, or a dns:/// name
+        self.secure = parsed.secure
+        self.tls = tls or ClientTLS()
+        options = DNS_CHANNEL_OPTIONS if self.address.startswith(DNS_SCHEME) else CHANNEL_OPTIONS
+        self.channel = aio_channel(target, self.tls, options, secure=secure)
         self.chain = service_pb2_grpc.ChainServiceStub(self.channel)
         self.keychain = keychain_service_pb2_grpc.KeychainServiceStub(self.channel)
-        self.batcher = ReadBatcher(self.channel, read_batch)  # reads coalesced per loop turn (gateway/batching.py)
+        # reads coalesced per loop turn (gateway/batching.py); 0: each read a plain call of its own
+        self.batcher = ReadBatcher(self.channel, read_batch, stream=read_batch > 0)
 
 
 def split_host_port(hostport: str) -> tuple[str, str]:
@@ -68,35 +102,47 @@ def split_host_port(hostport: str) -> tuple[str, str]:
     return host.strip("[]"), port
 
 
-async def resolve(address: str) -> list[str]:
-    """The per-node addresses behind one `--node-addr` entry: itself, or each address a `dns:///` name has."""
-    if not address.startswith(DNS_SCHEME):
-        return [address]
-    host, port = split_host_port(address[len(DNS_SCHEME) :])
+@dataclass(frozen=True)
+class Dial:
+    """How to reach one node: its address, TLS or not, and the TLS settings."""
+
+    address: str
+    secure: bool
+    tls: ClientTLS
+
+
+async def resolve(upstream: Upstream) -> list[Dial]:
+    """The nodes behind one `--node-addr` entry: itself, or each address a `dns:///` name has (over TLS,
+    each checked against the name's certificate, not against the address)."""
+    if not upstream.address.startswith(DNS_SCHEME):
+        return [Dial(upstream.address, upstream.secure, upstream.tls)]
+    host, port = split_host_port(upstream.address[len(DNS_SCHEME) :])
     try:
         infos = await asyncio.get_running_loop().getaddrinfo(host, int(port), type=socket.SOCK_STREAM)
     except OSError:
         return []  # nothing resolves: no node is known, hence not ready
     ips = dict.fromkeys(str(info[4][0]) for info in infos)
-    return [f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}" for ip in ips]
+    tls = replace(upstream.tls, server_name=upstream.tls.server_name or host)
+    return [Dial(f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}", upstream.secure, tls) for ip in ips]
 
 
 class Probes:
-    """One plain channel per node address seen, kept across checks; those no longer resolved are closed."""
+    """One channel per node address seen, kept across checks; those no longer resolved are closed."""
 
     def __init__(self) -> None:
         self._by_address: dict[str, Upstream] = {}
 
-    async def targets(self, entries: Sequence[str]) -> list[Upstream]:
-        addresses: list[str] = []
+    async def targets(self, entries: Sequence[Upstream]) -> list[Upstream]:
+        dials: dict[str, Dial] = {}
         for entry in entries:
-            addresses += [a for a in await resolve(entry) if a not in addresses]
-        for gone in set(self._by_address) - set(addresses):
+            for dial in await resolve(entry):
+                dials.setdefault(dial.address, dial)
+        for gone in set(self._by_address) - set(dials):
             await self._by_address.pop(gone).channel.close(grace=None)
-        for a in addresses:
-            if a not in self._by_address:
-                self._by_address[a] = Upstream(a)
-        return [self._by_address[a] for a in addresses]
+        for address, dial in dials.items():
+            if address not in self._by_address:
+                self._by_address[address] = Upstream(address, 0, dial.tls, secure=dial.secure)
+        return [self._by_address[a] for a in dials]
 
     async def close(self) -> None:
         for u in self._by_address.values():
@@ -105,16 +151,30 @@ class Probes:
 
 
 class NodePool:
+    """The gateway's nodes: `upstreams` (--node-addr, public) carry writes, streams and single reads;
+    `readers` carry the reads by method path (`fetch`): the nodes' internal listeners (--node-internal-addr),
+    batched, or without them the public upstreams, each read a plain call."""
+
     def __init__(
-        self, addresses: Sequence[str], *, read_retries: int = 2, timeout: float = 10.0, read_batch: int = READ_BATCH
+        self,
+        addresses: Sequence[str],
+        *,
+        internal: Sequence[str] = (),
+        tls: NodeTLS | None = None,
+        read_retries: int = 2,
+        timeout: float = 10.0,
+        read_batch: int = READ_BATCH,
     ) -> None:
         if not addresses:
             raise ValueError("at least one node address is needed")
-        self.upstreams = [Upstream(a, read_batch) for a in addresses]
+        tls = tls or NodeTLS()
+        self.upstreams = [Upstream(a, 0, tls.public) for a in addresses]
+        # the internal listener serves TLS only with a client certificate: a bare address is TLS when one is set
+        mutual = tls.internal.cert_file is not None
+        self.readers = [Upstream(a, read_batch, tls.internal, secure=mutual) for a in internal] or self.upstreams
         self._next = itertools.cycle(range(len(self.upstreams)))
+        self._next_reader = itertools.cycle(range(len(self.readers)))
         self.read_retries = read_retries
-        # Tries per read: the first, then up to `read_retries` more (bounded by the pool's size plus retries).
-        self._read_attempts = 1 + max(0, min(read_retries, len(self.upstreams) - 1 + read_retries))
         self.timeout = timeout
         self._first_contact: asyncio.Task[None] | None = None
         self.probes = Probes()  # per-node channels for readiness (gateway/readiness.py)
@@ -123,15 +183,22 @@ class NodePool:
         return self.upstreams[next(self._next)]
 
     async def read(self, call: Callable[[Upstream], Awaitable[T]]) -> T:
-        """A read on the next node; on UNAVAILABLE, on the node after the one that refused it, up to
+        """A read on the next public node, retried as `_retried` says."""
+        return await self._retried(self.upstreams, next(self._next), call)
+
+    async def fetch(self, call: Callable[[Upstream], Awaitable[T]]) -> T:
+        """A read by method path (`call` uses the upstream's batcher) on the next reader, retried likewise."""
+        return await self._retried(self.readers, next(self._next_reader), call)
+
+    async def _retried(self, upstreams: Sequence[Upstream], first: int, call: Callable[[Upstream], Awaitable[T]]) -> T:
+        """`call` on upstreams[first]; on UNAVAILABLE, on the node after the one that refused it, up to
         `read_retries` more times. (Not the pool's next pick: under concurrent reads the other reads move
         the turn on between two tries, and a retry could land on the node that just refused it again.)"""
-        first = next(self._next)
-        count = len(self.upstreams)
+        count = len(upstreams)
         last: grpc.aio.AioRpcError | None = None
-        for attempt in range(self._read_attempts):
+        for attempt in range(1 + max(0, self.read_retries)):
             try:
-                return await call(self.upstreams[(first + attempt) % count])
+                return await call(upstreams[(first + attempt) % count])
             except grpc.aio.AioRpcError as err:
                 if err.code() != grpc.StatusCode.UNAVAILABLE:
                     raise
@@ -149,7 +216,7 @@ class NodePool:
         await asyncio.shield(self._first_contact)  # one caller cancelled does not cancel the others' wait
 
     async def _contact(self) -> None:
-        waits = {asyncio.ensure_future(u.channel.channel_ready()): u.address for u in self.upstreams}
+        waits = {asyncio.ensure_future(u.channel.channel_ready()): u.target for u in self.upstreams}
         try:
             done, _ = await asyncio.wait(waits, timeout=QUIET_WAIT, return_when=asyncio.FIRST_COMPLETED)
             if done:
@@ -164,6 +231,6 @@ class NodePool:
     async def close(self) -> None:
         if self._first_contact is not None:
             self._first_contact.cancel()
-        for u in self.upstreams:
+        for u in {id(u): u for u in (*self.upstreams, *self.readers)}.values():
             await u.channel.close(grace=None)
         await self.probes.close()

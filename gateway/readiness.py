@@ -22,7 +22,7 @@ from gateway.nodes import NodePool
 
 async def any_ready(pool: NodePool) -> rpc_pb2.GetHealthResponse:
     """The first ready node's health, else a live node's, else raise the last node's gRPC error."""
-    upstreams = await pool.probes.targets([u.address for u in pool.upstreams])
+    upstreams = await pool.probes.targets(pool.upstreams)
     if not upstreams:
         raise grpc.aio.AioRpcError(
             grpc.StatusCode.UNAVAILABLE, grpc.aio.Metadata(), grpc.aio.Metadata(), "no node address resolves", ""

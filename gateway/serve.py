@@ -8,8 +8,10 @@ from __future__ import annotations
 import asyncio
 import gc
 import json
+import logging
 import signal
 import socket
+import ssl
 import sys
 from dataclasses import replace
 
@@ -21,6 +23,7 @@ from gateway.app import build_app
 from gateway.config import GatewayConfig
 from gateway.connections import ConnectionGuard, GuardedSite
 from gateway.keys import CLIENTS
+from gateway.nodes import NodeTLS
 from gateway.protocol import json_error_protocol
 from gateway.rest.routes import install_rest_lane
 from gateway.telemetry import GatewayMetrics
@@ -30,6 +33,20 @@ from node.listen import ListenError, check_free
 from node.observability.logs import configure_logging
 from node.observability.metrics import MetricsEndpoint
 from node.observability.tracing import Tracing
+from node.tls import ServerTLS, plaintext_warning
+
+log = logging.getLogger("chain.gateway")
+
+
+def listener_tls(config: GatewayConfig) -> ServerTLS | None:
+    """The HTTP listener's certificate (read again when renewed on disk), or None for plaintext: then, beyond
+    loopback, the one warning line that says so. TLSFileError (one line) for files that do not load."""
+    if config.tls_cert is None or config.tls_key is None:
+        warning = plaintext_warning("chain-gateway", "--http-addr", config.http_addr)
+        if warning is not None and channel_fd() < 0:  # said once, by the process that binds the address
+            log.warning("%s", warning)
+        return None
+    return ServerTLS(config.tls_cert, config.tls_key)
 
 
 async def run(config: GatewayConfig) -> None:
@@ -44,13 +61,16 @@ async def run(config: GatewayConfig) -> None:
     endpoint = MetricsEndpoint("chain-gateway", config.metrics_addr)
     if worker_fd < 0:
         check_free("--http-addr", config.http_addr)  # a taken address stops here with one line (main)
+    tls = listener_tls(config)
+    NodeTLS.of(config).check()  # the nodes' CA and the client certificate: a bad file is one line now
     if config.workers > 1:
         await _supervise(config, endpoint, sys.argv[1:])  # the workers get the command line's flags
         return
     tracing.start()  # before the app, its channels and its Redis client exist
     try:
         metrics_port = endpoint.start()
-        await _serve(config, GatewayMetrics(endpoint) if endpoint.enabled else None, metrics_port, worker_fd)
+        metrics = GatewayMetrics(endpoint) if endpoint.enabled else None
+        await _serve(config, metrics, metrics_port, worker_fd, tls.ssl_context() if tls is not None else None)
     finally:
         endpoint.stop()
         tracing.stop()
@@ -71,7 +91,13 @@ async def _supervise(config: GatewayConfig, endpoint: MetricsEndpoint, argv: lis
         raise SystemExit(code)
 
 
-async def _serve(config: GatewayConfig, metrics: GatewayMetrics | None, metrics_port: int, worker_fd: int) -> None:
+async def _serve(
+    config: GatewayConfig,
+    metrics: GatewayMetrics | None,
+    metrics_port: int,
+    worker_fd: int,
+    tls: ssl.SSLContext | None,
+) -> None:
     app = build_app(config, metrics)
     guard = ConnectionGuard(config.header_timeout, config.max_connections)
     app.middlewares.insert(0, guard.middleware)  # outermost: marks a request's headers complete
@@ -96,13 +122,13 @@ async def _serve(config: GatewayConfig, metrics: GatewayMetrics | None, metrics_
 
         def serve(sock: socket.socket) -> None:
             sock.setblocking(False)
-            task: asyncio.Task[object] = loop.create_task(loop.connect_accepted_socket(factory, sock))
+            task: asyncio.Task[object] = loop.create_task(loop.connect_accepted_socket(factory, sock, ssl=tls))
             starting.add(task)
             task.add_done_callback(starting.discard)
 
         tell_ready(handed_connections(worker_fd, serve, stop.set), metrics_port)
     else:
-        await _listen(config, runner, guard, metrics_port)
+        await _listen(config, runner, guard, metrics_port, tls)
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     await stop.wait()
@@ -112,9 +138,12 @@ async def _serve(config: GatewayConfig, metrics: GatewayMetrics | None, metrics_
     await runner.cleanup()
 
 
-async def _listen(config: GatewayConfig, runner: web.AppRunner, guard: ConnectionGuard, metrics_port: int) -> None:
+async def _listen(
+    config: GatewayConfig, runner: web.AppRunner, guard: ConnectionGuard, metrics_port: int, tls: ssl.SSLContext | None
+) -> None:
     host, port = config.host_port
-    site = GuardedSite(runner, host, port, guard)  # exclusive (no SO_REUSEPORT), header deadline, connection cap
+    # exclusive (no SO_REUSEPORT), header deadline, connection cap; TLS when --tls-cert is given
+    site = GuardedSite(runner, host, port, guard, ssl_context=tls)
     try:
         await site.start()
     except OSError as err:
@@ -124,7 +153,8 @@ async def _listen(config: GatewayConfig, runner: web.AppRunner, guard: Connectio
     for address in runner.addresses:  # the bound port when asked for port 0
         bound = int(address[1])
         break
-    print(json.dumps({"event": "ready", "http_port": bound, "metrics_port": metrics_port}), flush=True)
+    ready = {"event": "ready", "http_port": bound, "metrics_port": metrics_port, "tls": tls is not None}
+    print(json.dumps(ready), flush=True)
 
 
 def main(config: GatewayConfig) -> None:

@@ -195,7 +195,13 @@ async def supervise(sup: Supervisor, http_port: int, metrics_port: int) -> int:
     sup.spawn()
     try:
         await sup.wait_ready()
-        ready = {"event": "ready", "http_port": http_port, "metrics_port": metrics_port, "workers": len(sup.procs)}
+        ready = {
+            "event": "ready",
+            "http_port": http_port,
+            "metrics_port": metrics_port,
+            "tls": sup.config.tls_cert is not None,
+            "workers": len(sup.procs),
+        }
         print(json.dumps(ready), flush=True)
         assert sup.listener is not None
         loop.add_reader(sup.listener.fileno(), sup.accept)

@@ -4,6 +4,7 @@ or, without `--node-web-url`, onto the nodes' native gRPC (`gateway.rest.grpcweb
 The request body (gRPC-web frames, binary or text mode) goes to the node unchanged and the node's answer
 comes back unchanged: status, content type, `grpc-*` headers and the body, chunk by chunk as the node
 writes it (so server-streaming calls such as `SubscribeBlocks` stream). Nothing is decoded or re-encoded.
+An `https://` node URL is checked against `--node-ca-file`.
 CORS is the gateway's (see `cors.py`); the browser's `Origin` is not forwarded, nor any of the members'
 own metadata (`chain-member-proof`, gateway/internal.py). A request that is not
 gRPC-web (its Content-Type) is answered here in both modes: 415 with the JSON error body.
@@ -20,6 +21,7 @@ from aiohttp import web
 from gateway.errors import ApiError
 from gateway.internal import is_internal
 from gateway.keys import CONFIG, GRPC_WEB_SESSION
+from gateway.nodes import NodeTLS
 from gateway.rest.grpcweb_bridge import bridge
 from node.errors import Reason
 from node.grpcweb.wire import parse_content_type
@@ -52,7 +54,9 @@ DROP_RESPONSE = frozenset({"connection", "keep-alive", "transfer-encoding", "con
 
 async def _session(app: web.Application) -> AsyncIterator[None]:
     timeout = aiohttp.ClientTimeout(total=None, sock_connect=10)
-    app[GRPC_WEB_SESSION] = aiohttp.ClientSession(timeout=timeout, auto_decompress=False)
+    # an https:// --node-web-url is checked against --node-ca-file (the system's roots without one)
+    connector = aiohttp.TCPConnector(ssl=NodeTLS.of(app[CONFIG]).public.ssl_context())
+    app[GRPC_WEB_SESSION] = aiohttp.ClientSession(timeout=timeout, auto_decompress=False, connector=connector)
     yield
     await app[GRPC_WEB_SESSION].close()
 

@@ -120,16 +120,17 @@ class Call(NamedTuple):
         return await self.nodes.read(lambda u: rpc(u, timeout))
 
     async def fetch(self, rpc: Read[M], request: Message) -> M:
-        """A read by method path, coalesced with the reads of the same loop turn (gateway/batching.py)."""
+        """A read by method path, coalesced with the reads of the same loop turn on a node's internal listener
+        (gateway/batching.py), or a plain call without one."""
         timeout = self.nodes.timeout
-        return await self.nodes.read(lambda u: u.batcher.read(rpc, request, timeout))
+        return await self.nodes.fetch(lambda u: u.batcher.read(rpc, request, timeout))
 
     async def answer(self, shaped: Shaped[M], request: Message) -> web.Response:
         """`fetch` answered with its REST body, made from the node's answer or remembered from the same
         answer before (gateway/rest/memo.py)."""
         timeout = self.nodes.timeout
         path, body = shaped.read.path, request.SerializeToString()
-        raw = await self.nodes.read(lambda u: u.batcher.call(path, body, timeout))
+        raw = await self.nodes.fetch(lambda u: u.batcher.call(path, body, timeout))
         return json_body(self.request.app[BODIES].body(shaped, raw))
 
     async def write(self, rpc: Callable[[Upstream, float], Awaitable[T]]) -> T:

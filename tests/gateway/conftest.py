@@ -61,6 +61,7 @@ def gateway_config(node: NodeProcess, **overrides: Any) -> GatewayConfig:
     config = GatewayConfig(
         http_addr="127.0.0.1:0",
         node_addrs=(node.grpc_target,),
+        node_internal_addrs=(node.internal_target,),  # reads batched on the node's internal listener
         node_web_url=node.web_url,
         cors_origins=(ORIGIN,),
         request_timeout=10.0,

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from gateway.nodes import resolve
+from gateway.nodes import Upstream, resolve
 from tests.fixtures.gwproc import GatewayProcess
 from tests.fixtures.nodeproc import NodeProcess
 from tests.fixtures.procs import free_port
@@ -97,11 +97,20 @@ def test_not_ready_when_every_node_is_down() -> None:
         gw.stop()
 
 
+async def resolved(target: str) -> list[str]:
+    """The node addresses one --node-addr entry stands for."""
+    upstream = Upstream(target)
+    try:
+        return [dial.address for dial in await resolve(upstream)]
+    finally:
+        await upstream.channel.close(grace=None)
+
+
 def test_a_dns_name_is_accepted_and_probed_on_each_resolved_address(nodes: tuple[NodeProcess, NodeProcess]) -> None:
     serving, _ = nodes
     port = serving.grpc_target.rsplit(":", 1)[1]
-    assert "127.0.0.1:" + port in asyncio.run(resolve(f"dns:///localhost:{port}"))
-    assert asyncio.run(resolve(serving.grpc_target)) == [serving.grpc_target]  # a plain entry is itself
+    assert "127.0.0.1:" + port in asyncio.run(resolved(f"dns:///localhost:{port}"))
+    assert asyncio.run(resolved(serving.grpc_target)) == [serving.grpc_target]  # a plain entry is itself
     gw = GatewayProcess(f"dns:///localhost:{port}").start()
     try:
         assert health(gw).status_code == 200

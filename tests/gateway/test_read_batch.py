@@ -87,7 +87,7 @@ async def _batch(channel: grpc.aio.Channel, items: list[pb.ReadBatchItem]) -> pb
 
 async def test_each_item_is_answered_as_a_direct_call(node: NodeProcess, alice: bytes) -> None:
     items = _items(alice)
-    async with grpc.aio.insecure_channel(node.grpc_target) as channel:
+    async with grpc.aio.insecure_channel(node.internal_target) as channel:
         batch = await _batch(channel, items)
         direct = [await _direct(channel, i) for i in items]
     got = [_outcome(r) for r in batch.results]
@@ -105,7 +105,7 @@ async def test_only_reads_are_batched(node: NodeProcess, alice: bytes) -> None:
         method=CHAIN + "SubmitMessage", request=rpc_pb2.SubmitMessageRequest().SerializeToString()
     )
     stream = pb.ReadBatchItem(method=CHAIN + "SubscribeBlocks", request=b"")
-    async with grpc.aio.insecure_channel(node.grpc_target) as channel:
+    async with grpc.aio.insecure_channel(node.internal_target) as channel:
         batch = await _batch(channel, [submit, stream, _items(alice)[0]])
     assert [r.code for r in batch.results] == [grpc.StatusCode.UNIMPLEMENTED.value[0]] * 2 + [0]
     assert "not a batchable read" in batch.results[0].details
@@ -115,7 +115,7 @@ async def test_an_item_past_its_deadline_alone_fails(node: NodeProcess, alice: b
     first = _items(alice)[0]
     # many reads first, so the last item's 1 ms from the batch's receipt has passed when its turn comes
     late = pb.ReadBatchItem(method=first.method, request=first.request, timeout_ms=1)
-    async with grpc.aio.insecure_channel(node.grpc_target) as channel:
+    async with grpc.aio.insecure_channel(node.internal_target) as channel:
         batch = await _batch(channel, [first] * 2000 + [late])
     assert all(r.code == 0 for r in batch.results[:-1])
     assert batch.results[-1].code == grpc.StatusCode.DEADLINE_EXCEEDED.value[0]
@@ -153,9 +153,21 @@ async def test_gateway_answers_equal_with_and_without_batching(make_gateway_clie
     assert with_batch == without
     statuses = {s for s, _ in with_batch}
     assert {200, 400, 404} <= statuses
-    assert batched.app[NODES].upstreams[0].batcher.batched_items > 0
-    assert batched.app[NODES].upstreams[0].batcher.streamed > 0  # on the node's ReadStream
-    assert plain.app[NODES].upstreams[0].batcher.batched_items == 0
+    assert batched.app[NODES].readers[0].batcher.batched_items > 0
+    assert batched.app[NODES].readers[0].batcher.streamed > 0  # on the node's ReadStream
+    assert plain.app[NODES].readers[0].batcher.batched_items == 0
+
+
+async def test_without_an_internal_address_reads_are_plain_calls(make_gateway_client: MakeClient, alice: bytes) -> None:
+    """No --node-internal-addr: each read is its own call on the public address (which serves no ReadBatch)."""
+    paths = _paths(alice)
+    public = await make_gateway_client(node_internal_addrs=(), read_batch=64)
+    batched = await make_gateway_client(read_batch=64)
+    assert await _answers(public, paths) == await _answers(batched, paths)
+    pool = public.app[NODES]
+    assert pool.readers == pool.upstreams
+    batcher = pool.readers[0].batcher
+    assert (batcher.batched_items, batcher.streamed, batcher.fallbacks) == (0, 0, 0)
 
 
 @pytest.fixture
@@ -183,10 +195,10 @@ async def test_a_node_without_the_rpc_gets_direct_calls(
     make_gateway_client: MakeClient, alice: bytes, older_node: str
 ) -> None:
     paths = _paths(alice)
-    old = await make_gateway_client(node_addrs=(older_node,), read_batch=64)
+    old = await make_gateway_client(node_addrs=(older_node,), node_internal_addrs=(older_node,), read_batch=64)
     plain = await make_gateway_client(read_batch=0)
     assert await _answers(old, paths) == await _answers(plain, paths)
-    batcher = old.app[NODES].upstreams[0].batcher
+    batcher = old.app[NODES].readers[0].batcher
     assert batcher.fallbacks > 0  # the node said UNIMPLEMENTED once; its items went direct
     assert batcher.batched_items == 0
 
@@ -199,7 +211,7 @@ def test_read_workers_answer_the_batch_themselves(tmp_path: Any) -> None:
 
         async def both() -> tuple[list[Any], list[Any]]:
             items = _items(alice)
-            async with grpc.aio.insecure_channel(node.grpc_target) as channel:
+            async with grpc.aio.insecure_channel(node.internal_target) as channel:
                 batch = await _batch(channel, items)
                 return [_outcome(r) for r in batch.results], [await _direct(channel, i) for i in items]
 
@@ -218,7 +230,9 @@ async def test_reads_go_on_while_a_node_stops(tmp_path: Path, aiohttp_client: An
     other = NodeProcess(tmp_path / "b").start()
     try:
         addrs = (stopping.grpc_target, other.grpc_target)
-        client = await aiohttp_client(build_app(gateway_config(stopping, node_addrs=addrs, read_retries=2)))
+        internal = (stopping.internal_target, other.internal_target)
+        config = gateway_config(stopping, node_addrs=addrs, node_internal_addrs=internal, read_retries=2)
+        client = await aiohttp_client(build_app(config))
         path = "/v1/accounts/0x" + "11" * 20  # any address is an account, on either chain
         statuses: list[int] = []
         done = asyncio.Event()
@@ -231,7 +245,7 @@ async def test_reads_go_on_while_a_node_stops(tmp_path: Path, aiohttp_client: An
 
         readers = [asyncio.create_task(read()) for _ in range(8)]
         await asyncio.sleep(1.0)
-        streamed = client.app[NODES].upstreams[0].batcher.streamed
+        streamed = client.app[NODES].readers[0].batcher.streamed
         assert await asyncio.to_thread(stopping.stop) == 0  # SIGTERM: drain, end the streams, stop
         await asyncio.sleep(0.5)  # and on after it is gone
         done.set()
