@@ -31,7 +31,7 @@ from chain.v1 import rpc_pb2
 from node.errors import CliCode, ConfigError
 from node.sdk.rpc import ChainClient, tls_problem
 from tests.fixtures.certs import Leaf, TestCA
-from tests.fixtures.nodeproc import ROOT, NodeProcess
+from tests.fixtures.nodeproc import ROOT, NodeProcess, NodeTLSFiles
 from tests.node.sdk.gitrepos import git_env, sh
 
 BUF = ROOT / "node_modules" / ".bin" / "buf"
@@ -62,8 +62,7 @@ def nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Nodes]:
     base = tmp_path_factory.mktemp("tls-clients")
     ca = TestCA.make(base / "pki")
     pki = Pki(ca, ca.issue("node", sans=("localhost",)), ca.issue("client"), TestCA.make(base / "other"))
-    tls_args = ("--tls-cert", str(pki.node.cert), "--tls-key", str(pki.node.key), "--tls-client-ca", str(ca.cert))
-    tls = NodeProcess(base / "tls", *tls_args, "--internal-addr", "127.0.0.1:0")
+    tls = NodeProcess(base / "tls", tls=NodeTLSFiles(pki.node.cert, pki.node.key, ca.cert))
     plain = NodeProcess(base / "plain", "--web-addr", "", "--internal-addr", "")
     try:
         tls.start()
