@@ -362,47 +362,7 @@ def test_a_digest_pinned_install_hands_the_operator_the_digest():
 # ---- Envoy ----
 
 
-def envoy_config(m: Manifests) -> dict[str, Any]:
-    doc = yaml.safe_load(m.get("ConfigMap", f"{FULL}-envoy")["data"]["envoy.yaml"])
-    assert isinstance(doc, dict)
-    return doc
-
-
-def test_rendered_envoy_config_passes_envoy_validate(rendered, tmp_path):
-    path = tmp_path / "envoy.yaml"
-    path.write_text(rendered.get("ConfigMap", f"{FULL}-envoy")["data"]["envoy.yaml"])
-    envoy = ROOT / ".venv" / "bin" / "envoy"
-    result = subprocess.run(
-        [str(envoy), "--mode", "validate", "-c", str(path)], check=False, capture_output=True, text=True, timeout=120
-    )
-    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
-    assert "OK" in result.stdout + result.stderr
-
-
-def strip_addresses(config: dict[str, Any]) -> dict[str, Any]:
-    """What must be equal between envoy/envoy.yaml and the chart: everything but addresses and discovery."""
-    config = yaml.safe_load(yaml.safe_dump(config))
-    config["admin"]["address"]["socket_address"].pop("port_value")
-    for listener in config["static_resources"]["listeners"]:
-        listener.pop("address")
-    hcm = config["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]
-    cors = hcm["route_config"]["virtual_hosts"][0]["typed_per_filter_config"]["envoy.filters.http.cors"]
-    cors.pop("allow_origin_string_match")
-    for cluster in config["static_resources"]["clusters"]:
-        for key in ("type", "load_assignment", "dns_lookup_family", "dns_refresh_rate"):
-            cluster.pop(key, None)
-    return config
-
-
-def test_chart_envoy_config_matches_envoy_yaml(default):
-    shipped = yaml.safe_load((ROOT / "envoy" / "envoy.yaml").read_text())
-    assert strip_addresses(envoy_config(default)) == strip_addresses(shipped)
-    cluster = envoy_config(default)["static_resources"]["clusters"][0]
-    assert cluster["type"] == "STRICT_DNS"
-    (endpoint,) = cluster["load_assignment"]["endpoints"][0]["lb_endpoints"]
-    address = endpoint["endpoint"]["address"]["socket_address"]
-    assert address == {"address": f"{HEADLESS}.{NAMESPACE}.svc.cluster.local", "port_value": 50051}
-    assert envoy_config(default)["admin"]["address"]["socket_address"]["address"] == "127.0.0.1"
+# The rendered Envoy configuration itself: tests/charts/test_envoy_config.py.
 
 
 def test_envoy_image_is_the_version_the_tests_run(default):
