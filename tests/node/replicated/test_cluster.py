@@ -36,7 +36,7 @@ def test_steady_state_load_on_every_node(three: ReplicaSet) -> None:
     assert all(counts.get(h) == 1 for h in load.sent)
     roles = sorted(status(n).role for n in three.nodes)
     assert roles == ["follower", "follower", "leader"]
-    leader = three.nodes[leader_index(three)].grpc_target
+    leader = three.nodes[leader_index(three)].internal_target
     for n in three.nodes:
         s = status(n)
         assert s.leader == leader
@@ -58,7 +58,7 @@ def test_leader_kill_under_load(tmp_path: Path, etcd3: EtcdCluster) -> None:
         # a new leader produces a block within 5 s of the kill
         while True:
             s = status(survivor)
-            if s.block_height > before + 1 and s.leader and s.leader != nodes.nodes[old].grpc_target:
+            if s.block_height > before + 1 and s.leader and s.leader != nodes.nodes[old].internal_target:
                 break
             assert time.monotonic() - killed_at < 5.0, "no new leader committed a block within 5 s"
             time.sleep(0.05)

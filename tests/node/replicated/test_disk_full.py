@@ -137,7 +137,7 @@ def test_a_read_replica_on_a_full_disk_stops_serving_then_catches_up(tmp_path: P
             snap = c.admin.CreateSnapshot(rpc_pb2.CreateSnapshotRequest()).snapshot  # type: ignore[union-attr]
         replica = NodeProcess(
             tmpfs / "replica", "--verify-workers", "0", "--web-addr", "",
-            "--restore", str(tmp_path / "up" / "snapshots" / snap.name), "--follow", upstream.grpc_target, env=ENV,
+            "--restore", str(tmp_path / "up" / "snapshots" / snap.name), "--follow", upstream.internal_target, env=ENV,
         ).start(120)  # fmt: skip
         wait_height([replica], status(upstream).block_height)
         wait_health(replica.grpc_target, SERVING, timeout=30, why="the replica did not turn ready")

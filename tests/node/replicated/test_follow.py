@@ -29,13 +29,13 @@ def test_follow_replica_from_snapshot(tmp_path: Path, workers: str) -> None:
         snapshot_dir = tmp_path / "up" / "snapshots" / snap.name
         replica = NodeProcess(
             tmp_path / "replica",
-            "--verify-workers", "0", "--restore", str(snapshot_dir), "--follow", upstream.grpc_target,
+            "--verify-workers", "0", "--restore", str(snapshot_dir), "--follow", upstream.internal_target,
             "--read-workers", workers, env=ENV,
         ).start(120)  # fmt: skip
         assert replica.ready["height"] == snap.block_number
         wait_height([replica], status(upstream).block_height)
         assert status(replica).role == "replica"
-        assert status(replica).leader == upstream.grpc_target
+        assert status(replica).leader == upstream.internal_target
 
         with replica.client() as r:  # a write to the replica is checked there and committed upstream
             committed = r.commit(actors[0].b.project_create("via-replica"))[0]

@@ -1,7 +1,8 @@
 """Trust between the members of a cluster (docs/replication.md, Trust between members), on real etcd.
 
 Followers verify what they forward and prove, with the cluster secret, that a batch comes from a member;
-the leader then does not verify its signatures again. Anything without a valid proof is verified in full.
+the leader then does not verify its signatures again, on its internal listener and from a peer that completed
+mutual TLS. Anything else (no proof, a wrong one, the public port) is verified in full.
 """
 
 from __future__ import annotations
@@ -10,9 +11,11 @@ import os
 from pathlib import Path
 
 from chain.v1 import message_pb2 as pb
-from chain.v1 import rpc_pb2
+from chain.v1 import rpc_pb2, service_pb2_grpc
 from node.errors import Reason
 from node.server.write.membership import MemberProof
+from node.tls import sync_channel
+from tests.fixtures.certs import TestCA
 from tests.fixtures.etcdproc import EtcdCluster
 from tests.fixtures.nodeproc import NodeProcess
 from tests.fixtures.replicaset import ReplicaSet, assert_same_chain, funded_actors, leader_index, status, wait_height
@@ -28,16 +31,30 @@ def forged_follow(actor_builder_follow: pb.Message) -> pb.Message:
 
 
 def submit(node: NodeProcess, msgs: list[pb.Message], metadata: tuple[tuple[str, str], ...]) -> rpc_pb2.SubmitResult:
+    """To the public port, as any client."""
     with node.client() as c:
         request = rpc_pb2.BatchSubmitMessagesRequest(messages=msgs)
         (result,) = c.stub.BatchSubmitMessages(request, metadata=metadata, timeout=10).results
         return result
 
 
+def submit_as_member(
+    node: NodeProcess, msgs: list[pb.Message], metadata: tuple[tuple[str, str], ...]
+) -> rpc_pb2.SubmitResult:
+    """To the internal listener, with a member's certificate (as a follower forwards)."""
+    assert node.tls is not None
+    with sync_channel(f"grpcs://{node.internal_target}", node.tls.client_tls()) as channel:
+        stub = service_pb2_grpc.ChainServiceStub(channel)
+        request = rpc_pb2.BatchSubmitMessagesRequest(messages=msgs)
+        (result,) = stub.BatchSubmitMessages(request, metadata=metadata, timeout=10).results
+        return result
+
+
 def test_forwarded_batches_are_trusted_only_with_the_members_proof(tmp_path: Path, etcd1: EtcdCluster) -> None:
     secret_file = tmp_path / "cluster-secret"
     secret_file.write_bytes(SECRET + b"\n")
-    nodes = ReplicaSet(tmp_path / "nodes", etcd1, "--cluster-secret-file", str(secret_file)).start(2)
+    ca = TestCA.make(tmp_path / "pki")
+    nodes = ReplicaSet(tmp_path / "nodes", etcd1, "--cluster-secret-file", str(secret_file), tls=ca).start(2)
     try:
         li = leader_index(nodes)
         leader, follower = nodes.nodes[li], nodes.nodes[1 - li]
@@ -52,21 +69,25 @@ def test_forwarded_batches_are_trusted_only_with_the_members_proof(tmp_path: Pat
         bad = forged_follow(actor.b.follow(os.urandom(20)))
         assert submit(follower, [bad], ()).reason_code == Reason.INVALID_SIGNATURE.value
 
-        # straight to the leader: no proof, a proof under another secret, or a proof made for other
-        # messages, and the signatures are verified: the forged message is refused
+        # straight to the leader's internal listener with a member's certificate: no proof, a proof under
+        # another secret, or a proof made for other messages, and the signatures are verified
         forged = forged_follow(actor.b.follow(os.urandom(20)))
         other = actor.b.follow(os.urandom(20))
         for metadata in ((), MemberProof(b"not-the-cluster-secret-0123").metadata([forged]),
                          MemberProof(SECRET).metadata([other])):  # fmt: skip
-            result = submit(leader, [forged], metadata)
+            result = submit_as_member(leader, [forged], metadata)
             assert not result.accepted and result.reason_code == Reason.INVALID_SIGNATURE.value, metadata
-
-        # with the members' proof the leader takes the batch as verified (the trust model, documented):
-        # it validates it against its state and orders it, and followers apply it without re-verifying
+        # the right proof on the public port: ignored, verified in full (whoever learns the secret cannot
+        # skip the checks from outside)
         result = submit(leader, [forged], MemberProof(SECRET).metadata([forged]))
+        assert not result.accepted and result.reason_code == Reason.INVALID_SIGNATURE.value
+
+        # with the members' proof, from a member over mutual TLS, the leader takes the batch as verified (the
+        # trust model, documented): it validates it against its state and orders it, and followers apply it
+        result = submit_as_member(leader, [forged], MemberProof(SECRET).metadata([forged]))
         assert result.accepted, result
         stale = actor.b.follow(os.urandom(20), timestamp=1)  # still validated against state, proof or not
-        result = submit(leader, [stale], MemberProof(SECRET).metadata([stale]))
+        result = submit_as_member(leader, [stale], MemberProof(SECRET).metadata([stale]))
         assert not result.accepted and result.reason_code != Reason.INVALID_SIGNATURE.value
         with leader.client() as c:
             c.wait_committed(bytes(forged.hash))
