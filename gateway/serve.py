@@ -22,6 +22,7 @@ from gateway.accesslog import LeanAccessLogger
 from gateway.app import build_app
 from gateway.config import GatewayConfig
 from gateway.connections import ConnectionGuard, GuardedSite
+from gateway.events.redis_client import check_redis
 from gateway.keys import CLIENTS
 from gateway.nodes import NodeTLS
 from gateway.protocol import json_error_protocol
@@ -63,6 +64,8 @@ async def run(config: GatewayConfig) -> None:
         check_free("--http-addr", config.http_addr)  # a taken address stops here with one line (main)
     tls = listener_tls(config)
     NodeTLS.of(config).check()  # the nodes' CA and the client certificate: a bad file is one line now
+    if worker_fd < 0:
+        await check_redis(config)  # wrong credentials or TLS: one line now, not a relay that retries forever
     if config.workers > 1:
         await _supervise(config, endpoint, sys.argv[1:])  # the workers get the command line's flags
         return

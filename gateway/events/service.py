@@ -22,6 +22,7 @@ from gateway.events.feeds import NodeFeed, RedisFeed
 from gateway.events.history import History, NodeHistory, RedisHistory
 from gateway.events.hub import Hub
 from gateway.events.model import Kind
+from gateway.events.redis_client import redis_client
 from gateway.events.redis_streams import RedisStreams
 from gateway.events.relay import Relay
 from gateway.nodes import NodePool
@@ -65,7 +66,7 @@ class EventService:
 
     async def start(self) -> None:
         if self.config.redis_url:
-            self.redis = Redis.from_url(self.config.redis_url, socket_connect_timeout=5.0, health_check_interval=30)
+            self.redis = redis_client(self.config)  # credentials and TLS (gateway/events/redis_client.py)
             streams = RedisStreams(self.redis, self.config.redis_stream_maxlen)
             self.relays = [Relay(kind, self.pool, streams) for kind in Kind]
             self.feeds = [RedisFeed(hub, streams) for hub in self.hubs.values()]
