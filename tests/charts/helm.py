@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import subprocess
 import sys
 from pathlib import Path
@@ -46,3 +47,24 @@ class Manifests:
 
 def env_of(container: dict[str, Any]) -> dict[str, Any]:
     return {e["name"]: e.get("value", e.get("valueFrom")) for e in container.get("env", [])}
+
+
+def secret_files(m: Manifests, name: str, directory: Path) -> Path:
+    """Write the rendered Secret `name`'s keys (tls.crt, tls.key, ca.crt, ...) as files into `directory`: what
+    the pod sees where the Secret is mounted."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for key, value in m.get("Secret", name)["data"].items():
+        (directory / key).write_bytes(base64.b64decode(value))
+    return directory
+
+
+def remount(env: dict[str, str], mounts: dict[str, Path]) -> dict[str, str]:
+    """The environment with in-pod paths (the keys of `mounts`) pointing at the test's directories instead."""
+    out = {}
+    for name, value in env.items():
+        local_value = value
+        for mount, local in mounts.items():
+            if value.startswith(mount + "/"):
+                local_value = str(local) + value[len(mount) :]
+        out[name] = local_value
+    return out

@@ -1,6 +1,7 @@
 """The off-cluster backup CronJob as the chart renders it: its shape, the nodes' NetworkPolicy admitting it,
 refused values, and its two steps (create, then prune) run as rendered against a real chain-node and a real
-S3-API server (moto)."""
+S3-API server (moto): over TLS with the certificates the chart generated (the node's and the job's), and in
+plaintext with TLS off."""
 
 from __future__ import annotations
 
@@ -16,10 +17,21 @@ import pytest
 from chain.v1 import rpc_pb2
 from node.envflags import env_actions, env_name
 from node.server.backup.cli import PREFIX, parser
-from tests.charts.helm import CHART, PROFILES, RELEASE, ROOT, Manifests, env_of, helm, template
+from tests.charts.helm import (
+    CHART,
+    PROFILES,
+    RELEASE,
+    ROOT,
+    Manifests,
+    env_of,
+    helm,
+    remount,
+    secret_files,
+    template,
+)
 from tests.fixtures.actors import new_account
 from tests.fixtures.motoproc import MotoProcess
-from tests.fixtures.nodeproc import NodeProcess
+from tests.fixtures.nodeproc import NodeProcess, NodeTLSFiles
 
 FULL = f"{RELEASE}-chain"
 BUCKET = "chain-backups"
@@ -51,12 +63,20 @@ def test_cronjob_shape_credentials_and_network_access(rendered):
         assert c["envFrom"] == [{"secretRef": {"name": "s3"}}]
         assert not [k for k in env if k.startswith("AWS_")]  # credentials only ever come from the Secret
         assert c["securityContext"]["readOnlyRootFilesystem"] is True
-    assert env_of(create)["CHAIN_BACKUP_NODE"] == f"{FULL}-node.chain.svc:50051"
+    # SnapshotSyncService is on the nodes' internal listener, over TLS with the job's client certificate
+    create_env = env_of(create)
+    assert create_env["CHAIN_BACKUP_NODE"] == f"grpcs://{FULL}-node.chain.svc:50054"
+    assert create_env["CHAIN_BACKUP_CA_FILE"] == "/etc/chain/tls/ca.crt"
+    assert create_env["CHAIN_BACKUP_TLS_CERT"] == "/etc/chain/tls/tls.crt"
+    assert create_env["CHAIN_BACKUP_TLS_KEY"] == "/etc/chain/tls/tls.key"
+    (volume,) = pod["volumes"]
+    assert volume["secret"]["secretName"] == f"{FULL}-backup-tls"
+    assert create["volumeMounts"] == [{"name": volume["name"], "mountPath": "/etc/chain/tls", "readOnly": True}]
     assert env_of(prune)["CHAIN_BACKUP_KEEP"] == "1"
     policy = rendered.get("NetworkPolicy", f"{FULL}-node")
-    grpc_rule = next(r for r in policy["spec"]["ingress"] if {"port": "grpc", "protocol": "TCP"} in r["ports"])
+    internal = next(r for r in policy["spec"]["ingress"] if {"port": "internal", "protocol": "TCP"} in r["ports"])
     labels = cron["spec"]["jobTemplate"]["spec"]["template"]["metadata"]["labels"]
-    assert any(p["podSelector"]["matchLabels"].items() <= labels.items() for p in grpc_rule["from"])
+    assert any(p["podSelector"]["matchLabels"].items() <= labels.items() for p in internal["from"])
 
 
 def verb_env(verb: str) -> set[str]:
@@ -90,10 +110,12 @@ def moto(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MotoProcess]:
         server.stop()
 
 
-def run_step(container: dict[str, Any], moto: MotoProcess, node: str) -> subprocess.CompletedProcess[str]:
+def run_step(
+    container: dict[str, Any], moto: MotoProcess, node: str, tls_dir: Path | None = None
+) -> subprocess.CompletedProcess[str]:
     """The container's command, with its rendered environment, the Secret's credentials, and the in-cluster
-    addresses (the node Service, the object store) pointed at the processes of this test."""
-    env = {k: str(v) for k, v in env_of(container).items()}
+    addresses (the node Service, the object store, the mounted certificate files) pointed at this test's."""
+    env = remount({k: str(v) for k, v in env_of(container).items()}, {"/etc/chain/tls": tls_dir or Path("/none")})
     if "CHAIN_BACKUP_NODE" in env:
         env["CHAIN_BACKUP_NODE"] = node
     env["CHAIN_BACKUP_S3_ENDPOINT"] = moto.endpoint
@@ -104,12 +126,23 @@ def run_step(container: dict[str, Any], moto: MotoProcess, node: str) -> subproc
     )  # fmt: skip
 
 
-def test_rendered_steps_back_up_and_prune_against_a_real_node(moto, tmp_path):
-    pod = job_pod(Manifests(template("--set", VALUES)))
+@pytest.mark.parametrize("tls", [True, False], ids=["tls", "plaintext"])
+def test_rendered_steps_back_up_and_prune_against_a_real_node(moto, tmp_path, tls):
+    prefix = "chart-tls" if tls else "chart-plain"  # the module's bucket is shared: one prefix per run
+    m = Manifests(template("--set", VALUES, "--set", f"tls.enabled={str(tls).lower()},backup.prefix={prefix}"))
+    pod = job_pod(m)
     (create,) = pod["initContainers"]
     (prune,) = pod["containers"]
-    node = NodeProcess(tmp_path / "node", "--snapshot-chunk-bytes", "4096", env={"CHAIN_NODE_METRICS_ADDR": ""})
+    files, job_dir = None, None
+    if tls:  # the chart's own certificates: the node's (SANs include 127.0.0.1) and the job's client one
+        node_dir = secret_files(m, f"{FULL}-node-tls", tmp_path / "node-tls")
+        files = NodeTLSFiles(node_dir / "tls.crt", node_dir / "tls.key", node_dir / "ca.crt")
+        job_dir = secret_files(m, f"{FULL}-backup-tls", tmp_path / "job-tls")
+    node = NodeProcess(
+        tmp_path / "node", "--snapshot-chunk-bytes", "4096", env={"CHAIN_NODE_METRICS_ADDR": ""}, tls=files
+    )
     node.start()
+    target = f"grpcs://{node.internal_target}" if tls else node.internal_target
     try:
         names = []
         for _ in range(2):
@@ -117,14 +150,14 @@ def test_rendered_steps_back_up_and_prune_against_a_real_node(moto, tmp_path):
                 new_account(c, node.authority())
                 assert c.admin is not None
                 c.admin.CreateSnapshot(rpc_pb2.CreateSnapshotRequest())
-            made = run_step(create, moto, node.grpc_target)
+            made = run_step(create, moto, target, job_dir)
             assert made.returncode == 0, made.stderr
             names.append(made.stdout)
-            pruned = run_step(prune, moto, node.grpc_target)
+            pruned = run_step(prune, moto, target, job_dir)
             assert pruned.returncode == 0, pruned.stderr
     finally:
         node.stop()
-    keys = [o["Key"] for o in moto.s3().list_objects_v2(Bucket=BUCKET, Prefix="chart/devnet/").get("Contents", [])]
+    keys = [o["Key"] for o in moto.s3().list_objects_v2(Bucket=BUCKET, Prefix=f"{prefix}/devnet/").get("Contents", [])]
     backups = {k.split("/")[2] for k in keys}
     assert len(backups) == 1 and backups.pop() in names[1]  # keep=1: the second run pruned the first backup
     assert any(k.endswith("/manifest.pb") for k in keys)

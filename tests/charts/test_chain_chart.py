@@ -195,14 +195,19 @@ def test_node_statefulset_probes_ports_and_volumes(rendered, profile):
     assert c["command"] == ["chain-node"]
     assert c["image"] == "ghcr.io/example/chain-node:0.1.0"
     ports = {p["name"]: p["containerPort"] for p in c["ports"]}
-    assert ports == {"grpc": 50051, "grpc-web": 50052, "admin": 50053, "metrics": 9464}
-    for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
-        assert c[probe]["grpc"]["port"] == 50051, probe
-    assert c["readinessProbe"]["grpc"]["service"] == "readiness"  # issue 12: readiness and liveness apart
-    assert c["startupProbe"]["grpc"]["service"] == "chain.v1.ChainService"
-    assert c["livenessProbe"]["grpc"]["service"] == "liveness"
+    assert ports == {"grpc": 50051, "grpc-web": 50052, "admin": 50053, "internal": 50054, "metrics": 9464}
+    # TLS on: the kubelet's grpc probe speaks no TLS, so each probe runs the chart's probe script over TLS
+    for probe, service in [
+        ("readinessProbe", "readiness"),  # issue 12: readiness and liveness apart
+        ("startupProbe", "chain.v1.ChainService"),
+        ("livenessProbe", "liveness"),
+    ]:
+        command = c[probe]["exec"]["command"]
+        assert command == ["python", "/etc/chain/probe/grpc-health-probe.py", "localhost:50051", service,
+                           "/etc/chain/tls/ca.crt"], probe  # fmt: skip
     env = env_of(c)
     assert env["CHAIN_NODE_GRPC_ADDR"] == "0.0.0.0:50051"
+    assert env["CHAIN_NODE_INTERNAL_ADDR"] == "0.0.0.0:50054"
     assert env["CHAIN_NODE_METRICS_ADDR"] == "0.0.0.0:9464"
     assert env["CHAIN_NODE_ADMIN_TOKEN"]["secretKeyRef"]["name"] == f"{FULL}-admin"
     assert env["CHAIN_NODE_DATA_DIR"] == "/var/lib/chain/data"
@@ -228,9 +233,10 @@ def test_replicated_profile_orders_through_the_in_chart_etcd(replicated, default
     env = env_of(node_container(replicated))
     assert env["CHAIN_NODE_ORDERER"] == "etcd"
     urls = env["CHAIN_NODE_ETCD_ENDPOINTS"].split(",")
-    assert urls == [f"http://{FULL}-etcd-{i}.{FULL}-etcd-headless.{NAMESPACE}.svc:2379" for i in range(3)]
+    assert urls == [f"https://{FULL}-etcd-{i}.{FULL}-etcd-headless.{NAMESPACE}.svc:2379" for i in range(3)]
     assert env["CHAIN_NODE_NODE_ID"] == "$(POD_NAME)"
-    assert env["CHAIN_NODE_ADVERTISE_ADDR"] == f"$(POD_NAME).{HEADLESS}.{NAMESPACE}.svc:50051"
+    # members forward and state-sync to each other's internal listener (over mutual TLS: the node's own flags)
+    assert env["CHAIN_NODE_ADVERTISE_ADDR"] == f"$(POD_NAME).{HEADLESS}.{NAMESPACE}.svc:50054"
     # the members share a generated cluster secret (forwarded batches are not verified again)
     ref = env["CHAIN_NODE_CLUSTER_SECRET"]["secretKeyRef"]
     assert ref == {"name": f"{FULL}-admin", "key": "cluster-secret", "optional": True}
@@ -257,8 +263,10 @@ def test_gateway_deployment_service_hpa_and_redis(rendered):
     (c,) = gw["spec"]["template"]["spec"]["containers"]
     assert c["command"] == ["chain-gateway"]
     env = env_of(c)
-    assert env["CHAIN_GATEWAY_NODE_ADDR"] == f"dns:///{FULL}-gateway-nodes.{NAMESPACE}.svc:50051"  # issue 13 item 5
-    assert env["CHAIN_GATEWAY_REDIS_URL"] == f"redis://{FULL}-redis:6379/0"
+    nodes = f"dns:///{FULL}-gateway-nodes.{NAMESPACE}.svc"
+    assert env["CHAIN_GATEWAY_NODE_ADDR"] == f"grpcs://{nodes}:50051"  # issue 13 item 5, over TLS
+    assert env["CHAIN_GATEWAY_NODE_INTERNAL_ADDR"] == f"grpcs://{nodes}:50054"
+    assert env["CHAIN_GATEWAY_REDIS_URL"] == f"rediss://{FULL}-redis:6379/0"
     assert env["CHAIN_GATEWAY_METRICS_ADDR"] == "0.0.0.0:9465"
     assert c["readinessProbe"]["httpGet"]["path"] == "/v1/health"
     hpa = rendered.get("HorizontalPodAutoscaler", f"{FULL}-gateway")
@@ -272,10 +280,13 @@ def test_external_redis_and_no_redis():
     external = Manifests(template("--set", "redis.enabled=false", "--set", "redis.externalUrl=redis://cache:6379/1"))
     (c,) = external.get("Deployment", f"{FULL}-gateway")["spec"]["template"]["spec"]["containers"]
     assert env_of(c)["CHAIN_GATEWAY_REDIS_URL"] == "redis://cache:6379/1"
+    # no password unless redis.auth.existingSecret names one; no CA (the external Redis's is not the cluster's)
+    assert "CHAIN_GATEWAY_REDIS_PASSWORD_FILE" not in env_of(c) and "CHAIN_GATEWAY_REDIS_CA_FILE" not in env_of(c)
     assert not [s for s in external.kind("StatefulSet") if s["metadata"]["name"].endswith("-redis")]
     embedded = Manifests(template("--set", "redis.enabled=false"))
     (c,) = embedded.get("Deployment", f"{FULL}-gateway")["spec"]["template"]["spec"]["containers"]
     assert "CHAIN_GATEWAY_REDIS_URL" not in env_of(c)
+    assert "CHAIN_GATEWAY_REDIS_PASSWORD_FILE" not in env_of(c)
 
 
 # ---- OpenTelemetry ----

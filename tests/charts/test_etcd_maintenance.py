@@ -8,12 +8,13 @@ import subprocess
 import time
 import urllib.request
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.charts.helm import CHART, PROFILES, RELEASE, Manifests, env_of, helm, template
+from tests.charts.helm import CHART, PROFILES, RELEASE, Manifests, env_of, helm, remount, secret_files, template
 from tests.fixtures.procs import free_port, stop_process
 
 FULL = f"{RELEASE}-chain"
@@ -82,6 +83,7 @@ def test_backup_cronjob_shape_and_network_access(rendered):
     pod = job_pod(rendered)
     assert [c["name"] for c in pod["initContainers"]] == ["snapshot", "defrag"]
     assert pod["volumes"][0]["persistentVolumeClaim"]["claimName"] == f"{FULL}-etcd-backup"
+    assert pod["volumes"][1]["secret"]["secretName"] == f"{FULL}-etcd-client-tls"  # TLS on: etcdctl's certificate
     claim = rendered.get("PersistentVolumeClaim", f"{FULL}-etcd-backup")
     assert claim["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
     for c in pod["initContainers"] + pod["containers"]:
@@ -99,69 +101,84 @@ def test_backup_cronjob_shape_and_network_access(rendered):
     assert job_pod(existing)["volumes"][0]["persistentVolumeClaim"]["claimName"] == "backups"
 
 
-@pytest.fixture
-def etcd(tmp_path) -> Iterator[str]:
-    client, peer = free_port(), free_port()
-    url = f"http://127.0.0.1:{client}"
-    proc = subprocess.Popen(
-        [
-            "etcd",
-            "--name",
-            "e0",
-            "--data-dir",
-            str(tmp_path / "etcd" / "data"),
-            "--listen-client-urls",
-            url,
-            "--advertise-client-urls",
-            url,
-            "--listen-peer-urls",
-            f"http://127.0.0.1:{peer}",
-            "--initial-advertise-peer-urls",
-            f"http://127.0.0.1:{peer}",
-            "--initial-cluster",
-            f"e0=http://127.0.0.1:{peer}",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+@dataclass(frozen=True)
+class LocalEtcd:
+    """An etcd started with the environment the chart renders for its container (TLS and its certificates
+    from the chart when on), its URLs moved to free local ports; the backup job's steps and certificate."""
+
+    url: str
+    job: dict[str, dict[str, Any]]
+    job_tls: Path | None
+
+
+@pytest.fixture(params=[True, False], ids=["tls", "plaintext"])
+def etcd(request, tmp_path) -> Iterator[LocalEtcd]:
+    tls = bool(request.param)
+    m = Manifests(template(*PROFILES["replicated"], *BACKUP, "--set", f"tls.enabled={str(tls).lower()}"))
+    (container,) = etcd_pod(m)["containers"]
+    env = {k: str(v) for k, v in env_of(container).items() if isinstance(v, str)}
+    scheme = "https" if tls else "http"
+    assert env["ETCD_LISTEN_CLIENT_URLS"].startswith(f"{scheme}://")
+    client, peer, metrics = free_port(), free_port(), free_port()
+    server_tls = secret_files(m, f"{FULL}-etcd-tls", tmp_path / "etcd-tls") if tls else Path("/none")
+    env = remount(env, {"/etc/etcd/tls": server_tls})
+    url = f"{scheme}://127.0.0.1:{client}"
+    env.update(
+        ETCD_NAME="e0", ETCD_DATA_DIR=str(tmp_path / "etcd" / "data"),
+        ETCD_LISTEN_CLIENT_URLS=url, ETCD_ADVERTISE_CLIENT_URLS=url,
+        ETCD_LISTEN_PEER_URLS=f"{scheme}://127.0.0.1:{peer}",
+        ETCD_INITIAL_ADVERTISE_PEER_URLS=f"{scheme}://127.0.0.1:{peer}",
+        ETCD_INITIAL_CLUSTER=f"e0={scheme}://127.0.0.1:{peer}",
+        ETCD_LISTEN_METRICS_URLS=f"http://127.0.0.1:{metrics}",
+    )  # fmt: skip
+    proc = subprocess.Popen(["etcd"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 30
-        while True:
+        while True:  # the metrics listener's /health: what the probes use with TLS on (no client certificate)
             try:
-                with urllib.request.urlopen(url + "/health", timeout=2) as resp:
+                with urllib.request.urlopen(f"http://127.0.0.1:{metrics}/health", timeout=2) as resp:
                     if b"true" in resp.read():
                         break
             except OSError:
                 pass
+            assert proc.poll() is None, "etcd exited: the rendered environment does not start it"
             assert time.monotonic() < deadline, "etcd never became healthy"
             time.sleep(0.2)
-        yield url
+        pod = job_pod(m)
+        job_tls = secret_files(m, f"{FULL}-etcd-client-tls", tmp_path / "job-tls") if tls else None
+        yield LocalEtcd(url, {c["name"]: c for c in pod["initContainers"] + pod["containers"]}, job_tls)
     finally:
         stop_process(proc, 10)
 
 
-def etcdctl(args: list[str], endpoint: str, backup: Path) -> subprocess.CompletedProcess[str]:
-    """A step's etcdctl arguments, with the in-cluster endpoints and the /backup mount pointed here."""
+def etcdctl(args: list[str], endpoint: str, backup: Path, tls: Path | None) -> subprocess.CompletedProcess[str]:
+    """A step's etcdctl arguments, with the in-cluster endpoints and the /backup and certificate mounts pointed
+    here."""
     local = [
-        f"--endpoints={endpoint}" if a.startswith("--endpoints=") else a.replace("/backup", str(backup)) for a in args
+        f"--endpoints={endpoint}"
+        if a.startswith("--endpoints=")
+        else a.replace("/etc/etcd/tls", str(tls or "/none")).replace("/backup", str(backup))
+        for a in args
     ]
     assert shutil.which("etcdctl"), "etcdctl is missing: Debian package etcd-client (make install-test)"
     return subprocess.run(["etcdctl", *local], check=False, capture_output=True, text=True, timeout=60)
 
 
-def test_backup_steps_against_a_real_etcd(rendered, etcd, tmp_path):
-    pod = job_pod(rendered)
-    steps = {c["name"]: c for c in pod["initContainers"] + pod["containers"]}
+def test_backup_steps_against_a_real_etcd(etcd, tmp_path):
+    steps = etcd.job
     backup = tmp_path / "backup"
     backup.mkdir()
-    put = subprocess.run(
-        ["etcdctl", f"--endpoints={etcd}", "put", "/chain/k", "v"], check=False, capture_output=True, timeout=30
-    )
-    assert put.returncode == 0
+    # etcd requires a client certificate with TLS on: the job's, from the chart, and nothing less
+    certificate = [a for a in steps["snapshot"]["args"] if "/etc/etcd/tls/" in a]
+    put = etcdctl(["--endpoints=", *certificate, "put", "/chain/k", "v"], etcd.url, backup, etcd.job_tls)
+    assert put.returncode == 0, put.stderr
+    if etcd.job_tls is not None:
+        bare = etcdctl(["--endpoints=", f"--cacert={etcd.job_tls}/ca.crt", "get", "/chain/k"], etcd.url, backup, None)
+        assert bare.returncode != 0
     saved = []
     for _ in range(3):
         for name in ("snapshot", "defrag"):
-            result = etcdctl(steps[name]["args"], etcd, backup)
+            result = etcdctl(steps[name]["args"], etcd.url, backup, etcd.job_tls)
             assert result.returncode == 0, (name, result.stdout, result.stderr)
         rotate = steps["rotate"]["command"]
         assert rotate[-2:] == ["/backup", "2"]

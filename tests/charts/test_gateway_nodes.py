@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from gateway.nodes import DNS_CHANNEL_OPTIONS, DNS_SCHEME
+from node.tls import parse_target
 from tests.charts.helm import NAMESPACE, PROFILES, RELEASE, Manifests, env_of, template
 
 FULL = f"{RELEASE}-chain"
@@ -19,7 +20,9 @@ def rendered(request: pytest.FixtureRequest) -> Manifests:
 def test_gateway_dials_the_ready_nodes_headless_service_by_dns(rendered: Manifests) -> None:
     gw = rendered.get("Deployment", f"{FULL}-gateway")
     (c,) = gw["spec"]["template"]["spec"]["containers"]
-    addr = env_of(c)["CHAIN_GATEWAY_NODE_ADDR"]
+    target = parse_target(env_of(c)["CHAIN_GATEWAY_NODE_ADDR"])
+    assert target.secure  # TLS on by default: grpcs://dns:///...
+    addr = target.address
     assert addr.startswith(DNS_SCHEME), addr
     host, port = addr.removeprefix(DNS_SCHEME).rsplit(":", 1)
     name, namespace, svc = host.split(".")
@@ -31,6 +34,10 @@ def test_gateway_dials_the_ready_nodes_headless_service_by_dns(rendered: Manifes
     sts = rendered.get("StatefulSet", f"{FULL}-node")
     assert service["spec"]["selector"] == sts["spec"]["selector"]["matchLabels"]
     assert c["readinessProbe"]["httpGet"]["path"] == "/v1/health"
+    # the internal listener (read batches) through the same ready-only Service
+    internal = parse_target(env_of(c)["CHAIN_GATEWAY_NODE_INTERNAL_ADDR"])
+    assert internal.secure and internal.address == f"{DNS_SCHEME}{host}:50054"
+    assert [p["port"] for p in service["spec"]["ports"] if p["name"] == "internal"] == [50054]
 
 
 def test_gateway_channels_balance_round_robin() -> None:

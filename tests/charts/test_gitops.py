@@ -1,5 +1,6 @@
 """Rendering under GitOps (`helm template`, no cluster to look anything up in): the same values render the same
-manifests, the admin token comes from a Secret the user manages, and the operator's partition is left alone."""
+manifests, the admin token, the Redis password and the TLS certificates come from Secrets the user manages, and
+the operator's partition is left alone."""
 
 from __future__ import annotations
 
@@ -9,7 +10,13 @@ import yaml
 from tests.charts.helm import CHART, NAMESPACE, PROFILES, RELEASE, Manifests, helm
 
 FULL = f"{RELEASE}-chain"
-GITOPS = ("--set", "gitOps=true,adminToken.existingSecret=chain-admin-token")
+TLS_SECRETS = ("node", "gateway", "operator", "backup", "envoy", "etcd", "etcdClient", "redis", "ca")
+# Every Secret a render would otherwise generate, named instead (what a GitOps repository holds)
+MANAGED = (
+    "--set", "adminToken.existingSecret=chain-admin-token,redis.auth.existingSecret=chain-redis",
+    "--set", ",".join(f"tls.existingSecrets.{c}=chain-{c.lower()}-tls" for c in TLS_SECRETS),
+)  # fmt: skip
+GITOPS = ("--set", "gitOps=true", *MANAGED)
 
 
 def render(*args: str) -> str:
@@ -18,11 +25,11 @@ def render(*args: str) -> str:
 
 @pytest.mark.parametrize("profile", sorted(PROFILES))
 def test_existing_secret_renders_byte_for_byte_the_same_twice(profile):
-    args = (*PROFILES[profile], "--set", "adminToken.existingSecret=chain-admin-token")
+    args = (*PROFILES[profile], *MANAGED)
     first, second = render(*args), render(*args)
     assert first == second
     m = Manifests([d for d in yaml.safe_load_all(first) if d])
-    assert not [s for s in m.kind("Secret") if s["metadata"]["name"].endswith("-admin")]  # none generated
+    assert not m.kind("Secret")  # none generated
     refs = {
         e["valueFrom"]["secretKeyRef"]["name"]
         for w in m.workloads()
@@ -34,7 +41,7 @@ def test_existing_secret_renders_byte_for_byte_the_same_twice(profile):
 
 
 def test_without_existing_secret_each_render_generates_a_token():
-    # What the value is for: `helm template` cannot see the token it generated last time.
+    # What the values are for: `helm template` cannot see the token, password or CA it generated last time.
     first, second = render(), render()
     assert first != second
     differing = {
@@ -42,7 +49,9 @@ def test_without_existing_secret_each_render_generates_a_token():
         for a, b in zip(yaml.safe_load_all(first), yaml.safe_load_all(second), strict=True)
         if a != b
     }
-    assert differing == {("Secret", f"{FULL}-admin")}
+    generated = {f"{FULL}-admin", f"{FULL}-redis-auth", f"{FULL}-ca-key", f"{FULL}-ca"}
+    generated |= {f"{FULL}-{c}-tls" for c in ("node", "gateway", "operator", "envoy", "redis")}
+    assert differing == {("Secret", name) for name in generated}
 
 
 @pytest.mark.parametrize("profile", sorted(PROFILES))
@@ -57,7 +66,16 @@ def test_gitops_leaves_the_partition_to_the_operator(profile):
     assert sts["spec"]["updateStrategy"]["rollingUpdate"] == {"partition": 0}
 
 
-def test_gitops_without_an_existing_secret_is_refused():
-    result = helm("template", RELEASE, str(CHART), "--set", "gitOps=true", check=False)
+@pytest.mark.parametrize(
+    ("unset", "message"),
+    [
+        ("adminToken.existingSecret", "gitOps=true needs adminToken.existingSecret"),
+        ("redis.auth.existingSecret", "gitOps=true with redis.auth.enabled needs redis.auth.existingSecret"),
+        ("tls.existingSecrets.gateway", "set tls.existingSecrets.gateway"),
+        ("tls.existingSecrets.ca", "set tls.existingSecrets.ca"),
+    ],
+)
+def test_gitops_without_an_existing_secret_is_refused(unset, message):
+    result = helm("template", RELEASE, str(CHART), *GITOPS, "--set", f"{unset}=", check=False)
     assert result.returncode != 0
-    assert "gitOps=true needs adminToken.existingSecret" in result.stderr
+    assert message in result.stderr
