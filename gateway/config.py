@@ -75,33 +75,7 @@ def _parser() -> argparse.ArgumentParser:
         help="node gRPC address (repeatable; dns:///NAME:PORT balances over every address NAME resolves to)",
     )
     p.add_argument("--node-web-url", default=d.node_web_url, help="node gRPC-web URL for the passthrough")
-    p.add_argument(
-        "--node-internal-addr",
-        action="append",
-        dest="node_internal_addrs",
-        default=None,
-        metavar="ADDR",
-        help="the nodes' internal listener (repeatable): reads batched there, with --node-tls-cert over TLS; "
-        "none: each read is a plain call to --node-addr",
-    )
-    p.add_argument("--node-ca-file", type=Path, default=None, help="CA of the nodes' certificates (grpcs://, https://)")
-    p.add_argument("--node-tls-cert", type=Path, default=None, help="client certificate for the internal listener")
-    p.add_argument("--node-tls-key", type=Path, default=None, help="its private key")
-    p.add_argument("--tls-cert", type=Path, default=None, help="certificate of the HTTP listener (TLS)")
-    p.add_argument("--tls-key", type=Path, default=None, help="its private key")
-    p.add_argument(
-        "--trusted-proxies",
-        default="",
-        metavar="CIDR,...",
-        help="peers whose X-Forwarded-For names the client (SSE per-IP cap, access log); none: the peer is the client",
-    )
-    p.add_argument(
-        "--redis-url",
-        default=d.redis_url,
-        help="Redis for event fan-out (redis://[user:pass@]host:port/db, rediss:// for TLS); in-process when empty",
-    )
-    p.add_argument("--redis-password-file", type=Path, default=None, help="file holding the Redis password")
-    p.add_argument("--redis-ca-file", type=Path, default=None, help="CA of Redis's certificate (rediss://)")
+    _trust_flags(p, d)
     p.add_argument(
         "--redis-stream-maxlen", type=int, default=d.redis_stream_maxlen, help="events kept per Redis Stream (about)"
     )
@@ -147,6 +121,37 @@ def _parser() -> argparse.ArgumentParser:
     describe_env(p, ENV_PREFIX, lists=LIST_FLAGS, shown={"node_addrs": ",".join(d.node_addrs)})
     add_version(p)
     return p
+
+
+def _trust_flags(p: argparse.ArgumentParser, d: GatewayConfig) -> None:
+    """TLS to the nodes and on the listener, the nodes' internal listener, trusted proxies, Redis."""
+    p.add_argument(
+        "--node-internal-addr",
+        action="append",
+        dest="node_internal_addrs",
+        default=None,
+        metavar="ADDR",
+        help="the nodes' internal listener (repeatable): reads batched there, with --node-tls-cert over TLS; "
+        "none: each read is a plain call to --node-addr",
+    )
+    p.add_argument("--node-ca-file", type=Path, default=None, help="CA of the nodes' certificates (grpcs://, https://)")
+    p.add_argument("--node-tls-cert", type=Path, default=None, help="client certificate for the internal listener")
+    p.add_argument("--node-tls-key", type=Path, default=None, help="its private key")
+    p.add_argument("--tls-cert", type=Path, default=None, help="certificate of the HTTP listener (TLS)")
+    p.add_argument("--tls-key", type=Path, default=None, help="its private key")
+    p.add_argument(
+        "--trusted-proxies",
+        default="",
+        metavar="CIDR,...",
+        help="peers whose X-Forwarded-For names the client (SSE per-IP cap, access log); none: the peer is the client",
+    )
+    p.add_argument(
+        "--redis-url",
+        default=d.redis_url,
+        help="Redis for event fan-out (redis://[user:pass@]host:port/db, rediss:// for TLS); in-process when empty",
+    )
+    p.add_argument("--redis-password-file", type=Path, default=None, help="file holding the Redis password")
+    p.add_argument("--redis-ca-file", type=Path, default=None, help="CA of Redis's certificate (rediss://)")
 
 
 LIST_FLAGS = frozenset({"node_addrs", "node_internal_addrs", "cors_origins"})

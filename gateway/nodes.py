@@ -1,5 +1,11 @@
 """Upstream nodes: one gRPC channel per node address, client-side round robin.
 
+Two kinds of upstream: the nodes' public ports (`--node-addr`: writes, streams, single reads, the gRPC-web
+bridge) and their internal listeners (`--node-internal-addr`: the reads by method path, batched,
+gateway/batching.py). Without internal addresses those reads go to the public ports as plain calls. A
+`grpcs://` address is TLS, checked against `--node-ca-file`; the internal listener takes only a client
+certificate of the cluster's CA (`--node-tls-cert`), and with one a bare internal address is TLS too.
+
 Round robin at two levels: the pool turns over its `--node-addr` entries, and a `dns:///` entry's channel uses gRPC's
 `round_robin` policy, so an entry `dns:///name:port` naming a headless Service spreads calls over every node
 address the name resolves to (re-resolved by gRPC as nodes come and go).

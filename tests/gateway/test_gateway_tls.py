@@ -21,7 +21,7 @@ from node.tls import plaintext_warning
 from tests.fixtures.certs import Leaf, TestCA
 from tests.fixtures.gwproc import GatewayProcess
 from tests.fixtures.nodeproc import NodeProcess, NodeTLSFiles
-from tests.gateway.test_rest_grpcweb import GRPC_WEB, frame, unary
+from tests.gateway.grpcweb_frames import GRPC_WEB, frame, unary
 
 ACCOUNT = "/v1/accounts/0x" + "11" * 20  # any address is an account: a read by method path (batched)
 

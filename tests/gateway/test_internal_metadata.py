@@ -23,7 +23,7 @@ from node.server.write.membership import PROOF_KEY, MemberProof
 from tests.fixtures.actors import RemoteActor
 from tests.fixtures.nodeproc import NodeProcess
 from tests.gateway.conftest import MakeClient
-from tests.gateway.test_rest_grpcweb import GRPC_WEB, frame, frames
+from tests.gateway.grpcweb_frames import GRPC_WEB, frame, frames
 
 SECRET = b"members-only-secret-0123456789"
 BATCH = "/v1/grpc-web/chain.v1.ChainService/BatchSubmitMessages"

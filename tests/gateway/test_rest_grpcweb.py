@@ -19,26 +19,11 @@ from tests.fixtures.actors import authority_builder
 from tests.fixtures.gwproc import GatewayProcess
 from tests.fixtures.nodeproc import NodeProcess
 from tests.gateway.conftest import ORIGIN, MakeClient
+from tests.gateway.grpcweb_frames import GRPC_WEB, frame, unary
 
 Client = TestClient[Any, Any]
 SERVICE = "/v1/grpc-web/chain.v1.ChainService"
 PROTOBUF = {"Content-Type": "application/x-protobuf"}
-GRPC_WEB = {"Content-Type": "application/grpc-web+proto", "X-Grpc-Web": "1"}
-
-
-def frame(payload: bytes, flag: int = 0) -> bytes:
-    return bytes([flag]) + len(payload).to_bytes(4, "big") + payload
-
-
-def frames(body: bytes) -> list[tuple[int, bytes]]:
-    out = []
-    i = 0
-    while i + 5 <= len(body):
-        n = int.from_bytes(body[i + 1 : i + 5], "big")
-        out.append((body[i], body[i + 5 : i + 5 + n]))
-        i += 5 + n
-    assert i == len(body), "truncated frame"
-    return out
 
 
 @pytest.fixture(params=["node-web", "native"])
@@ -47,15 +32,6 @@ async def passthrough(request: pytest.FixtureRequest, make_gateway_client: MakeC
     if request.param == "native":
         return await make_gateway_client(node_web_url="")
     return await make_gateway_client()
-
-
-def unary(body: bytes) -> tuple[bytes, str]:
-    """(the response message bytes, the trailers text) of a unary gRPC-web answer."""
-    got = frames(body)
-    data = [payload for flag, payload in got if not flag & 0x80]
-    trailers = [payload for flag, payload in got if flag & 0x80]
-    assert len(data) == 1 and len(trailers) == 1, got
-    return data[0], trailers[0].decode()
 
 
 async def test_unary_call_through_the_passthrough(passthrough: Client) -> None:
