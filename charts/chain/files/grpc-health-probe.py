@@ -8,7 +8,10 @@ SERVING, 1 otherwise with one line on stderr. It uses only the image's Python an
 
 from __future__ import annotations
 
+import os
 import sys
+
+os.environ.setdefault("GRPC_VERBOSITY", "NONE")  # the one line below is the probe's whole output
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
