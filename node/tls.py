@@ -175,7 +175,7 @@ def tls_failure(details: str | None) -> bool:
     """True when a failed call's details are a TLS handshake failure rather than a refusal or an outage."""
     text = (details or "").lower()
     # gRPC reports a refused client certificate only as "Unwrap failed (TSI_DATA_CORRUPTED)"
-    words = ("ssl", "tls", "handshake", "certificate", "x509", "wrong_version", "alpn", "tsi_")
+    words = ("ssl", "tls", "handshake", "certificate", "x509", "wrong_version", "alpn", "tsi_", "hostname verification")
     return any(word in text for word in words)
 
 
