@@ -83,6 +83,12 @@ RUNS: tuple[Run, ...] = (
     ),
     Run("bench.bench_statesync", ("--keys", "1000000"), ("--keys", "100000"), ("etcd",)),
     Run("bench.bench_tracing", ("--messages", "10000", "--rounds", "2"), ("--messages", "5000", "--rounds", "2")),
+    Run(
+        "bench.bench_tls",
+        ("--messages", "10000", "--rounds", "2", "--seconds", "12"),
+        ("--messages", "4000", "--rounds", "2", "--seconds", "6", "--slices", "2"),
+        ("h2load",),
+    ),
 )
 
 

@@ -118,6 +118,17 @@ GOALS: tuple[Goal, ...] = (
         "chain-node start → SERVING, empty store, idle machine",
         2.0, Bound.AT_MOST, "s", "bench.bench_startup", "(measure)",
     ),
+    # TLS on every hop costs at most a tenth: each side against the same node in plaintext, in the same run
+    Goal(
+        "tls_ingest_ratio",
+        "committed msgs/s with TLS ÷ the same node in plaintext",
+        0.9, Bound.AT_LEAST, "", "bench.bench_tls", "(measure)",
+    ),
+    Goal(
+        "tls_reads_ratio",
+        "GetAccount QPS (h2load) over TLS ÷ the same node in plaintext",
+        0.9, Bound.AT_LEAST, "", "bench.bench_tls", "(measure)",
+    ),
 )  # fmt: skip
 
 
