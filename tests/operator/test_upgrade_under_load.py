@@ -1,21 +1,29 @@
-"""A replicated rolling upgrade driven by the operator, behind the real Envoy, under client load.
+"""A replicated rolling upgrade driven by the operator, behind the real Envoy, under client load, with TLS on
+every hop.
 
 Three `chain-node --orderer etcd` members on a real etcd are the pods of a StatefulSet kept in kmock
 (tests/fixtures/kubecluster.py plays the StatefulSet controller and the kubelet: a released pod's process is
 stopped with SIGTERM - it drains - and started again on its volume with the new image). The real Envoy,
-rendered from the shipped envoy/envoy.yaml (only addresses and the health-check interval changed), fronts
-the three members on fixed ports, as a Service would. The real operator (kopf) rolls the network from
-1.0 to 1.1 (the soak variant: on to 1.2 as well) through its gates. Client processes
+rendered from the shipped envoy/envoy-tls.yaml (only addresses, the health-check interval and the SDS files'
+paths changed), fronts the three members on fixed ports, as a Service would. The real operator (kopf) rolls
+the network from 1.0 to 1.1 (the soak variant: on to 1.2 as well) through its gates. Client processes
 (tests/fixtures/soakload.py) meanwhile send unary calls (SubmitMessage, GetNodeStatus, GetBlock) through
 Envoy and hold SubscribeBlocks streams open through it.
+
+TLS, as the chart deploys it: one cluster CA signs every certificate. etcd asks its clients for a certificate
+of it; each member serves every listener with its own (names: loopback and the pod's DNS name under the
+headless Service) and the members forward and follow each other over mutual TLS; Envoy terminates TLS on its
+listener and dials the members over TLS, checking the name `localhost` their certificates carry; the load
+clients call Envoy over grpcs:// trusting the CA; the operator calls each pod over TLS checking
+`{pod}.{subdomain}.{namespace}.svc` and presenting its client certificate.
 
 What must hold: no unary call fails (retries only where the documented policy allows them: a refusal that
 carries `retry-after-ms`); every stream that ends, ends with UNAVAILABLE / DRAINING and resumes from its
 last event id with no gap and no repeat; every submission answered "accepted" is committed exactly once;
 every member ends on the new image at the same block hash (and state root).
 
-The bounded variant runs in `make test`; the soak variant (`make soak`) runs more clients, longer, and two
-upgrades in a row.
+The bounded TLS variant runs in `make test`. `make soak` runs the same bounded load in plaintext (envoy/envoy.yaml,
+plaintext members, etcd and operator) and the soak scale over TLS: more clients, longer, two upgrades in a row.
 """
 
 from __future__ import annotations
@@ -33,7 +41,8 @@ from typing import Any
 import pytest
 
 from chain.v1 import rpc_pb2
-from tests.fixtures.envoyproc import EnvoyProcess, render
+from tests.fixtures.certs import TestCA
+from tests.fixtures.envoyproc import TLS_TEMPLATE, EdgeTLS, EnvoyProcess, render, shipped_sds
 from tests.fixtures.etcdproc import EtcdCluster
 from tests.fixtures.kubecluster import StatefulSetDouble
 from tests.fixtures.nodeproc import NodeProcess
@@ -65,17 +74,37 @@ SOAK_MARKS = (pytest.mark.soak, pytest.mark.timeout(1200))  # two upgrades under
 
 def member_args(etcd: EtcdCluster) -> list[str]:
     return [
-        "--orderer", "etcd", "--etcd-endpoints", etcd.endpoints_flag, "--lease-ttl", "2",
+        "--orderer", "etcd", *etcd.node_flags, "--lease-ttl", "2",
         "--block-interval", "0.1", "--empty-block-interval", "1", "--drain-seconds", DRAIN_SECONDS,
     ]  # fmt: skip
+
+
+def edge_config(ports: list[int], ca: TestCA | None, workdir: Path) -> dict[str, Any]:
+    """envoy/envoy.yaml in front of the members' public ports; with a CA envoy/envoy-tls.yaml, its listener
+    serving a certificate of the CA and its SDS files pointing at the test's files."""
+    nodes = [("127.0.0.1", p) for p in ports]
+    if ca is None:
+        return render(nodes, health_interval=HEALTH_INTERVAL)
+    config = render(nodes, health_interval=HEALTH_INTERVAL, template=TLS_TEMPLATE)
+    listener = ca.issue("edge")
+    return EdgeTLS(listener.cert, listener.key, ca.cert).install(config, shipped_sds(), workdir / "sds")
+
+
+def operator_tls(ca: TestCA | None) -> dict[str, Any]:
+    """The operator's TLS to the pods: the CA and a client certificate of it (none in plaintext)."""
+    if ca is None:
+        return {}
+    leaf = ca.issue("operator")
+    return {"node_ca_file": ca.cert, "node_tls_cert": leaf.cert, "node_tls_key": leaf.key}
 
 
 class Clients:
     """Load client processes; `finish()` stops them and sums their reports."""
 
-    def __init__(self, workdir: Path, target: str, authority: Path, scale: Scale) -> None:
+    def __init__(self, workdir: Path, target: str, authority: Path, scale: Scale, ca_file: Path | None) -> None:
         self.workdir = workdir
         self.target = target
+        self.ca_file = ca_file
         self.authority = authority
         self.scale = scale
         self.stop_file = workdir / "stop"
@@ -88,6 +117,7 @@ class Clients:
             "--authority", str(self.authority), "--stop", str(self.stop_file),
             "--out", str(self.workdir / f"client{index}.json"), "--unary", str(self.scale.unary),
             "--streams", str(self.scale.streams), "--seed", str(index),
+            *(("--ca-file", str(self.ca_file)) if self.ca_file is not None else ()),
         ]  # fmt: skip
         lines: list[str] = []
         env = dict(os.environ, PYTHONPATH=str(ROOT))
@@ -182,29 +212,43 @@ async def upgrade_to(cluster: Any, sts: StatefulSetDouble, version: str, reasons
     return time.monotonic() - started
 
 
+@dataclass(frozen=True)
+class Variant:
+    scale: Scale
+    tls: bool
+
+
 @pytest.mark.parametrize(
-    "scale", [pytest.param(BOUNDED, id="bounded"), pytest.param(SOAK, id="soak", marks=SOAK_MARKS)]
+    "variant",
+    [
+        pytest.param(Variant(BOUNDED, tls=True), id="bounded-tls"),
+        pytest.param(Variant(BOUNDED, tls=False), id="bounded-plaintext", marks=SOAK_MARKS),
+        pytest.param(Variant(SOAK, tls=True), id="soak-tls", marks=SOAK_MARKS),
+    ],
 )
-async def test_replicated_upgrade_under_load_behind_envoy(cluster, start_operator, tmp_path, scale: Scale) -> None:
-    etcd = EtcdCluster(tmp_path / "etcd", 1).start()
+async def test_replicated_upgrade_under_load_behind_envoy(cluster, start_operator, tmp_path, variant: Variant) -> None:
+    scale = variant.scale
+    ca = TestCA.make(tmp_path / "pki") if variant.tls else None
+    etcd = EtcdCluster(tmp_path / "etcd", 1, tls=ca or False).start()
     ports = [free_port() for _ in range(3)]
     fixed = {i: ["--grpc-addr", f"127.0.0.1:{ports[i]}", "--node-id", f"n{i}"] for i in range(3)}
     sts = StatefulSetDouble(
         cluster, NAMESPACE, "chain-node", f"{IMAGE}:1.0", 3, tmp_path / "pods",
-        node_args=member_args(etcd), ordinal_args=fixed, genesis_first=True,
+        node_args=member_args(etcd), ordinal_args=fixed, genesis_first=True, tls=ca,
     )  # fmt: skip
     envoy: EnvoyProcess | None = None
     clients: Clients | None = None
     t0 = time.monotonic()
     try:
         await sts.start()
-        config = render([("127.0.0.1", p) for p in ports], health_interval=HEALTH_INTERVAL)
+        config = edge_config(ports, ca, tmp_path / "envoy")
         envoy = await asyncio.to_thread(EnvoyProcess(config, tmp_path / "envoy").start, 3)
-        await start_operator(max_lag_blocks=10, stable_checks=3, stable_interval=0.5)
+        await start_operator(max_lag_blocks=10, stable_checks=3, stable_interval=0.5, **operator_tls(ca))
         await create_network(cluster, network("main", "1.0", 3))
         await eventually(lambda: network_status(cluster, "main").get("currentVersion") == "1.0", 60, "1.0")
         authority = Path(running(sts)[0].ready["devnet_authority"])
-        clients = Clients(tmp_path / "clients", envoy.target, authority, scale)
+        target = f"grpcs://{envoy.target}" if ca is not None else envoy.target
+        clients = Clients(tmp_path / "clients", target, authority, scale, ca.cert if ca is not None else None)
         started = time.monotonic()
         await asyncio.to_thread(clients.start)
         await asyncio.sleep(scale.warmup)
