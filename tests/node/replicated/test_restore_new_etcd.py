@@ -59,7 +59,7 @@ def test_a_backup_restarts_a_replicated_network_on_a_new_empty_etcd(
             for i in range(3):
                 commit_retrying(c, actor.b.project_create(f"before-the-loss-{i}"))
         snapshot_of(old, lead)
-        made = backup(moto, "create", "--node", old.nodes[lead].grpc_target, "--url", url)
+        made = backup(moto, "create", "--node", old.nodes[lead].internal_target, "--url", url)
         assert made.code == 0, made.stderr
         height = int(made.doc["height"])
         backed_up = blocks(old.nodes[lead], height)

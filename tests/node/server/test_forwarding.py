@@ -16,7 +16,8 @@ from node.server.write.mempool import Mempool
 from node.server.write.pipeline import Pipeline
 from node.server.write.verify import Verifier
 from tests.fixtures.actors import authority_builder
-from tests.fixtures.nodeproc import NodeProcess
+from tests.fixtures.certs import TestCA
+from tests.fixtures.nodeproc import NodeProcess, NodeTLSFiles
 from tests.fixtures.replicaset import ENV, funded_actors, wait_bootstrapped
 
 
@@ -73,8 +74,9 @@ async def test_forwarded_batches_carry_the_member_proof(tmp_path: Path) -> None:
     """A member's forwards carry its proof: the upstream takes them as verified only with the right secret."""
     secret = b"forwarding-test-secret-0123456789"
     (tmp_path / "secret").write_bytes(secret)
+    files = NodeTLSFiles.issue(TestCA.make(tmp_path / "pki"), "up")  # the proof counts only over mutual TLS
     upstream = NodeProcess(
-        tmp_path / "up", "--verify-workers", "0", "--cluster-secret-file", str(tmp_path / "secret"), env=ENV
+        tmp_path / "up", "--verify-workers", "0", "--cluster-secret-file", str(tmp_path / "secret"), env=ENV, tls=files
     ).start()
     chain: Chain | None = None
     try:
@@ -91,11 +93,11 @@ async def test_forwarded_batches_carry_the_member_proof(tmp_path: Path) -> None:
         # proof; a forged signature shows which side verified: only a trusting upstream accepts it
         outcomes = {}
         for name, proof in (("wrong", MemberProof(b"some-other-secret-0123456789")), ("member", MemberProof(secret))):
-            fwd = Forwarder(pipeline, mempool, max_batch=100, proof=proof)
+            fwd = Forwarder(pipeline, mempool, max_batch=100, proof=proof, tls=files.client_tls())
             try:
                 forged = actor.b.follow(bytes(20))
                 forged.signature = bytes(64)
-                (outcomes[name],) = await fwd.submit([forged], upstream.grpc_target, vouched=True)
+                (outcomes[name],) = await fwd.submit([forged], upstream.internal_target, vouched=True)
             finally:
                 await fwd.close()
         assert not outcomes["wrong"].accepted and outcomes["wrong"].reason == Reason.INVALID_SIGNATURE.value

@@ -97,14 +97,14 @@ def _items(owner: bytes) -> list[pb.ReadBatchItem]:
     ]
 
 
-@pytest.mark.parametrize("workers", [(), ("--read-workers", "1")], ids=["main", "read-worker"])
-def test_a_stopping_node_ends_the_stream_with_ok(tmp_path: Path, workers: tuple[str, ...]) -> None:
-    node = NodeProcess(tmp_path / "node", "--drain-seconds", "0.3", *workers).start()
+def test_a_stopping_node_ends_the_stream_with_ok(tmp_path: Path) -> None:
+    """Read streams are the internal listener's (the main process's, with read workers or without)."""
+    node = NodeProcess(tmp_path / "node", "--drain-seconds", "0.3").start()
     try:
         items = _items(new_account(node.client(), node.authority()).address)
 
         async def run() -> tuple[list[pb.ReadStreamResponse], pb.ReadBatchResponse, grpc.StatusCode, float]:
-            async with grpc.aio.insecure_channel(node.grpc_target) as channel:
+            async with grpc.aio.insecure_channel(node.internal_target) as channel:  # read batches: internal
                 batch = channel.unary_unary(
                     "/chain.v1.ReadBatchService/ReadBatch",
                     request_serializer=pb.ReadBatchRequest.SerializeToString,
