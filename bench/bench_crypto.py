@@ -113,7 +113,7 @@ def cases() -> list[tuple[str, Callable[[], object]]]:
 
 def bare_ed25519_rate(seconds: float = 0.3, repeats: int = 5) -> float:
     """One core's bare Ed25519 verifies per second (``cryptography``, key loaded per call), best of repeats:
-    the unit of the issue-15 ingest rows (bench_node)."""
+    the unit of the goals table's ingest rows (bench_node)."""
     return measure(cases()[:1], seconds, repeats)[0].ops_per_second
 
 

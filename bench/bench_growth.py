@@ -2,7 +2,7 @@
 
     python -m bench.bench_growth [--phases 5] [--messages 20000] [--clients 4]
 
-The issue-15 table measures ingest on a fresh store (`bench_node`). A node that has run for a while has a
+The goals table of `make bench` measures ingest on a fresh store (`bench_node`). A node that has run for a while has a
 larger store, and every message inserts keys at random places of it: its hash record, its links, its
 state-tree nodes (keyed by their hashes). This bench runs `--phases` saturated phases of `--messages`
 pre-signed messages each, one after another on the same node (the clients of `bench_node`, one process
@@ -16,7 +16,7 @@ each; the node settles between phases), and prints one line per phase:
 - after the phase, the store: messages committed so far, the file's size, and the pages each LMDB database
   uses (read from a read-only environment beside the node, as a read worker opens it).
 
-It is not a row of the issue's table (the table has none for it); docs/performance.md records the figures.
+It is printed, not a row of the goals table; docs/performance.md ("As the store grows") has the figures.
 """
 
 from __future__ import annotations

@@ -48,7 +48,7 @@ from tests.harness import commit_meta
 
 BATCH = 100
 # batches each load client keeps in flight in the saturated phases: with one, the node's cores idled between
-# a batch's answer and the client's next batch (docs/performance.md, thirty-second pass)
+# a batch's answer and the client's next batch; four gain nothing over two
 IN_FLIGHT = 2
 
 
@@ -149,7 +149,7 @@ class Watcher:
 
     By default it follows SubscribeBlocks with the blocks' messages: one event per block. With
     `messages=True` it follows SubscribeMessages, one event per message, which costs the node a gRPC
-    stream write per message and subscriber (docs/performance.md, "The observer")."""
+    stream write per message and subscriber."""
 
     def __init__(self, target: str, wanted: int, *, messages: bool = False) -> None:
         ctx = multiprocessing.get_context("spawn")
@@ -308,7 +308,7 @@ def main() -> None:
             assert node.proc is not None
             # the ingest rows' unit, one core's bare Ed25519 verifies/s, taken just before and just after the
             # phase they divide (the node idle meanwhile) and averaged: this host's speed moves within a minute,
-            # and one figure taken after every phase once moved the rows by a quarter (docs/performance.md)
+            # and one figure taken after the phase alone can move the rows by a quarter
             verify_before = bare_ed25519_rate()
             with Occupancy(node.proc.pid) as occupancy:  # what the cores did meanwhile: what bounds the rows
                 w, per_message, _ = measured_phase(node, per_client, in_flight=depth)

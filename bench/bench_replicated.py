@@ -3,10 +3,9 @@
     python -m bench.bench_replicated [--messages N] [--rounds R] [--trials T] [--profile DIR]
 
 Solo, three members with a cluster secret and three without are measured in R interleaved rounds (the two
-clusters' order alternates, fresh data each round) and the ratios are given per round, as a median and as
-a min-max spread: one short run in a fixed order measured the machine, not the configurations
-(docs/performance.md, third pass). Clients are spread over the members, client i on member i mod 3, as
-behind Envoy's round robin.
+clusters' order alternates, fresh data each round) and the ratios are given per round, as a median and as a
+min-max spread: one short run in a fixed order would measure the machine, not the configurations. Clients are
+spread over the members, client i on member i mod 3, as behind Envoy's round robin.
 
 - committed msgs/s: C clients submit batches of 100 follows as fast as they can, two in flight each as in
   bench_node (to the one solo node; spread over the three replicated nodes), counted until the last
@@ -169,7 +168,7 @@ def measure(
     }
     if paced:
         # small batches: a batch of 100 per client a second made where it fell against the block interval
-        # decide the p50 (76-236 ms between runs of the same code, docs/performance.md, eighth pass)
+        # decide the p50 (76-236 ms between runs of the same code)
         calm_load = signed_load(nodes[0], clients, int(paced * 5), batch=PACED_BATCH)
         calm = phase(targets, targets[0], calm_load, rate=paced)
         out |= {"p50_ms": calm["p50_ms"], "p99_ms": calm["p99_ms"]}

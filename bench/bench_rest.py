@@ -10,7 +10,7 @@ app are up together and measured in alternating slices (`--slices`), summed per 
 
 Why the bare app gets the same number of processes: the row measures how close the gateway's REST path is
 to aiohttp's floor, not how many processes it runs. A two-worker gateway against a one-process bare app
-would credit the gateway with a second core the baseline was not given (docs/performance.md). The bare
+would credit the gateway with a second core the baseline was not given (docs/decisions.md). The bare
 app's processes share the port with SO_REUSEPORT (a bench-only baseline; the gateway's parent deals its
 connections instead, gateway/workers.py).
 
@@ -23,14 +23,13 @@ as a GET whose record just changed would be: printed beside the row, not the row
 `--profile FILE` also samples the one-process gateway with py-spy during its run (raw collapsed stacks).
 
 Instructions per GET (`--instructions N`, 0 skips): the one-process gateway and one bare process, each run
-under valgrind's callgrind (Debian `valgrind`, installed by `make bench`), answer N GETs of the same
-rotation from an aiohttp client keeping 16 in flight, counted only between `callgrind_control -i on` and
-`off` (start-up and a warm-up of 200 GETs left out). Instructions do not depend on what else the host is
-doing, so this figure repeats to within ~1% where req/s and CPU per GET move by ±20%
-(docs/performance.md, eleventh pass). It counts user-space instructions of every thread of the process,
-not system calls or cache misses, and under callgrind's slowdown the gateway's batches differ from the wrk
-run's (4-5 reads each on the read stream, ~11 under wrk): a figure for comparing commits of the same path
-and transport, not a throughput.
+under valgrind's callgrind (Debian `valgrind`, installed by `make bench`), answer N GETs of the same rotation
+from an aiohttp client keeping 16 in flight, counted only between `callgrind_control -i on` and `off`
+(start-up and a warm-up of 200 GETs left out). Instructions do not depend on what else the host is doing, so
+this figure repeats to within ~1% where req/s and CPU per GET move by ±20%. It counts user-space instructions
+of every thread of the process, not system calls or cache misses, and under callgrind's slowdown the gateway's
+batches differ from the wrk run's (4-5 reads each on the read stream, ~11 under wrk): a figure for comparing
+commits of the same path and transport, not a throughput.
 """
 
 from __future__ import annotations
@@ -161,8 +160,8 @@ async def measure_pair(
 ) -> tuple[Pair, int]:
     """The gateway with `workers` processes and the bare app with as many, both up, measured in alternating
     slices (bare, gateway, bare, gateway, ...; `--slices`) and summed: this host's speed moves within a
-    minute, so each side sees the same moments (one run each, back to back, once credited the gateway with
-    a pass because the bare app's minute was slow, docs/performance.md, ninth pass). wrk rotates over
+    minute, so each side sees the same moments (one run each, back to back, can credit the gateway with
+    a pass because the bare app's minute was slow). wrk rotates over
     `paths` (one per account) on both, and the bare app answers each with the gateway's own bytes."""
     more = ["--workers", str(workers)] if workers > 1 else []
     gateway, port = await start_gateway(node, *more, *extra, *ns.gateway_args)

@@ -378,7 +378,7 @@ def sse_rows(
 
 
 def issue_row(rows: list[Row]) -> dict[str, str]:
-    """The SSE row of the throughput table (issue 15) from `sse_rows()`: the best gateway run's p99 against
+    """The SSE row of the goals table (bench/table.py) from `sse_rows()`: the best gateway run's p99 against
     the goal, and as a ratio to the bare fan-out of the same run (rows[0])."""
     bare, best = rows[0], min(rows[1:], key=lambda r: r.p99)
     return {

@@ -9,7 +9,8 @@
   gRPC server costs to come up on this machine);
 - command start-up: wall time of ``chainctl --help``, ``chainctl keys list`` (a command that runs, offline,
   on an empty key store), ``chain-node --help`` and ``chain-gateway --help``, median of N, next to a bare
-  ``python -c pass``. ``python -X importtime`` tells which imports the time goes to (docs/performance.md).
+  ``python -c pass``. ``python -X importtime`` tells which imports the time goes to (docs/performance.md,
+  "Start-up").
 The machine is shared: the figures are noisy, the medians are the ones to compare; the node's CPU time
 until SERVING (its process and its children, from /proc) moves less with the load than wall time does.
 

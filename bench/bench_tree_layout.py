@@ -2,14 +2,15 @@
 
     python -m bench.bench_tree_layout [--blocks 150] [--keys 1200] [--updates 0.2] [--walks 2000]
 
-The node stores tree nodes under their hashes (node/storage/lmdb_store.py), so a block's new nodes land at
-random places of a B-tree: once the tree has more pages than a block has nodes, each node dirties a page
-of its own, and LMDB writes every dirty page whole (docs/performance.md, "Ingest as the store grows").
+Tree nodes stored under their hashes land at random places of a B-tree: once the tree has more pages than
+a block has nodes, each new node dirties a page of its own, and LMDB writes every dirty page whole
+(docs/performance.md, "As the store grows"). The node stores them by creating block (store format 2,
+node/storage/tree_layout.py).
 This bench builds one tree with the node's own `merkle.update`, block after block (`--keys` changed keys
 each, `--updates` of them overwrites of keys set before), and writes each block's new nodes into three
 LMDB environments, one write transaction per block, fsynced as the node's are:
 
-- `hash`: key = the node's hash, the node's layout today;
+- `hash`: key = the node's hash (store format 1);
 - `position`: key = the node's place in the tree (the first min(depth, 16) bits of its path, 2 bytes),
   then its hash: the nodes a path creates share a key range;
 - `block`: key = the number of the block that created the node (8 bytes, big-endian), then its hash,
@@ -22,7 +23,7 @@ CPU per changed key in them (`time.process_time`: the B-tree inserts, the page w
 the pages the database uses. After the last block, `--walks` root-to-leaf walks of random present keys in
 each layout (one LMDB get per node, the way an update or a proof reads): CPU µs per walk.
 
-It is a lab for a layout the node does not have; it is not a row of the issue's table.
+It is printed, not a row of the goals table.
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ kept per snapshot of the store, so a block makes them all stale, where the gatew
 the node's answer bytes, which do not change when other accounts are written. The gateway asks the node
 on every GET, so the workers' share is shown for the REST reads too.
 
-Printed, not a row of the issue's table (docs/performance.md, twenty-seventh pass).
+Printed, not a row of the goals table (docs/performance.md, "Reads").
 """
 
 from __future__ import annotations

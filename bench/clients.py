@@ -1,4 +1,4 @@
-"""The write benches' load clients, each in a process of its own (issue 15: pre-signed messages from several
+"""The write benches' load clients, each in a process of its own (pre-signed messages from several
 client processes, so that no client shares a GIL with another and the load generator is not the bound).
 
 The bench signs every batch first, in its own process; each client process gets its batches as bytes,

@@ -3,11 +3,11 @@
     web.AppRunner(app, access_log_class=LeanAccessLogger)
 
 aiohttp's `AccessLogger` parses its format into a list of field functions and builds a dict of `extra`
-values for every request (about a sixth of the gateway's CPU per REST GET, docs/performance.md). For the
+values for every request (about a sixth of the gateway's CPU per REST GET). For the
 default format — `%a %t "%r" %s %b "%{Referer}i" "%{User-Agent}i"` — this writes the same line with one
 f-string and the timestamp formatted once per second; for any other format it defers to aiohttp's logger.
 The request target is the one the client sent (`raw_path`), not aiohttp's `path_qs`, which yarl rebuilds
-from its parts on every call (~2.5k of the ~400k instructions of a REST GET, docs/performance.md) and which
+from its parts on every call (~2.5k of the ~400k instructions of a REST GET) and which
 can differ from what was sent: `GET http://host/v1/x` logs as `/v1/x`, `//x/y` as `////x/y`, `/v1/a?` as `/v1/a`.
 For every other target the text is the same: the HTTP parser refuses control characters and non-ASCII
 bytes in a target before any line is written, so a raw target cannot break the line.
@@ -19,7 +19,7 @@ the record names no caller (`Logger.info` would walk the stack for one; no forma
 When the process logs through the one handler `configure_logging` installed and nothing else would see the
 record (node/observability/logs.py, `sole_handler`), no record is made at all: the handler writes the text it
 would have written for it (`LogHandler.write_line`): about 7% of the instructions of a REST GET. Under any
-other set-up (a log capture, a second handler) the record is made and handled as before.
+other set-up (a log capture, a second handler) the record is made and handled as usual.
 """
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
 """Reads coalesced into one node call: the gateway's side of the internal ReadBatch RPC.
 
-One grpc.aio unary call costs the gateway's event loop ~145 µs whatever it carries (docs/performance.md),
+One grpc.aio unary call costs the gateway's event loop ~145 µs whatever it carries,
 several times aiohttp's own work per GET. So the reads that reach a channel in the same event-loop turn
 go to the node as ONE `chain.v1.ReadBatchService/ReadBatch` call (node/server/rpc/read_batch.py), each
 item the method path and its serialised request; the node answers each item with that method's own
 handler: the response bytes, or the status, details and trailers a direct call would have had, which this
-module raises as the same `grpc.aio.AioRpcError` so gateway/errors.py maps it exactly as before.
+module raises as the same `grpc.aio.AioRpcError` so gateway/errors.py maps it as it maps a direct call's.
 
 - A lone read waits one loop turn at most: the first read of a turn schedules the send with `call_soon`;
   reads queued before it runs join it, up to `max_items` (a full batch is sent at once).

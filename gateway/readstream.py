@@ -1,8 +1,8 @@
 """One long-lived ReadStream call per node channel: the gateway's read batches as messages of a stream.
 
 A unary gRPC call costs the node ~340-380 µs of CPU whatever it carries; a message on a stream already open
-~110 µs (docs/performance.md, twelfth pass: a third of the node's CPU per REST GET went). This side's cost
-per batch stayed about the same (grpc runs the send in the calling thread either way). So the ReadBatcher
+~110 µs: a third of the node's CPU per REST GET is saved. This side's cost
+per batch is about the same either way (grpc runs the send in the calling thread either way). So the ReadBatcher
 (gateway/batching.py) sends each batch as one `ReadStreamRequest` on a stream it keeps open, numbered, and
 waits for the response that carries its number (node/server/rpc/read_batch.py answers them in order).
 

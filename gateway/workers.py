@@ -8,7 +8,7 @@ With N workers each holds about 1/N of the clients and writes to them on its own
 
 Why this shape (docs/events.md, "Workers"):
 - The parent binds the address as a single process does (no SO_REUSEPORT), so the exclusive-address rule
-  holds: a second process on the port is refused exactly as before. SO_REUSEPORT would let any process of
+  holds: a second process on the port is refused as with one process. SO_REUSEPORT would let any process of
   the same user join the port's group and take a share of its connections.
 - The parent accepts and deals the connections round robin, instead of letting every worker accept on a
   shared socket: with a shared socket the least busy worker wins most accepts, and the clients (and the

@@ -53,7 +53,7 @@ class MessagesOfBlocks:
     blocks' messages.
 
     Why: SubscribeMessages costs the node one gRPC stream write per message and subscriber (~100 µs of its
-    main process per message, docs/performance.md), and every gateway process holds one; a block's
+    main process per message), and every gateway process holds one; a block's
     messages in one stream item cost it one write per block. Event ids are consecutive over committed
     messages, so a block's first event id is the previous block's first plus its message count; only
     the first block with messages after (re)connecting, or after a block number that does not follow,

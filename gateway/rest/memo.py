@@ -10,7 +10,7 @@ The node is asked every time; only what the gateway does with the answer is skip
 block) is new bytes and a new body, and nothing stale can be served: there is nothing to invalidate. On an
 idle chain the GETs of one account return the same bytes and hit; under writes only the changed records
 miss. Decoding, shaping and serialising a GetAccount answer costs ~5.8 µs of the gateway's ~100 µs of
-CPU per REST GET (docs/performance.md); a hit costs a dict lookup, which hashes the answer's bytes.
+CPU per REST GET; a hit costs a dict lookup, which hashes the answer's bytes.
 
 Bounded by bytes (`--rest-memo-bytes`, default 8 MiB per serving process; 0 turns it off): the answer and
 the body of each entry are counted, and node/memo.py's rules keep the bound (an entry over a sixty-fourth

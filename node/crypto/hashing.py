@@ -1,9 +1,8 @@
 """Hash functions used by the chain: Keccak-256 (EIP-712, addresses), BLAKE3-256 (message ids), SHA-256.
 
-Keccak-256 comes from safe-pysha3 (a maintained C extension, ~3 ms to import). pycryptodome's Keccak was
-used before; with cffi installed (cryptography needs it) pycryptodome parses its C declarations with
-pycparser at import: 55-80 ms of CPU with compiled bytecode (more without) in every chainctl command and
-every node start (docs/performance.md).
+Keccak-256 comes from safe-pysha3 (a maintained C extension, ~3 ms to import), not pycryptodome: with
+cffi installed (cryptography needs it) pycryptodome parses its C declarations with pycparser at import,
+55-80 ms of CPU with compiled bytecode (more without) in every chainctl command and every node start.
 hashlib's sha3_256 is NIST SHA3 (different padding), not Keccak; tests/node/crypto/test_crypto_hashing.py
 pins the Keccak vectors and checks against an independent implementation.
 """

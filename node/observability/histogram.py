@@ -9,7 +9,7 @@ as the OpenTelemetry exporter exposes its own histograms.
 
 Why not an OpenTelemetry histogram: the SDK's `Histogram.record` cleans and hashes the attributes and
 builds a measurement object on every call, ~9.5 µs, about 7% of a gateway GET and of a node read
-(docs/performance.md, fourth pass of 2026-11-26). The two instruments recorded once per request
+(docs/observability.md, "Metrics"). The two instruments recorded once per request
 (`rpc.server.duration`, `http.server.request.duration`) and the one recorded per committed message
 (`chain.message.commit.duration`) use this class; everything else stays an
 OpenTelemetry instrument. The exposition is the same: the name sanitised and suffixed with the unit, labels

@@ -6,7 +6,7 @@ hash of its header, then a second parse to decode it: per call, and the head of 
 hundreds of messages. `HeadMemo` does both once per head record: its `check` is the store's check, except
 that a head record byte-for-byte equal to the last one it passed is passed again (the check is a function
 of the bytes); its `block` hands out the block decoded from those bytes. The record itself is still read in
-each call's own transaction, so a read sees the newest committed head as before: nothing to invalidate.
+each call's own transaction, so a read sees the newest committed head: nothing to invalidate.
 
     chain = Chain.open(path)                     # or open_reader: its store checks records with chain.heads.check
     reader = Reader(view, nodes, chain.heads)    # reader.head(): the memo's block while the record is unchanged

@@ -94,8 +94,8 @@ def ref_component(name: bytes) -> bytes:
 
 # Each prefix's key byte as a module constant, which the key builders below start from: reading an IntEnum
 # member costs ~140 ns on Python 3.11 and a generic `prefix + b"".join(parts)` builder ~150 more, against ~30
-# for a concatenation, and a key is built for every record read or written (docs/performance.md, nineteenth
-# pass). tests/node/state/test_seal_fast_path.py checks every constant against its `Prefix`.
+# for a concatenation, and a key is built for every record read or written.
+# tests/node/state/test_seal_fast_path.py checks every constant against its `Prefix`.
 _ACCOUNT: Final = bytes([Prefix.ACCOUNT])
 _CUSTODY_KEY: Final = bytes([Prefix.CUSTODY_KEY])
 _SIGNER: Final = bytes([Prefix.SIGNER])

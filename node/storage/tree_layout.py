@@ -4,8 +4,8 @@ A tree node is named by the BLAKE3 of its 65-byte encoding (node/merkle/codec.py
 tree itself knows of it. On disk it sits under `schema.tree_node_key(location, hash)` in the `nodes`
 database, where `location` is the number of the block that stored it (its u64): each block's new nodes are
 appended together at the end of the B-tree, instead of landing on pages all over it as hash keys do.
-Written by hash, a block of 1,000 follows dirtied about a page per new node, and a writer's CPU and bytes
-per message grew with the tree (docs/performance.md, "Tree nodes stored with their block").
+Written by hash, a block of 1,000 follows dirties about a page per new node, and a writer's CPU and bytes
+per message grow with the tree (docs/performance.md, "As the store grows").
 
 A reader must know where a node is before it reads it, so the location travels with the reference:
 

@@ -12,7 +12,7 @@ restore, a state sync or a reset of the data directory runs with the node and it
 LMDB never reuses a transaction id within an environment. Between two blocks the same GetAccount is
 answered from memory; the read transaction is still opened on every call (that is how the id is known),
 and what the memo saves is the reading, decoding, building and serialising: about a quarter of a
-worker's GIL time per GetAccount (docs/performance.md, twenty-sixth pass).
+worker's GIL time per GetAccount.
 
 Bounded by bytes per worker (request, answer and 256 bytes an entry) by node/memo.py's rules: an entry
 over a sixty-fourth of the bound is not kept; when full, the oldest go first. An entry of an older

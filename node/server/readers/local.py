@@ -111,7 +111,7 @@ def local_handlers(chain: Chain, relay: Relay, answers: AnswerMemo | None = None
 
 def _remembered(chain: Chain, method: MethodDescriptor, path: str, answers: AnswerMemo) -> Handler:
     """A read taking and giving bytes: the answer kept for these request bytes on this snapshot of the
-    store, or read, serialised and kept. A request that does not decode is refused as before (`served`)."""
+    store, or read, serialised and kept. A request that does not decode is refused as by the main process (`served`)."""
     query = _query(method)
     decode = tolerant(message_factory.GetMessageClass(method.input_type).FromString)
     assert decode is not None

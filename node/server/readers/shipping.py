@@ -12,10 +12,10 @@ histogram under the same attributes, so Prometheus sees one `rpc_server_duration
 node (aggregated in the main process, not prometheus_client's multiprocess mode) and the main process's
 work per shipped line is a few additions per series, whatever the number of calls.
 
-A successful local read (most calls) only appends its duration to its method's list (`durations`), and
-`take` buckets the lists once a second: a histogram record per call cost ~11k instructions (the attribute
-pairs made a key and hashed, the lock, the bucket search), a tenth of a GetAccount read (docs/
-performance.md, nineteenth pass). The lists are appended to and taken on the worker's event loop thread.
+A successful local read (most calls) only appends its duration to its method's list (`durations`), and `take`
+buckets the lists once a second: a histogram record per call cost ~11k instructions (the attribute pairs made
+a key and hashed, the lock, the bucket search), a tenth of a GetAccount read. The lists are appended to and
+taken on the worker's event loop thread.
 """
 
 from __future__ import annotations

@@ -52,7 +52,7 @@ class AdminServicer(admin_service_pb2_grpc.AdminServiceServicer):
         job, _ = self.jobs.start()
         await asyncio.to_thread(job.done.wait)
         if job.error is not None:
-            raise job.error  # the typed error of the copy, mapped as before (rpc/status.py)
+            raise job.error  # the typed error of the copy, mapped by rpc/status.py
         assert job.snapshot is not None
         return rpc_pb2.CreateSnapshotResponse(snapshot=job.snapshot)
 

@@ -12,7 +12,7 @@ own deadline from the batch's receipt: an item whose deadline has passed before 
 comes after it, answers DEADLINE_EXCEEDED (what a direct call would have seen).
 
 ReadStream carries the same batches over one long-lived call per gateway connection (a stream message
-costs this side about a third of a unary call, docs/performance.md): each request is answered, in
+costs this side about a third of a unary call): each request is answered, in
 order, by one response echoing its id. `close()` (the node's stop, before its gRPC server's) ends every
 stream with status OK once the batch it is answering is written; an idle stream ends at once. The gateway
 sends what it had not had answered as ReadBatch calls, which the stopping server refuses as it refuses any

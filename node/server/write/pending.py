@@ -12,7 +12,7 @@ the very block a follower produces by applying it with `apply_block`, and nothin
 The top block closes, and a new one opens at the current time, when the message would exceed a block
 limit (MAX_BLOCK_MESSAGES, the per-project share, the producer's MAX_BLOCK_BYTES), or when its timestamp
 is too far ahead of the top block's time but not of the wall clock. Admission also checks the message's
-time against the wall clock exactly as before open blocks (a message stale now is refused even when the top
+time against the wall clock (a message stale now is refused even when the top
 block is older).
 
 `flat` is the other mode, for pending messages while blocks come from elsewhere with their own times
@@ -135,7 +135,7 @@ class PendingBlocks:
         check_not_committed(StateAccess(Overlay(self.base)), msg.hash)
 
     def dry_run(self, msg: pb.Message, wall_ms: int) -> None:
-        """Would `msg` apply now? As before open blocks: at the wall clock, on a throwaway child; no change."""
+        """Would `msg` apply now? At the wall clock, on a throwaway child of the top block; no change."""
         apply_message(
             self.top_overlay.child(), self.params, msg, block_number=self._top_number(), now=wall_ms // 1000, event_id=0
         )

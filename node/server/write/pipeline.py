@@ -142,7 +142,7 @@ class Pipeline:
         (run it in a worker thread). A flat pending state (a member that was not ordering) is rebuilt into
         open blocks first. None when the pending state cannot give the next block as it is (its snapshot is
         not the committed head, or the oldest block is too old at `now_ms`): the orderer then builds the
-        block from the mempool's messages as before."""
+        block from the mempool's messages."""
         assert self._pending is not None
         if self._pending.height != self.chain.height:
             return None

@@ -6,10 +6,9 @@ comes back as one frame, in order.
     refusals = await worker.call(raws, max_bytes)
     worker.close()
 
-concurrent.futures' process pool cost the main process 400-975 µs of CPU per batch (a queue-management
-thread, a feeder thread, two queues and a future per call; docs/performance.md, "The verify hand-off over
-a socket pair"). Here a call is one pickled frame written on the loop's transport and one read back by the
-worker's reader task: no thread of the main process takes part.
+concurrent.futures' process pool would cost the main process 400-975 µs of CPU per batch (a queue-management
+thread, a feeder thread, two queues and a future per call). Here a call is one pickled frame written on the
+loop's transport and one read back by the worker's reader task: no thread of the main process takes part.
 
 - Process: `python -m node.server.write.verify_worker MODULE:FUNCTION NAME`, its end of the socket pair as
   its standard input, started as the store writer and the read workers are. A plain subprocess rather than

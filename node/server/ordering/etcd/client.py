@@ -17,10 +17,9 @@ A failed handshake (etcd's certificate not signed by the CA, etcd refusing the
 client certificate) is reported as such, naming the endpoint (`EtcdTLSError`
 when it is every endpoint's failure), and the endpoint's channel is opened
 again from the files at the next call, so renewed certificates are picked up.
-This client used the JSON gateway until py-spy and pprof showed where a
-replicated cluster's etcd CPU went: the gateway's JSON decoding of every
-request (base64 blocks included) was over half of the member the nodes talk
-to (docs/performance.md, eighth pass).
+It speaks etcd's gRPC API, not its JSON gateway: under a replicated load the
+gateway's JSON decoding of every request (base64 blocks included) is over half
+the CPU of the member the nodes talk to.
 """
 
 from __future__ import annotations

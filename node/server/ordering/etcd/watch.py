@@ -7,7 +7,7 @@ key (every append puts it), and the election's, on the `leader` key (a
 campaign puts it; a lease that expires or is revoked deletes it). While the
 watch is live a loop reads when woken and, as a safety net, on its own slower
 schedule; while it is not (connecting, broken, etcd unreachable) the loop
-polls as before. A scheduled read that finds the key moved without a wake
+polls on its own. A scheduled read that finds the key moved without a wake
 means the watch went silent (a member that lost its peers keeps the stream
 open and sends nothing): the loop calls `restart`, which opens it again on
 the endpoint the client last reached.
