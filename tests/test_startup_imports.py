@@ -1,4 +1,4 @@
-"""Help screens import only what they need (issue 15, import time): `chainctl --help`, `chain-node --help`
+"""Help screens import only what they need: `chainctl --help`, `chain-node --help`
 and `chain-gateway --help` run in a fresh interpreter and must not have loaded any heavy package.
 
 Not a timing test: it names the modules. The heavy modules load through node.entry.lazy once the command
@@ -96,8 +96,8 @@ def rpc_stack_in(modules: set[str]) -> list[str]:
 
 
 def test_offline_chainctl_commands_do_not_load_the_rpc_stack(tmp_path: Path) -> None:
-    # keys and git-hash work without a node: they must not pay grpc's and protobuf's RPC imports (issue 15:
-    # "chainctl imports only what the command needs"). The key store and the git hashing still load crypto.
+    # keys and git-hash work without a node: they must not pay grpc's and protobuf's RPC imports: chainctl
+    # imports only what the command needs. The key store and the git hashing still load crypto.
     home = str(tmp_path / "home")
     out, modules = modules_after("chainctl", "--home", home, "keys", "create", "alice")
     assert "alice" in out

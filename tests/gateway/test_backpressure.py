@@ -1,4 +1,4 @@
-"""Back-pressure (issue 12 item 8): every retryable refusal carries `retry-after-ms` from the node, and REST
+"""Back-pressure: every retryable refusal carries `retry-after-ms` from the node, and REST
 answers it with 429 (MEMPOOL_FULL) or 503 (STORAGE_FAILED, NOT_LEADER, DRAINING) and `Retry-After` in whole
 seconds, rounded up. A full mempool is driven for real: a node whose blocks are far apart and whose mempool
 holds three messages, over gRPC and through a chain-gateway process."""

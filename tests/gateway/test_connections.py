@@ -1,4 +1,4 @@
-"""Gateway connection hygiene (issue 12 item 9) with real sockets against a chain-gateway process.
+"""Gateway connection hygiene (header deadline, idle timeout, connection cap), real sockets, a chain-gateway process.
 
 A slowloris (one client, many connections, each sending a header line every half second and never
 finishing its headers) is cut within `--header-timeout` while a normal client is served meanwhile; idle

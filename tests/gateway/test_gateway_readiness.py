@@ -1,4 +1,4 @@
-"""Gateway readiness and balancing over several nodes (issue 13 item 5), over real processes.
+"""Gateway readiness and balancing over several nodes, over real processes.
 
 A gateway is ready when SOME node it knows serves, not when its first node does: each test puts the node that
 does not serve (a replica following an upstream that is gone: live, NOT_SERVING; or an address with nothing

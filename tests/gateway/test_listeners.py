@@ -1,4 +1,4 @@
-"""Exclusive listeners of the gateway (issue 12 item 7): a second chain-gateway on the HTTP or metrics
+"""Exclusive listeners of the gateway: a second chain-gateway on the HTTP or metrics
 address of a running one stops with one line naming the flag and the address, a non-zero exit."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Disk full under a running node (issue 12 item 4), on a real tmpfs holding its data dir.
+"""Disk full under a running node, on a real tmpfs holding its data dir.
 
 Fill the file system, keep submitting: the node refuses with UNAVAILABLE `STORAGE_FAILED` and a
 `retry-after-ms` hint, readiness turns NOT_SERVING, `chain_storage_failed` is 1 and a log line says why.

@@ -1,4 +1,4 @@
-"""Drain (issue 12 item 6): a node shutting down ends its streams with UNAVAILABLE and reason DRAINING, not
+"""Drain: a node shutting down ends its streams with UNAVAILABLE and reason DRAINING, not
 RESOURCE_EXHAUSTED / SLOW_SUBSCRIBER, and a client resumes from its last event id with no gap; the gateway's
 feed takes DRAINING as "resume on another node", without backoff."""
 

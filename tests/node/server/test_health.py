@@ -1,4 +1,4 @@
-"""Liveness and readiness under distinct grpc.health.v1 names (issue 12 item 5), over real processes.
+"""Liveness and readiness under distinct grpc.health.v1 names, over real processes.
 
 `liveness`: the process and its event loop answer. `readiness` (and `""`, `chain.v1.ChainService`): serving,
 caught up, storage healthy. A member that cannot catch up is not ready but stays live, so Kubernetes takes

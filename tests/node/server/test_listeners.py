@@ -1,4 +1,4 @@
-"""Exclusive listeners (issue 12 item 7): a second chain-node on any address a running node holds stops
+"""Exclusive listeners: a second chain-node on any address a running node holds stops
 with one line naming the flag and the address, no traceback, a non-zero exit; the running node is
 untouched (no shared port answering for two chains)."""
 

@@ -1,5 +1,5 @@
-"""A read worker answers exactly as the main process does (issue 15, third pass: the worker wraps its own reads
-once at start-up, node/server/readers/served.py, where the main process runs its interceptors per call).
+"""A read worker answers exactly as the main process does (the worker wraps its own reads once at start-up,
+node/server/readers/served.py, where the main process runs its interceptors per call).
 
 One store, read over real sockets twice: through the read workers of `--read-workers 2` (the main process
 takes no public connection then, so every call is a worker's), then through the main process alone

@@ -1,4 +1,4 @@
-"""`chain-node --read-workers N` (issue 15): worker processes answer reads on the node's gRPC port and relay
+"""`chain-node --read-workers N`: worker processes answer reads on the node's gRPC port and relay
 the rest to the main process. The port stays the node's alone (a second chain-node is refused, with or
 without workers of its own, also when both start at once), worker RPC metrics reach the node's
 Prometheus endpoint, streams and health answer through a worker, a killed worker is replaced, and a

@@ -137,7 +137,7 @@ def test_a_failing_copy_is_a_failed_job_with_a_reason(tmp_path):
         assert failed.state == pb.SNAPSHOT_JOB_STATE_FAILED
         assert failed.error_reason == "STORAGE_FAILED" and failed.error
         assert not failed.HasField("snapshot") and failed.finished_at >= failed.started_at
-        with pytest.raises(grpc.RpcError) as err:  # the synchronous call reports it as an error, as before
+        with pytest.raises(grpc.RpcError) as err:  # the synchronous call reports it as an error too
             stub.CreateSnapshot(rpc_pb2.CreateSnapshotRequest(), timeout=30.0)
         assert err.value.code() != grpc.StatusCode.OK
     finally:

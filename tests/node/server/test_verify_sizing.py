@@ -1,4 +1,4 @@
-"""Verify workers sized from what the process may use (issue 12 item 10), read from fake cgroup trees."""
+"""Verify workers sized from what the process may use (CPU quota, memory limit), read from fake cgroup trees."""
 
 from __future__ import annotations
 
