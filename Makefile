@@ -47,10 +47,12 @@ deb-packages:
 	fi
 
 # A single-node devnet (data in data/node) and the REST/SSE gateway in front of it, on the default ports:
-# gRPC localhost:50051, gRPC-web :50052, REST/SSE http://localhost:8080/v1. Ctrl-C stops both.
+# gRPC localhost:50051, gRPC-web :50052, REST/SSE http://localhost:8080/v1 (the gateway batches its reads on the
+# node's internal listener, :50054). Plaintext on loopback. Ctrl-C stops both.
 run: install
 	@$(VENV)/bin/chain-node --data-dir data/node & node=$$!; \
-	$(VENV)/bin/chain-gateway --node-addr localhost:50051 --node-web-url http://localhost:50052 & gw=$$!; \
+	$(VENV)/bin/chain-gateway --node-addr localhost:50051 --node-internal-addr localhost:50054 \
+	  --node-web-url http://localhost:50052 & gw=$$!; \
 	trap 'kill -TERM $$gw $$node 2>/dev/null' INT TERM; \
 	wait $$gw $$node; trap - INT TERM; kill -TERM $$gw $$node 2>/dev/null; wait
 

@@ -145,6 +145,7 @@ async def start_gateway(
     """`chain-gateway` in front of `node` (under `wrap`, e.g. valgrind, when given) and its HTTP port."""
     proc = await asyncio.create_subprocess_exec(
         *wrap, sys.executable, "-m", "gateway.main", "--http-addr", "127.0.0.1:0", "--node-addr", node.grpc_target,
+        "--node-internal-addr", node.internal_target,
         "--node-web-url", node.web_url, "--metrics-addr", "127.0.0.1:0", *extra,
         cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)),
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,

@@ -324,7 +324,9 @@ def main() -> None:
             # control goes first: any drift counts against the gateway)
             wc, wc_cpu, _ = measured_phase(node, workload(node, ns.clients, ns.messages // 2), in_flight=depth)
             with_gateway = workload(node, ns.clients, ns.messages // 2)
-            gateway = GatewayProcess(node.grpc_target, args=("--log-level", "warning")).start()
+            gateway = GatewayProcess(
+                node.grpc_target, args=("--log-level", "warning", "--node-internal-addr", node.internal_target)
+            ).start()
             try:
                 assert gateway.proc is not None
                 settle(gateway.proc.pid)  # its start-up (imports, first calls) is over before the phase

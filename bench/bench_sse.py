@@ -313,6 +313,7 @@ def start_gateway(
 ) -> tuple[int, subprocess.Popen[str]]:
     cmd = [
         sys.executable, "-m", "gateway.main", "--http-addr", "127.0.0.1:0", "--node-addr", node.grpc_target,
+        "--node-internal-addr", node.internal_target,
         "--metrics-addr", "127.0.0.1:0", "--log-level", "warning",
         "--sse-max-per-ip", str(clients + 10), "--max-connections", str(clients + 100), "--header-timeout", "60",
     ]  # fmt: skip

@@ -106,6 +106,7 @@ def node_cmd(data_dir: Path, port: int) -> list[str]:
     return [
         str(BIN / "chain-node"), "--data-dir", str(data_dir), "--grpc-addr", f"127.0.0.1:{port}",
         "--web-addr", f"127.0.0.1:{free_port()}", "--admin-addr", f"127.0.0.1:{free_port()}",
+        "--internal-addr", f"127.0.0.1:{free_port()}",
         "--metrics-addr", f"127.0.0.1:{free_port()}",
     ]  # fmt: skip
 

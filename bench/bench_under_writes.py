@@ -188,7 +188,9 @@ def measure(ns: argparse.Namespace) -> Phases:
                 )
                 gateway = None
                 try:
-                    gateway = GatewayProcess(node.grpc_target, args=list(gateway_flags)).start()
+                    gateway = GatewayProcess(
+                        node.grpc_target, args=["--node-internal-addr", node.internal_target, *gateway_flags]
+                    ).start()
                     read_phase(Served(node, gateway, reader.address, body, rotation), mode, ns, phases)
                 finally:
                     if gateway is not None:

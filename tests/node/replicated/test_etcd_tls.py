@@ -165,6 +165,7 @@ def test_chain_node_without_a_client_certificate_stops_with_one_line(tmp_path: P
     cmd = [sys.executable, "-m", "node.server.main", "--data-dir", str(tmp_path / "n0"), "--orderer", "etcd"]
     cmd += ["--etcd-endpoints", etcd_tls.endpoints_flag, "--etcd-ca-file", str(etcd_tls.ca_file)]
     cmd += ["--grpc-addr", "127.0.0.1:0", "--web-addr", "", "--admin-addr", "", "--metrics-addr", ""]
+    cmd += ["--internal-addr", "127.0.0.1:0"]
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     done = subprocess.run(cmd, check=False, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == CONFIG_EXIT_STATUS, done.stderr

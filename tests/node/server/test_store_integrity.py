@@ -94,6 +94,7 @@ def run_refused(data_dir: Path, *args: str) -> tuple[int, list[str]]:
     """Run chain-node expecting it to stop by itself: (exit status, non-empty stderr lines)."""
     cmd = [sys.executable, "-m", "node.server.main", "--data-dir", str(data_dir)]
     cmd += ["--grpc-addr", "127.0.0.1:0", "--web-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0"]
+    cmd += ["--internal-addr", "127.0.0.1:0"]
     cmd += ["--metrics-addr", "127.0.0.1:0", *args]
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     proc = subprocess.run(cmd, check=False, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
