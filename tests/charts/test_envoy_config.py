@@ -113,3 +113,22 @@ def test_envoy_accepts_the_rendered_configuration(tls: bool, tmp_path: Path) -> 
         [str(ENVOY), "--mode", "validate", "-c", str(path)], check=False, capture_output=True, text=True, timeout=120
     )
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+
+
+def envoy_container(m: Manifests) -> dict[str, Any]:
+    (dep,) = [d for d in m.kind("Deployment") if d["metadata"]["name"].endswith("-envoy")]
+    (c,) = dep["spec"]["template"]["spec"]["containers"]
+    return dict(c)
+
+
+def test_a_plaintext_envoy_says_so_in_one_line_at_start(tmp_path: Path) -> None:
+    """With tls.enabled=false the rendered command prints one warning line, then runs Envoy with its args
+    (run here with the real binary and `--version` for args); with TLS it is Envoy alone."""
+    assert envoy_container(rendered())["command"] == ["envoy"]
+    command = envoy_container(rendered("--set", "tls.enabled=false"))["command"]
+    env = {"PATH": f"{ENVOY.parent}:/usr/bin:/bin"}
+    done = subprocess.run([*command, "--version"], capture_output=True, text=True, env=env, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    warning = [line for line in done.stderr.splitlines() if "without TLS" in line]
+    assert len(warning) == 1 and "0.0.0.0:" in warning[0], done.stderr
+    assert "version" in done.stdout.lower()
