@@ -28,7 +28,6 @@ PENDING: frozenset[str] = frozenset(
         "tests/bench/test_table.py",
         "tests/charts/test_chain_chart.py",
         "tests/charts/test_gateway_nodes.py",
-        "docs/deploy.md",
     }
 )
 
