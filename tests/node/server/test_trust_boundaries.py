@@ -279,3 +279,19 @@ def test_a_plaintext_internal_listener_does_not_honour_the_member_proof(tmp_path
     finally:
         node.stop()
     assert {r.reason_code for r in results} == {Reason.INVALID_SIGNATURE.value}
+
+
+def test_read_workers_serve_the_public_port_over_tls(tmp_path: Path, ca: TestCA) -> None:
+    """With read workers every process on the public port serves TLS: new connections (spread over the
+    workers by the kernel) all handshake, and a plaintext one is answered by none of them."""
+    node = NodeProcess(tmp_path / "data", "--read-workers", "2", tls=NodeTLSFiles.issue(ca, "workers")).start(120)
+    try:
+        for _ in range(12):  # a new channel each time: a new connection, to whichever process the kernel picks
+            with sync_channel(node.grpcs_target, ClientTLS(ca_file=ca.cert)) as channel:
+                stub = service_pb2_grpc.ChainServiceStub(channel)
+                stub.GetChainStats(rpc_pb2.GetChainStatsRequest(), timeout=10)  # answered by a worker itself
+        with sync_channel(node.grpc_target) as channel, pytest.raises(grpc.RpcError) as err:
+            node_status(channel)
+        assert err.value.code() == grpc.StatusCode.UNAVAILABLE
+    finally:
+        node.stop()
