@@ -26,8 +26,6 @@ PENDING: frozenset[str] = frozenset(
         "bench/table.py",
         "bench/__main__.py",
         "tests/bench/test_table.py",
-        "tests/charts/test_chain_chart.py",
-        "tests/charts/test_gateway_nodes.py",
     }
 )
 

@@ -198,7 +198,7 @@ def test_node_statefulset_probes_ports_and_volumes(rendered, profile):
     assert ports == {"grpc": 50051, "grpc-web": 50052, "admin": 50053, "internal": 50054, "metrics": 9464}
     # TLS on: the kubelet's grpc probe speaks no TLS, so each probe runs the chart's probe script over TLS
     for probe, service in [
-        ("readinessProbe", "readiness"),  # issue 12: readiness and liveness apart
+        ("readinessProbe", "readiness"),  # readiness and liveness are separate services
         ("startupProbe", "chain.v1.ChainService"),
         ("livenessProbe", "liveness"),
     ]:
@@ -264,7 +264,7 @@ def test_gateway_deployment_service_hpa_and_redis(rendered):
     assert c["command"] == ["chain-gateway"]
     env = env_of(c)
     nodes = f"dns:///{FULL}-gateway-nodes.{NAMESPACE}.svc"
-    assert env["CHAIN_GATEWAY_NODE_ADDR"] == f"grpcs://{nodes}:50051"  # issue 13 item 5, over TLS
+    assert env["CHAIN_GATEWAY_NODE_ADDR"] == f"grpcs://{nodes}:50051"  # every ready node, over TLS
     assert env["CHAIN_GATEWAY_NODE_INTERNAL_ADDR"] == f"grpcs://{nodes}:50054"
     assert env["CHAIN_GATEWAY_REDIS_URL"] == f"rediss://{FULL}-redis:6379/0"
     assert env["CHAIN_GATEWAY_METRICS_ADDR"] == "0.0.0.0:9465"

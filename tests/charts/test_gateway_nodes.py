@@ -1,4 +1,4 @@
-"""The gateways balance over every ready node (issue 13 item 5): the chart hands each gateway a `dns:///` name
+"""The gateways balance over every ready node: the chart hands each gateway a `dns:///` name
 of a headless Service of ready node pods, and the gateway's channels balance with gRPC's round_robin."""
 
 from __future__ import annotations
