@@ -21,7 +21,7 @@ from chain_operator.config import OperatorConfig
 from chain_operator.errors import KubeNotFound, NodeUnreachable
 from chain_operator.kube import KubeApi, pod_path
 from chain_operator.nodes import NodeClient, PodView, pod_view
-from chain_operator.snapshots import Network
+from chain_operator.spec import Network
 
 R = ConditionReason
 

@@ -21,8 +21,7 @@ from chain_operator.errors import KubeNotFound, OperatorError, SpecInvalid, Stop
 from chain_operator.kube import GROUP, NETWORKS, VERSION, KubeApi, Obj, statefulset_path
 from chain_operator.metrics import OperatorMetrics
 from chain_operator.snapshot_jobs import Outcome, Step
-from chain_operator.snapshots import Network
-from chain_operator.spec import parse_spec
+from chain_operator.spec import Network, parse_spec, parse_time
 from chain_operator.upgrade import ConditionUpdate, UpgradeProgress
 
 log = logging.getLogger("chain.operator")
@@ -132,7 +131,7 @@ async def handle_snapshots(runtime: Runtime, body: Mapping[str, Any]) -> None:
 async def _snapshot_tick(runtime: Runtime, fresh: Obj) -> None:
     current: Mapping[str, Any] = fresh.get("status") or {}
     net = network_of(fresh)
-    last = snapshots.parse_time((current.get("snapshots") or {}).get("lastTime", ""))
+    last = parse_time((current.get("snapshots") or {}).get("lastTime", ""))
     if last is not None:  # kept in the status, so an operator restart does not lose it
         runtime.metrics.snapshot_last_success.labels(net.namespace, net.name).set(last.timestamp())
     try:

@@ -24,7 +24,8 @@ from chain_operator.config import OperatorConfig
 from chain_operator.errors import KubeNotFound, NodeUnreachable, Retry
 from chain_operator.kube import KubeApi, Obj, pod_path
 from chain_operator.nodes import NodeClient, pod_view
-from chain_operator.snapshots import Network, is_due, parse_time, pods, record
+from chain_operator.snapshots import is_due, pods, record
+from chain_operator.spec import Network, parse_time
 
 log = logging.getLogger("chain.operator.snapshots")
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import datetime
 import logging
-from dataclasses import dataclass
 from typing import Any
 
 from chain.v1 import node_info_pb2
@@ -19,26 +18,9 @@ from chain_operator.config import OperatorConfig
 from chain_operator.errors import KubeError, KubeNotFound
 from chain_operator.kube import GROUP, NETWORK_LABEL, SNAPSHOTS, VERSION, KubeApi, Obj, custom_path, pod_path
 from chain_operator.nodes import NodeClient, PodView, pod_view
-from chain_operator.spec import NetworkSpec
+from chain_operator.spec import Network, NetworkSpec, parse_time
 
 log = logging.getLogger("chain.operator.snapshots")
-
-
-@dataclass(frozen=True)
-class Network:
-    """The ChainNetwork being handled: identity plus its parsed spec."""
-
-    namespace: str
-    name: str
-    uid: str
-    spec: NetworkSpec
-
-
-def parse_time(text: str) -> datetime.datetime | None:
-    try:
-        return datetime.datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.UTC)
-    except (TypeError, ValueError):
-        return None
 
 
 def is_due(spec: NetworkSpec, status: dict[str, Any], now: datetime.datetime) -> bool:

@@ -14,6 +14,7 @@ spec:
 
 from __future__ import annotations
 
+import datetime
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -146,3 +147,21 @@ def parse_spec(spec: Mapping[str, Any]) -> NetworkSpec:
         ),
         digest=digest,
     )
+
+
+@dataclass(frozen=True)
+class Network:
+    """The ChainNetwork being handled: identity plus its parsed spec (what snapshots, upgrades and gates act on)."""
+
+    namespace: str
+    name: str
+    uid: str
+    spec: NetworkSpec
+
+
+def parse_time(text: str) -> datetime.datetime | None:
+    """A status timestamp (RFC 3339, UTC, whole seconds) as written by the operator; None when absent or malformed."""
+    try:
+        return datetime.datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.UTC)
+    except (TypeError, ValueError):
+        return None

@@ -34,8 +34,7 @@ from chain_operator.errors import KubeNotFound, SpecInvalid, UpgradeFailed
 from chain_operator.gates import Member, first_problem, leader_height, member_problem, observe
 from chain_operator.kube import KubeApi, Obj, pod_path, statefulset_path
 from chain_operator.nodes import pod_view
-from chain_operator.snapshots import Network, parse_time
-from chain_operator.spec import same_image
+from chain_operator.spec import Network, parse_time, same_image
 
 log = logging.getLogger("chain.operator.upgrade")
 

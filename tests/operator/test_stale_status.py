@@ -10,8 +10,7 @@ import kopf
 from chain_operator.conditions import ConditionReason
 from chain_operator.config import OperatorConfig
 from chain_operator.kube import KubeApi
-from chain_operator.snapshots import Network
-from chain_operator.spec import parse_spec
+from chain_operator.spec import Network, parse_spec
 from chain_operator.upgrade import Phase, UpgradeProgress, step
 from tests.fixtures.kubecluster import PODS, STATEFULSETS, StatefulSetDouble
 from tests.operator.conftest import NAMESPACE, network

@@ -9,8 +9,7 @@ import pytest
 from chain.v1 import rpc_pb2
 from chain_operator.gates import Member
 from chain_operator.nodes import PodView
-from chain_operator.snapshots import Network
-from chain_operator.spec import parse_spec
+from chain_operator.spec import Network, parse_spec
 from chain_operator.upgrade import why_not_done
 from tests.fixtures.kubecluster import NETWORKS, StatefulSetDouble
 from tests.operator.conftest import NAMESPACE, create_network, eventually, network, network_status, patch_network
