@@ -29,6 +29,12 @@ __all__ = ["CustodyKey", "MessageBuilder", "custody_signature_proto", "sign_mess
 
 
 class MessageBuilder:
+    """Signed messages of one account (`owner`, its 20-byte address), signed by its delegated `signer`.
+
+    One method per message type (`signer_add`, `storage_grant`, `project_create`, `commit_bundle`,
+    `ref_update`, `follow`, `like`, ...); each returns a `chain.v1.message_pb2.Message` ready to submit,
+    stamped with `clock()` (seconds) for the `network` the node serves."""
+
     def __init__(
         self,
         owner: bytes,

@@ -1,18 +1,25 @@
-"""A small synchronous gRPC client for ChainService (tests, chainctl, benchmarks).
+"""ChainClient: the synchronous gRPC client of a chain node (AsyncChainClient, node.sdk.aio, is its twin).
 
 with ChainClient("localhost:50051") as c:
     h = c.submit(msg)
     committed = c.wait_committed(h)
+    project = c.get_project(project_id=pid).project
+    for commit in c.iter_commits(project_id=pid): ...
+    for event in c.subscribe_blocks(): ...
 
 with ChainClient("grpcs://node.example:50051", ca_file=Path("ca.pem")) as c: ...
+
+Every call raises a node.sdk.errors.ChainError (a subclass per reason family) when it fails. The reads are
+node.sdk.reads (generated from the service descriptors), their iterators node.sdk.read_iters; `stub` and
+`keychain` are the raw generated stubs (they raise raw gRPC errors).
 
 Targets (node/tls.py): `grpcs://host:port` and `https://host:port` are TLS, checked against `ca_file` (the
 system's roots without one); `grpc://`, `http://` and a bare `host:port` are plaintext. The admin channel
 (`admin_target`) takes TLS from its own scheme, and a bare admin address follows the main target's; it
 presents `cert_file`/`key_file` when given (a node with TLS requires a client certificate on its admin
 listener). The admin token goes only over TLS or to a loopback address: anything else is a `ConfigError`.
-A TLS handshake that fails surfaces as the call's UNAVAILABLE; `tls_problem(err, client)` turns it into one
-line naming the target and the CA.
+A TLS handshake that fails raises TLSError naming the target and the CA (`tls_problem` gives that line for
+a raw gRPC error).
 
 `retry_seconds`: how long a write refused as a whole *for now* is sent again, waiting each time as long as
 the refusal's `retry-after-ms` says (no leader yet, a draining node, a store or etcd that cannot write).
@@ -24,7 +31,7 @@ budget, is raised as it came.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import TypeVar
@@ -39,35 +46,41 @@ from chain.v1 import (
     service_pb2_grpc,
 )
 from chain.v1 import message_pb2 as pb
-from node.errors import REASON_CODE, RETRY_AFTER_MS, CliCode, ConfigError, trailer
-from node.tls import ClientTLS, Target, is_loopback, parse_target, sync_channel, tls_failure
+from node.errors import ConfigError
+from node.sdk import calls
+from node.sdk.errors import (
+    ChainError,
+    Dropped,
+    NotFound,
+    from_rpc,
+    reason_of,
+    retry_after,
+    target_text,
+    tls_problem,
+    tls_reason,
+)
+from node.sdk.read_iters import ReadIterators
+from node.sdk.streams import Cursor, Reconnect, follow
+from node.tls import ClientTLS, is_loopback, parse_target, sync_channel
+
+__all__ = [
+    "ChainClient",
+    "Dropped",
+    "reason_of",
+    "retry_after",
+    "target_text",
+    "tls_problem",
+    "tls_reason",
+]
 
 T = TypeVar("T")
+Req = TypeVar("Req")
+Resp = TypeVar("Resp")
 
 
-def reason_of(err: grpc.RpcError) -> str:
-    """The stable reason code a node put in the trailing metadata of a failed call."""
-    if not isinstance(err, grpc.Call):
-        return CliCode.UNKNOWN
-    return trailer(err.trailing_metadata(), REASON_CODE) or err.code().name
+class ChainClient(ReadIterators):
+    """A synchronous client of one chain node: writes, typed reads, paginated iterators, resumable streams."""
 
-
-class Dropped(Exception):
-    """A submitted message was accepted but dropped before commit."""
-
-
-def retry_after(err: grpc.RpcError) -> float | None:
-    """Seconds a refused call says to wait before trying again (its `retry-after-ms`); None when it says none."""
-    if not isinstance(err, grpc.Call):
-        return None
-    hint = trailer(err.trailing_metadata(), RETRY_AFTER_MS)
-    try:
-        return None if hint is None else max(0.0, int(hint) / 1000)
-    except ValueError:
-        return None
-
-
-class ChainClient:
     def __init__(
         self,
         target: str,
@@ -90,8 +103,7 @@ class ChainClient:
                 f"refusing to send the admin token in plaintext to {admin.address}: use grpcs:// or a loopback address"
             )
         self.admin_address = admin
-        options = [("grpc.max_receive_message_length", 64 * 1024 * 1024)]
-        self.channel = sync_channel(self.target.address, self.tls, options, secure=self.target.secure)
+        self.channel = sync_channel(self.target.address, self.tls, calls.CHANNEL_OPTIONS, secure=self.target.secure)
         self.stub = service_pb2_grpc.ChainServiceStub(self.channel)
         self.keychain = keychain_service_pb2_grpc.KeychainServiceStub(self.channel)
         self.timeout = timeout
@@ -110,96 +122,118 @@ class ChainClient:
         self.close()
 
     def close(self) -> None:
+        """Close the channels (open streams end)."""
         self.channel.close()
         if self._admin_channel is not None:
             self._admin_channel.close()
 
+    def error(self, err: grpc.RpcError) -> ChainError:
+        """The ChainError for a raw gRPC error of this client's channel (TLS failures name its target)."""
+        return from_rpc(err, self.target, self.tls)
+
+    def _unary(self, method: grpc.UnaryUnaryMultiCallable[Req, Resp], request: Req, timeout: float | None) -> Resp:
+        try:
+            return method(request, timeout=self.timeout if timeout is None else timeout)
+        except grpc.RpcError as err:
+            raise self.error(err) from None
+
+    # ---- writes ----
     def submit(self, msg: pb.Message) -> bytes:
+        """Submit one signed message; its hash once the node accepted it into its mempool."""
         req = rpc_pb2.SubmitMessageRequest(message=msg)
         resp = self._retrying(lambda: self.stub.SubmitMessage(req, timeout=self.timeout))
         return bytes(resp.hash)
 
     def batch(self, msgs: Sequence[pb.Message]) -> list[rpc_pb2.SubmitResult]:
+        """Submit messages in one call: a result per message (`error_of(result)` is its rejection, if any).
+        A refusal of the whole batch (BATCH_TOO_LARGE, NOT_LEADER, ...) raises."""
         req = rpc_pb2.BatchSubmitMessagesRequest(messages=msgs)
         return list(self._retrying(lambda: self.stub.BatchSubmitMessages(req, timeout=self.timeout)).results)
+
+    def dry_run(self, msg: pb.Message, *, timeout: float | None = None) -> rpc_pb2.DryRunMessageResponse:
+        """Validate a message against the current state without submitting it (`error_of(resp)`: why not)."""
+        return self._unary(self.stub.DryRunMessage, rpc_pb2.DryRunMessageRequest(message=msg), timeout)
 
     def _retrying(self, call: Callable[[], T]) -> T:
         deadline = time.monotonic() + self.retry_seconds
         while True:
             try:
                 return call()
-            except grpc.RpcError as err:
-                wait = retry_after(err)
+            except grpc.RpcError as raw:
+                err = self.error(raw)
+                wait = err.retry_after
                 if wait is None or time.monotonic() + wait > deadline:
-                    raise
+                    raise err from None
                 if self.on_retry is not None:
                     self.on_retry(err, wait)
                 time.sleep(wait)
 
     def wait_committed(self, message_hash: bytes, timeout: float = 30.0) -> block_pb2.CommittedMessage:
+        """The committed message, once it is in a block. Dropped when the node dropped it at commit;
+        DeadlineExceeded (a TimeoutError) when it is not committed within `timeout` seconds."""
         deadline = time.monotonic() + timeout
         while True:
             try:
-                resp = self.stub.GetMessage(rpc_pb2.GetMessageRequest(hash=message_hash), timeout=self.timeout)
-                return resp.message
-            except grpc.RpcError as err:
-                if not isinstance(err, grpc.Call) or err.code() != grpc.StatusCode.NOT_FOUND:
-                    raise
-                if "dropped" in (err.details() or ""):
-                    raise Dropped(err.details()) from None
+                return self.get_message(hash=message_hash).message
+            except NotFound:
+                pass
             if time.monotonic() > deadline:
-                raise TimeoutError(f"message {message_hash.hex()} not committed within {timeout} s")
+                raise calls.not_committed(message_hash, timeout)
             time.sleep(0.05)
 
     def commit(self, *msgs: pb.Message, timeout: float = 30.0) -> list[block_pb2.CommittedMessage]:
-        """Submit messages (in order, one batch) and wait until all are committed."""
+        """Submit messages (in order, one batch) and wait until all are committed. A rejected message raises
+        its Rejected subclass (the first one refused; nothing of a refused message is applied)."""
         results = self.batch(msgs)
-        bad = [r for r in results if not r.accepted]
-        if bad:
-            raise ValueError(f"rejected: {[(r.index, r.reason_code, r.detail) for r in bad]}")
+        calls.raise_rejected(results)
         return [self.wait_committed(r.hash, timeout) for r in results]
 
+    # ---- streams ----
+    def subscribe_blocks(
+        self,
+        *,
+        after_event_id: int = 0,
+        from_block: int = 0,
+        include_chunks: bool = False,
+        resume: bool = True,
+        reconnect_seconds: float = calls.RECONNECT_SECONDS,
+    ) -> Iterator[rpc_pb2.SubscribeBlocksResponse]:
+        """Committed blocks as they come (event id: the block number), from after `after_event_id`, from
+        `from_block`, or from now. With `resume`, a broken stream is reopened from the last block received
+        (node.sdk.streams): no gap, no repeat."""
 
-def target_text(target: Target) -> str:
-    """A target as the user wrote it: with `grpcs://` when it is TLS."""
-    return f"grpcs://{target.address}" if target.secure else target.address
-
-
-def tls_problem(err: grpc.RpcError, target: Target, tls: ClientTLS) -> str | None:
-    """One line for a call that failed in the TLS handshake (or a plaintext call a TLS server closed), naming
-    the target and the CA; None for any other failure."""
-    if not isinstance(err, grpc.Call) or err.code() != grpc.StatusCode.UNAVAILABLE:
-        return None
-    details = err.details() or ""
-    where = target_text(target)
-    if not target.secure:
-        if "socket closed" in details.lower() or "connection reset" in details.lower():
-            return (
-                f"{where} closed the connection without a gRPC answer: if the node serves TLS, "
-                f"use grpcs://{target.address}"
+        def open_stream(c: Cursor) -> Iterable[rpc_pb2.SubscribeBlocksResponse]:
+            req = rpc_pb2.SubscribeBlocksRequest(
+                after_event_id=c.after_event_id, from_block=c.from_block, include_chunks=include_chunks
             )
-        return None
-    if "socket closed" in details.lower():
-        return (
-            f"{where} closed the connection in the TLS handshake: it takes only client certificates signed by "
-            f"its CA ({tls.flags[1]}, {tls.flags[2]})"
-        )
-    if not (tls_failure(details) or "hostname verification" in details.lower()):
-        return None
-    return f"TLS with {where} failed: {tls_reason(details, target, tls)}"
+            return self.stub.SubscribeBlocks(req)
 
+        cursor = Cursor(after_event_id, from_block)
+        if resume and cursor == Cursor():
+            cursor = Cursor.after(calls.head_block(self.list_blocks(page_size=1)))
+        return follow(open_stream, cursor, self.error, Reconnect(reconnect_seconds) if resume else None)
 
-def tls_reason(details: str, target: Target, tls: ClientTLS) -> str:
-    text = details.upper()
-    if "WRONG_VERSION_NUMBER" in text or "PACKET_LENGTH_TOO_LONG" in text or "HTTP_REQUEST" in text:
-        return f"the server does not speak TLS (use grpc://{target.address} for a plaintext node)"
-    if "HOSTNAME VERIFICATION" in text:
-        name = tls.server_name or target.host
-        return f"the node's certificate does not name {name!r}"
-    if "CERTIFICATE_VERIFY_FAILED" in text or "BAD_SIGNATURE" in text or "ISSUER" in text:
-        return f"the node's certificate is not signed by {tls.describe()}"
-    if "CERTIFICATE_REQUIRED" in text or "PEER_DID_NOT_RETURN_A_CERTIFICATE" in text:
-        return f"the node requires a client certificate ({tls.flags[1]}, {tls.flags[2]})"
-    if "EXPIRED" in text:
-        return "the node's certificate has expired"
-    return f"handshake refused ({' '.join(details.split()[-12:])}); trusting {tls.describe()}"
+    def subscribe_messages(
+        self,
+        *,
+        project_id: bytes = b"",
+        types: Sequence[pb.MessageType.ValueType] = (),
+        after_event_id: int = 0,
+        from_block: int = 0,
+        resume: bool = True,
+        reconnect_seconds: float = calls.RECONNECT_SECONDS,
+    ) -> Iterator[rpc_pb2.SubscribeMessagesResponse]:
+        """Committed messages as they come (of `project_id`, of `types`, when given), from after
+        `after_event_id`, from `from_block`, or from now. With `resume`, a broken stream is reopened from the
+        last event id received (node.sdk.streams): no gap, no repeat."""
+
+        def open_stream(c: Cursor) -> Iterable[rpc_pb2.SubscribeMessagesResponse]:
+            req = rpc_pb2.SubscribeMessagesRequest(
+                project_id=project_id, types=types, after_event_id=c.after_event_id, from_block=c.from_block
+            )
+            return self.stub.SubscribeMessages(req)
+
+        cursor = Cursor(after_event_id, from_block)
+        if resume and cursor == Cursor():
+            cursor = Cursor.after(self.get_chain_stats().stats.total_messages)
+        return follow(open_stream, cursor, self.error, Reconnect(reconnect_seconds) if resume else None)
