@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import json
 import os
-import time
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -17,10 +17,11 @@ from node.cli.keys import need_custody
 from node.cli.protojson import committed_json, to_json
 from node.errors import CliCode
 from node.sdk.authority import Authority
-from node.sdk.keys import Ed25519Key
+from node.sdk.keys import Ed25519Key, Secp256k1Key
 from node.sdk.messages import MessageBuilder
 
 AUTHORITY_ENV = "CHAINCTL_AUTHORITY"
+AUTHORITY_KEYS = ("wallet_private_key", "ed25519_private_key")  # node.authority.Authority.to_json
 SCOPES = MappingProxyType({"owner": pb.KEY_SCOPE_OWNER, "signing": pb.KEY_SCOPE_SIGNING, "agent": pb.KEY_SCOPE_AGENT})
 ACCOUNT_FIELDS = MappingProxyType(
     {
@@ -78,12 +79,31 @@ def _free_name(ctx: Context, base: str) -> str:
     return name
 
 
-def parse_expires(text: str) -> int:
+def load_authority(path: Path) -> Authority:
+    """A storage authority's key file (node.authority's format), or INVALID_ARGUMENT saying what the file is
+    instead: missing, unreadable, not JSON, a chainctl key file, keys that are not keys."""
     try:
-        value = int(text.removeprefix("+"))
-    except ValueError:
-        raise CliError(CliCode.INVALID_ARGUMENT, f"--expires-at: {text!r} is not an integer") from None
-    return int(time.time()) + value if text.startswith("+") else value
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise CliError(CliCode.INVALID_ARGUMENT, f"authority file {path} not found") from None
+    except OSError as exc:
+        raise CliError(CliCode.INVALID_ARGUMENT, f"authority file {path}: cannot read it: {exc.strerror}") from None
+    except ValueError as exc:  # not UTF-8, not JSON
+        raise CliError(CliCode.INVALID_ARGUMENT, f"authority file {path} is not JSON ({exc})") from None
+    missing = [k for k in AUTHORITY_KEYS if not isinstance(doc, dict) or not isinstance(doc.get(k), str)]
+    if missing:
+        what = "a chainctl key file" if isinstance(doc, dict) and "private_key" in doc else "not an authority file"
+        raise CliError(
+            CliCode.INVALID_ARGUMENT,
+            f"authority file {path} is {what}: it has no {' or '.join(missing)}; "
+            "a devnet's authority file is DATA_DIR/devnet-authority.json",
+        )
+    try:
+        wallet = Secp256k1Key.from_private_bytes(bytes.fromhex(doc["wallet_private_key"]))
+        key = Ed25519Key.from_private_bytes(bytes.fromhex(doc["ed25519_private_key"]))
+    except ValueError as exc:
+        raise CliError(CliCode.INVALID_ARGUMENT, f"authority file {path}: not a usable key ({exc})") from None
+    return Authority(wallet, key)
 
 
 # ---- commands ----
@@ -148,7 +168,7 @@ def account_authorize_custody(ctx: Context, args: Any) -> None:
     wallet = need_custody(ctx, args.wallet)
     new = need_custody(ctx, args.key)
     owner = custody_owner(ctx, wallet, args.owner)
-    expires_at = parse_expires(args.expires_at)
+    expires_at = int(args.expires_at)  # node.cli.argtypes.unix_time
     nonce = custody_nonce(ctx, owner)
     msg = envelope_builder(ctx, owner).keychain_authorize(
         wallet.custody(), nonce, new.custody(), admin=args.admin, expires_at=expires_at
@@ -226,12 +246,7 @@ def account_fund(ctx: Context, args: Any) -> None:
     path = args.authority or (Path(os.environ[AUTHORITY_ENV]) if os.environ.get(AUTHORITY_ENV) else None)
     if path is None:
         raise CliError(CliCode.INVALID_ARGUMENT, f"--authority FILE is required (or set {AUTHORITY_ENV})")
-    try:
-        authority = Authority.load(Path(path))
-    except FileNotFoundError:
-        raise CliError(CliCode.INVALID_ARGUMENT, f"authority file {path} not found") from None
-    except (ValueError, KeyError) as exc:
-        raise CliError(CliCode.INVALID_ARGUMENT, f"authority file {path}: {exc}") from None
+    authority = load_authority(Path(path))
     recipient = ctx.address(args.address)
     msg = ctx.builder(authority.wallet.address, authority.key).storage_grant(recipient, args.units)
     committed = ctx.submit([msg])[0]

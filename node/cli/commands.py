@@ -13,6 +13,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
 
+from node.cli.argtypes import MAX_PAGE_SIZE, UINT32_MAX, int_in, unix_time
 from node.entry import lazy
 
 if TYPE_CHECKING:
@@ -105,7 +106,9 @@ def register_account(sub: SubParsers) -> None:
     p.add_argument("--wallet", required=True, help="an admin custody key of the account")
     p.add_argument("--key", required=True, help="the custody key to authorize")
     p.add_argument("--admin", action="store_true")
-    p.add_argument("--expires-at", default="0", help="unix seconds, or +SECONDS from now (non-admin keys)")
+    p.add_argument(
+        "--expires-at", type=unix_time, default="0", help="unix seconds, or +SECONDS from now (non-admin keys)"
+    )
     p.add_argument("--owner", default="")
     p.set_defaults(func=lazy("node.cli.account", "account_authorize_custody"))
 
@@ -131,7 +134,7 @@ def register_account(sub: SubParsers) -> None:
 
     p = acs.add_parser("fund", help="grant storage units from a storage authority (devnet: devnet-authority.json)")
     p.add_argument("address", help="recipient: address or key/account name")
-    p.add_argument("--units", type=int, default=1)
+    p.add_argument("--units", type=int_in(0, UINT32_MAX), default=1, help=f"storage units, 0-{UINT32_MAX}")
     p.add_argument("--authority", type=Path, default=None, help=f"authority key file (env {AUTHORITY_ENV})")
     p.set_defaults(func=lazy("node.cli.account", "account_fund"))
 
@@ -164,7 +167,7 @@ def _register_project(ps: SubParsers) -> None:
     p = ps.add_parser("list", help="list projects (all live projects, or one owner's)")
     p.add_argument("--owner", default="", help="address or key/account name")
     p.add_argument("--all", action="store_true", help="follow pagination")
-    p.add_argument("--limit", type=int, default=50)
+    p.add_argument("--limit", type=int_in(1, MAX_PAGE_SIZE), default=50, help=f"projects per page, 1-{MAX_PAGE_SIZE}")
     p.set_defaults(func=lazy("node.cli.project", "project_list"))
 
     p = ps.add_parser("show", help="a project by 0x id, OWNER/NAME or NAME (current account)")

@@ -302,4 +302,4 @@ def env_default(name: str, fallback: str) -> str:
     return os.environ.get(name) or fallback
 
 
-Handler = Callable[[Context, Any], None]
+Handler = Callable[[Context, Any], int | None]  # an int: the exit status of a command that reported itself

@@ -47,6 +47,12 @@ class StoreError(Exception):
         self.reason = reason
 
 
+def _os_text(exc: OSError | UnicodeDecodeError) -> str:
+    if isinstance(exc, UnicodeDecodeError):
+        return f"not UTF-8 ({exc.reason})"
+    return exc.strerror or str(exc)
+
+
 def default_home() -> Path:
     return Path(os.environ.get(HOME_ENV) or DEFAULT_HOME).expanduser()
 
@@ -85,14 +91,19 @@ class StoredKey:
     created_at: int = 0
 
     def load(self) -> AnyKey:
-        if self.type == "ed25519":
-            return Ed25519Key.from_private_bytes(self.private_key)
-        if self.type == "secp256k1":
-            return Secp256k1Key.from_private_bytes(self.private_key)
-        if self.type == "p256":
-            return P256Key.from_private_bytes(self.private_key)
-        if self.type == "webauthn":
-            return WebAuthnKey.from_private_bytes(self.private_key, rp_id=self.rp_id, origin=self.origin or None)
+        """The key itself; a private key the type cannot take (a wrong length, an invalid scalar) is
+        ``INVALID_KEY``."""
+        try:
+            if self.type == "ed25519":
+                return Ed25519Key.from_private_bytes(self.private_key)
+            if self.type == "secp256k1":
+                return Secp256k1Key.from_private_bytes(self.private_key)
+            if self.type == "p256":
+                return P256Key.from_private_bytes(self.private_key)
+            if self.type == "webauthn":
+                return WebAuthnKey.from_private_bytes(self.private_key, rp_id=self.rp_id, origin=self.origin or None)
+        except ValueError as exc:
+            raise StoreError(CliCode.INVALID_KEY, f"key {self.name}: {self.type} {exc}") from None
         raise StoreError(CliCode.INVALID_KEY, f"key {self.name}: unknown type {self.type!r}")
 
     @property
@@ -142,17 +153,24 @@ class StoredKey:
 
     @classmethod
     def from_json(cls, doc: dict[str, Any]) -> StoredKey:
+        missing = [k for k in ("name", "type", "private_key") if not isinstance(doc.get(k), str)]
+        if missing:
+            raise StoreError(CliCode.INVALID_KEY, f"malformed key file: no {', '.join(missing)} (text)")
+        try:
+            private_key = bytes.fromhex(doc["private_key"])
+        except ValueError:
+            raise StoreError(CliCode.INVALID_KEY, "malformed key file: private_key is not hex") from None
         try:
             return cls(
-                name=str(doc["name"]),
-                type=str(doc["type"]),
-                private_key=bytes.fromhex(str(doc["private_key"])),
+                name=doc["name"],
+                type=doc["type"],
+                private_key=private_key,
                 rp_id=str(doc.get("rp_id") or ""),
                 origin=str(doc.get("origin") or ""),
                 created_at=int(doc.get("created_at") or 0),
             )
-        except (KeyError, ValueError, TypeError) as exc:
-            raise StoreError(CliCode.INVALID_KEY, f"malformed key file: {exc}") from None
+        except (ValueError, TypeError) as exc:
+            raise StoreError(CliCode.INVALID_KEY, f"malformed key file: created_at: {exc}") from None
 
 
 def generate(name: str, key_type: str, *, rp_id: str = DEFAULT_RP_ID, origin: str = "") -> StoredKey:
@@ -221,19 +239,47 @@ class KeyStore:
         return key
 
     def get(self, name: str) -> StoredKey:
+        """The key file ``name``, checked: a file that is not a key chainctl can use is ``INVALID_KEY``,
+        naming the file."""
         path = self.path(name)
         try:
             doc = json.loads(path.read_text(encoding="utf-8"))
         except FileNotFoundError:
             raise StoreError(CliCode.KEY_NOT_FOUND, f"no key named {name!r} in {self.keys_dir}") from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise StoreError(CliCode.INVALID_KEY, f"key file {path}: cannot read it: {_os_text(exc)}") from None
         except json.JSONDecodeError as exc:
-            raise StoreError(CliCode.INVALID_KEY, f"{path}: {exc}") from None
-        return StoredKey.from_json(doc)
+            raise StoreError(CliCode.INVALID_KEY, f"key file {path}: not JSON ({exc})") from None
+        try:
+            if not isinstance(doc, dict):
+                raise StoreError(CliCode.INVALID_KEY, "malformed key file: not a JSON object")
+            key = StoredKey.from_json(doc)
+            key.load()
+        except StoreError as exc:
+            raise StoreError(exc.reason, f"key file {path}: {exc}") from None
+        return key
+
+    def scan(self) -> tuple[list[StoredKey], list[StoreError]]:
+        """The keys that can be read, and what is wrong with each key file that cannot."""
+        if not self.keys_dir.is_dir():
+            return [], []
+        keys: list[StoredKey] = []
+        problems: list[StoreError] = []
+        for path in sorted(self.keys_dir.glob("*.json")):
+            if not NAME_RE.match(path.stem):
+                continue
+            try:
+                keys.append(self.get(path.stem))
+            except StoreError as exc:
+                problems.append(exc)
+        return keys, problems
 
     def list(self) -> list[StoredKey]:
-        if not self.keys_dir.is_dir():
-            return []
-        return [self.get(p.stem) for p in sorted(self.keys_dir.glob("*.json")) if NAME_RE.match(p.stem)]
+        """Every key of the store; the first file that cannot be read fails it (``scan`` lists around it)."""
+        keys, problems = self.scan()
+        if problems:
+            raise problems[0]
+        return keys
 
     def delete(self, name: str) -> None:
         path = self.path(name)

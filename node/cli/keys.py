@@ -39,9 +39,20 @@ def keys_import(ctx: Context, args: Any) -> None:
     ctx.emit(doc, [f"imported {key.type} key {key.name}", *_lines(doc)])
 
 
-def keys_list(ctx: Context, args: Any) -> None:
-    docs = [k.public_json() for k in ctx.store.list()]
-    ctx.emit({"keys": docs}, [_summary(d) for d in docs] or ["no keys; create one with `chainctl keys create NAME`"])
+def keys_list(ctx: Context, args: Any) -> int:
+    """Every key that can be read; each key file that cannot is named on stderr (one ``error:`` line each, and
+    under ``unreadable`` with --json), and then the exit status is 1."""
+    keys, problems = ctx.store.scan()
+    docs = [k.public_json() for k in keys]
+    bad = [{"reason": p.reason, "message": str(p)} for p in problems]
+    if keys or not problems:
+        text = [_summary(d) for d in docs] or ["no keys; create one with `chainctl keys create NAME`"]
+    else:
+        text = []
+    ctx.emit({"keys": docs, "unreadable": bad} if bad else {"keys": docs}, text)
+    for item in bad:
+        ctx.err.write(f"error: {item['reason']}: {item['message']}\n")
+    return 1 if bad else 0
 
 
 def keys_show(ctx: Context, args: Any) -> None:

@@ -2,7 +2,8 @@
 
     chainctl [--node ADDR] [--home DIR] [--json] [--account ADDR|NAME] COMMAND ...
 
-Failures print ``error: <REASON_CODE>: <explanation>`` on stderr and exit 1 (2 for usage errors).
+Failures print one line, ``error: <REASON_CODE>: <explanation>``, on stderr and exit 1; a usage error (an
+unknown flag, a number out of its range) is the same one line with ``INVALID_ARGUMENT`` and exits 2.
 See docs/chainctl.md.
 
 Start-up: this module and node.cli.commands (the whole parser) import only the standard library, so
@@ -21,6 +22,7 @@ from pathlib import Path
 
 from node.cli import completion
 from node.cli.address import AddressError, node_target
+from node.cli.argtypes import Parser, seconds
 from node.cli.commands import register_all
 from node.entry import lazy
 from node.envflags import env_name
@@ -54,10 +56,10 @@ def _env_help(flag: str, default: str) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser: argparse.ArgumentParser = Parser(
         prog="chainctl",
         description="Client of a chain node: keys, accounts, projects, git push, queries.",
-        epilog="Errors print 'error: REASON_CODE: explanation' on stderr and exit non-zero.",
+        epilog="Errors print 'error: REASON_CODE: explanation' on stderr and exit 1 (2 for usage errors).",
     )
     parser.add_argument("--version", action=VersionAction)
     parser.add_argument(
@@ -85,11 +87,14 @@ def build_parser() -> argparse.ArgumentParser:
         f"{_env_help('--account', 'the key store default account')}",
     )
     parser.add_argument(
-        "--timeout", type=float, default=30.0, help=f"per-call timeout in seconds {_env_help('--timeout', '30')}"
+        "--timeout",
+        type=seconds(allow_zero=False),
+        default=30.0,
+        help=f"per-call timeout in seconds, more than 0 {_env_help('--timeout', '30')}",
     )
     parser.add_argument(
         "--retry-seconds",
-        type=float,
+        type=seconds(allow_zero=True),
         default=30.0,
         help="how long a write the node refuses for now (no leader yet, draining, a store that cannot write: "
         f"it says when to retry) is sent again; 0 fails at once {_env_help('--retry-seconds', '30')}",
@@ -114,7 +119,7 @@ def env_defaults(parser: argparse.ArgumentParser, env: Mapping[str, str]) -> Non
         if env.get(name):
             try:
                 defaults[action.dest] = action.type(env[name]) if callable(action.type) else env[name]
-            except ValueError as err:
+            except (ValueError, argparse.ArgumentTypeError) as err:
                 parser.error(f"{name}={env[name]!r}: {err}")
     parser.set_defaults(**defaults)
 

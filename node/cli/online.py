@@ -28,7 +28,7 @@ DROPPED_RE = re.compile(r"dropped at block \d+: ([A-Z_]+)\s*(.*)$")
 
 def connect(ctx: Context) -> ChainClient:
     def retrying(err: grpc.RpcError, wait: float) -> None:
-        reason, text = rpc_error_line(err)
+        reason, text = rpc_error_line(err, ctx.node)
         ctx.note(f"{reason}: {text}; sending again in {wait:.1f} s")
 
     return ChainClient(
@@ -81,15 +81,24 @@ def commit_failure(exc: Dropped | TimeoutError) -> CliError:
     return CliError(CliCode.DROPPED, text)
 
 
-def rpc_error_line(err: grpc.RpcError) -> tuple[str, str]:
+def rpc_error_line(err: grpc.RpcError, target: str = "") -> tuple[str, str]:
     """(reason code, one-line explanation) of a failed call."""
     reason = reason_of(err)
     details = err.details() if isinstance(err, grpc.Call) else ""
     text = one_line(details or "").removeprefix(f"{reason}: ")
     refused = isinstance(err, grpc.Call) and trailer(err.trailing_metadata(), REASON_CODE) is not None
     if isinstance(err, grpc.Call) and err.code() == grpc.StatusCode.UNAVAILABLE and not refused:
-        text = f"cannot reach the node ({text})" if text else "cannot reach the node"  # the node said nothing
+        text = unreachable(text, target)  # the node said nothing
     return reason, text or "request failed"
+
+
+def unreachable(details: str, target: str) -> str:
+    """A call the node never answered, said once: gRPC's ``failed to connect to all addresses; last error:
+    UNKNOWN: ipv4:127.0.0.1:1: Failed to connect to remote host: Connection refused`` becomes ``cannot reach
+    the node at TARGET: connection refused`` (the last clause is the cause; the rest repeats it)."""
+    where = f" at {target}" if target else ""
+    cause = details.rsplit(": ", 1)[-1].strip(" []()")
+    return f"cannot reach the node{where}: {cause[:1].lower()}{cause[1:]}" if cause else f"cannot reach the node{where}"
 
 
 def rpc_failure(ctx: Context, err: grpc.RpcError) -> tuple[str, str]:
@@ -105,7 +114,7 @@ def rpc_failure(ctx: Context, err: grpc.RpcError) -> tuple[str, str]:
             f"{ctx.node} answers HTTP/1.1, not gRPC: that is a REST port (the gateway's or the node's web "
             "port); point --node at the node's gRPC port (default 50051)"
         )
-    return rpc_error_line(err)
+    return rpc_error_line(err, ctx.node)
 
 
 def status(ctx: Context, args: argparse.Namespace) -> None:

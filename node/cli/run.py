@@ -9,6 +9,7 @@ has loaded that module, so the failures are recognised through ``sys.modules`` a
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 from collections.abc import Mapping
@@ -21,6 +22,7 @@ from node.entry import lazy
 from node.errors import CliCode, ConfigError, Reason
 
 EXIT_ERROR = 1
+TRACEBACK_ENV = "CHAINCTL_TRACEBACK"
 # A bare 20- or 32-byte hex value (an address, project id or hash) in a node's message: printed 0x-prefixed,
 # as chainctl prints them everywhere else. Git ids (GIT_ERROR) are left as git prints them.
 BARE_HEX_RE = re.compile(r"(?<![0-9A-Za-z])([0-9a-fA-F]{64}|[0-9a-fA-F]{40})(?![0-9A-Za-z])")
@@ -60,6 +62,16 @@ def known_failure(ctx: Context, exc: Exception) -> int | None:
     return None
 
 
+def unexpected(ctx: Context, exc: Exception) -> int:
+    """Any other failure, still one line: a file that cannot be read is the argument naming it; anything else
+    is chainctl's own fault, with its type (``CHAINCTL_TRACEBACK=1`` raises it instead, traceback and all)."""
+    if os.environ.get(TRACEBACK_ENV):
+        raise exc
+    if isinstance(exc, OSError) and exc.filename is not None:
+        return report(ctx, CliCode.INVALID_ARGUMENT, f"{exc.filename}: {exc.strerror or exc}")
+    return report(ctx, CliCode.UNKNOWN, f"{type(exc).__name__}: {exc} (set {TRACEBACK_ENV}=1 to see where)")
+
+
 def execute(args: argparse.Namespace, node: str, out: TextIO, err: TextIO) -> int:
     ctx = Context(
         node=node,
@@ -73,7 +85,7 @@ def execute(args: argparse.Namespace, node: str, out: TextIO, err: TextIO) -> in
         err=err,
     )
     try:
-        args.func(ctx, args)
+        status = args.func(ctx, args)  # None, or the exit status of a command that reported its own failures
     except CliError as exc:
         return report(ctx, exc.reason, exc.message)
     except StoreError as exc:
@@ -82,11 +94,9 @@ def execute(args: argparse.Namespace, node: str, out: TextIO, err: TextIO) -> in
         return report(ctx, CliCode.INVALID_ARGUMENT, str(exc))
     except Exception as exc:
         code = known_failure(ctx, exc)
-        if code is None:
-            raise
-        return code
+        return unexpected(ctx, exc) if code is None else code
     except KeyboardInterrupt:
         return report(ctx, CliCode.INTERRUPTED, "interrupted")
     finally:
         ctx.close()
-    return 0
+    return int(status or 0)
