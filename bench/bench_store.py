@@ -27,7 +27,7 @@ from node import merkle
 from node.block import ZERO_HASH, header_hash
 from node.chain import Chain
 from node.constants import PROTOCOL_VERSION
-from node.state.params import ChainParams
+from node.params import ChainParams
 from node.storage import schema
 from node.storage.tree_layout import root_record
 

@@ -9,7 +9,7 @@ from chain.v1 import message_pb2 as pb
 from node.codec import blake3_256
 from node.constants import HASH_LEN, MESSAGES_PER_CHUNK, PROTOCOL_VERSION
 from node.merkle import EMPTY
-from node.state.params import ChainParams
+from node.params import ChainParams
 
 ZERO_HASH = bytes(HASH_LEN)
 

@@ -28,9 +28,9 @@ from node.errors import DataCorrupted, InvariantBroken
 from node.merkle import HeldNodes, InvalidChange, MerkleError, NodeStore, TreeUpdater
 from node.merkle.store import ReadNodes, RecentNodes
 from node.merkle.update import Placed
+from node.params import ChainParams
 from node.query.heads import HeadMemo
 from node.state.access import StateAccess
-from node.state.params import ChainParams
 from node.state.transition import BlockOutput, apply_block, build_block, genesis_writes
 from node.storage import schema
 from node.storage.fault import StoreFault

@@ -16,10 +16,10 @@ from node import merkle
 from node.chain import Chain
 from node.codec import blake3_256
 from node.errors import MessageRejected, Reason
+from node.params import ChainParams
 from node.sdk.keys import Ed25519Key, Secp256k1Key
 from node.sdk.messages import MessageBuilder
 from node.state.access import StateAccess
-from node.state.params import ChainParams
 from node.state.transition import BlockOutput
 from node.storage import schema
 from node.storage.kv import DictView, Overlay

@@ -162,6 +162,38 @@ def test_shared_observability_knows_neither_node_server_nor_gateway() -> None:
     assert offenders == []
 
 
+# Below the state transition: storage, the block format, the Merkle tree and the genesis parameters (a leaf)
+# never import it; the transition builds on them.
+BELOW_STATE = ("node.storage", "node.block", "node.merkle", "node.params")
+STATE = "node.state"
+
+
+def upward_imports(modules: list[Module]) -> list[str]:
+    """Imports of node.state by a module below it."""
+    return [
+        f"{m.path.relative_to(ROOT)}:{line} imports {target}"
+        for m in modules
+        if any(_within(m.name, low) for low in BELOW_STATE)
+        for target, line in imports_of(m)
+        if _within(target, STATE)
+    ]
+
+
+def test_storage_block_and_merkle_never_import_the_state_transition() -> None:
+    assert upward_imports(list(MODULES.values())) == []
+
+
+def test_the_layering_check_sees_an_upward_import() -> None:
+    """Not vacuous: a storage module importing the transition, or a name from a node.state module, is caught."""
+    source = "from node.state.transition import BlockOutput\nfrom node.state import access\nimport node.merkle\n"
+    fake = Module("node.storage.fake", ROOT / "node" / "storage" / "fake.py", ast.parse(source))
+    assert upward_imports([fake]) == [
+        "node/storage/fake.py:1 imports node.state.transition",
+        "node/storage/fake.py:2 imports node.state.access",
+    ]
+    assert upward_imports([Module("node.state.fake", fake.path, fake.tree)]) == []
+
+
 def test_modules_stay_small() -> None:
     sizes = {str(m.path.relative_to(ROOT)): len(m.path.read_text().splitlines()) for m in MODULES.values()}
     assert {path: n for path, n in sizes.items() if n > MAX_MODULE_LINES} == {}

@@ -49,6 +49,7 @@ from node.errors import ConfigError, InvariantBroken, RestoreFailed, StoreRefuse
 from node.grpcweb.server import MethodHandlers, grpc_web_app, serve_grpc_web
 from node.listen import GRPC_EXCLUSIVE, ListenError, check_free, grpc_add_port
 from node.observability.metrics import MetricsEndpoint
+from node.params import ChainParams
 from node.server.config import NodeConfig
 from node.server.devnet import AUTHORITY_FILE, bootstrap_message, new_devnet
 from node.server.events import EventHub
@@ -85,7 +86,6 @@ from node.server.write.mempool import Mempool
 from node.server.write.pipeline import Pipeline
 from node.server.write.sizing import Resources, verify_worker_count
 from node.server.write.verify import Verifier
-from node.state.params import ChainParams
 from node.storage.fault import REMEDY_DAMAGED
 from node.storage.identity import DATA_FILE, IDENTITY_FILE, LOCK_FILE, move_aside, network_name
 from node.storage.integrity import REMEDY_FOREIGN, check_files, identity_of, is_fresh

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from chain.v1 import message_pb2 as pb
 from node.authority import Authority
-from node.state.params import ChainParams
+from node.params import ChainParams
 
 AUTHORITY_FILE = "devnet-authority.json"
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from chain.v1 import message_pb2 as pb
+from node.params import ChainParams
 from node.state.access import StateAccess
-from node.state.params import ChainParams
 
 
 @dataclass(frozen=True)

@@ -34,11 +34,11 @@ from node.constants import MAX_BLOCK_MESSAGES, MAX_BLOCK_MESSAGES_PER_PROJECT, M
 from node.crypto.ed25519 import Ed25519Verifier
 from node.errors import InvalidBlock, InvariantBroken, MessageRejected, Reason
 from node.merkle.codec import UNPLACED
+from node.params import ChainParams
 from node.state.access import StateAccess, encode
 from node.state.authz import authorize_signer
 from node.state.context import MessageContext
 from node.state.kinds import project_of
-from node.state.params import ChainParams
 from node.state.registry import REGISTRY
 from node.state.structural import validate_structure
 from node.storage import schema

@@ -24,7 +24,7 @@ from chain.v1 import block_pb2
 from node.block import genesis_block, header_hash
 from node.errors import DataCorrupted, StoreRefused
 from node.merkle.codec import EMPTY
-from node.state.params import ChainParams
+from node.params import ChainParams
 from node.storage import schema
 from node.storage.fault import REMEDY_DAMAGED
 from node.storage.identity import (

@@ -23,9 +23,9 @@ from node.crypto.custody import CustodySignature, verify_custody_signature
 from node.crypto.ed25519 import Ed25519Verifier
 from node.crypto.webauthn import WebAuthnPolicy
 from node.errors import Reason
+from node.params import ChainParams
 from node.sdk.keys import Ed25519Key, P256Key, Secp256k1Key
 from node.sdk.proofs import verify_operation_proof, verify_storage_quota_proof
-from node.state.params import ChainParams
 from tests.conformance import generate
 from tests.conformance.scenario import ConformanceHarness
 

@@ -14,8 +14,8 @@ from chain.v1 import message_pb2 as pb
 from chain.v1 import rpc_pb2
 from node.chain import Chain
 from node.errors import DataCorrupted, InvalidArgument, InvariantBroken
+from node.params import ChainParams
 from node.query.reader import Reader
-from node.state.params import ChainParams
 from node.storage import schema
 from tests.harness import Harness, recomputed_root
 

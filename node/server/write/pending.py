@@ -32,9 +32,9 @@ from chain.v1 import message_pb2 as pb
 from node import merkle
 from node.constants import MAX_BLOCK_BYTES, MAX_FUTURE_DRIFT
 from node.errors import InvariantBroken, MessageRejected, Reason
+from node.params import ChainParams
 from node.state.access import StateAccess
 from node.state.kinds import project_of
-from node.state.params import ChainParams
 from node.state.registry import REGISTRY
 from node.state.structural import validate_structure
 from node.state.transition import (

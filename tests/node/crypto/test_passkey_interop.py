@@ -24,9 +24,9 @@ from chain.v1 import message_pb2 as pb
 from node.crypto.custody import CustodySignatureError, verify_custody_signature
 from node.crypto.webauthn import WebAuthnPolicy
 from node.errors import REASON_VALUES, trailer
+from node.params import ChainParams
 from node.sdk.keys import Ed25519Key
 from node.sdk.rpc import ChainClient, reason_of
-from node.state.params import ChainParams
 from tests.fixtures.actors import RemoteActor, new_account
 from tests.fixtures.gwproc import GatewayProcess
 from tests.fixtures.nodeproc import NodeProcess

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from chain.v1 import message_pb2 as pb
 from node.chain import Chain
+from node.params import ChainParams
 from node.sdk.keys import Ed25519Key, Secp256k1Key
 from node.sdk.messages import MessageBuilder
 from node.server.events import EventHub
@@ -16,7 +17,6 @@ from node.server.ordering.applier import BlockApplier
 from node.server.write.mempool import Mempool
 from node.server.write.pipeline import Pipeline
 from node.server.write.verify import Verifier
-from node.state.params import ChainParams
 
 
 def member(path: Path, params: ChainParams) -> tuple[Chain, Mempool, Pipeline, BlockApplier]:

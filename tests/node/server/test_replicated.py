@@ -7,11 +7,11 @@ import time
 from pathlib import Path
 
 from node.chain import Chain
+from node.params import ChainParams
 from node.server.ordering.etcd import rpc_pb2
 from node.server.ordering.etcd.client import EtcdClient, op_put
 from node.server.ordering.etcd.log import BlockLog, Keys
 from node.server.ordering.etcd.replicated import ReplicatedOrderer, ReplicationSettings
-from node.state.params import ChainParams
 from tests.fixtures.etcdproc import EtcdCluster
 from tests.fixtures.orderer import etcd_member
 

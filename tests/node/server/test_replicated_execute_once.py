@@ -10,12 +10,12 @@ from pathlib import Path
 
 from chain.v1 import message_pb2 as pb
 from node.chain import Chain
+from node.params import ChainParams
 from node.sdk.keys import Ed25519Key, Secp256k1Key
 from node.sdk.messages import MessageBuilder
 from node.server.ordering.etcd.client import EtcdClient, op_put
 from node.server.ordering.etcd.log import BlockLog, Keys
 from node.server.ordering.etcd.replicated import ReplicationSettings
-from node.state.params import ChainParams
 from tests.fixtures.etcdproc import EtcdCluster
 from tests.fixtures.orderer import etcd_member
 

@@ -23,9 +23,9 @@ from chain.v1 import message_pb2 as pb
 from chain.v1 import rpc_pb2
 from node.chain import Chain
 from node.merkle.codec import PLACED_INTERNAL_LEN
+from node.params import ChainParams
 from node.sdk.keys import Secp256k1Key
 from node.sdk.rpc import reason_of
-from node.state.params import ChainParams
 from node.storage import schema
 from node.storage.identity import StoreIdentity, read_identity_file, write_identity_file
 from node.storage.lmdb_file import read_meta, walk

@@ -12,9 +12,9 @@ from __future__ import annotations
 import json
 
 from node.errors import InvariantBroken
+from node.params import ChainParams
 from node.server.ordering.etcd.client import EtcdClient, cmp_absent, op_put, op_range
 from node.server.ordering.etcd.log import Keys
-from node.state.params import ChainParams
 
 
 async def published_genesis(client: EtcdClient, keys: Keys) -> ChainParams | None:
