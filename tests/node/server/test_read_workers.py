@@ -68,7 +68,8 @@ def _looked_up(port: int) -> dict[str, float]:
 
 def _second_node(tmp_path: Path, grpc_addr: str, *extra: str) -> subprocess.CompletedProcess[str]:
     cmd = [sys.executable, "-m", "node.server.main", "--data-dir", str(tmp_path / "second")]
-    cmd += ["--grpc-addr", grpc_addr, "--web-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--internal-addr", "127.0.0.1:0"]
+    cmd += ["--grpc-addr", grpc_addr, "--web-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0"]
+    cmd += ["--internal-addr", "127.0.0.1:0"]
     cmd += ["--metrics-addr", "127.0.0.1:0", *extra]
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     return subprocess.run(cmd, check=False, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
