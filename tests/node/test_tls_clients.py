@@ -243,7 +243,7 @@ def test_sdk_never_sends_the_admin_token_in_plaintext_beyond_loopback() -> None:
 
 
 def buf_curl(*args: str) -> subprocess.CompletedProcess[str]:
-    assert BUF.exists(), "buf missing: run `make install`"
+    assert BUF.exists(), "buf missing: run `make install-test`"
     return subprocess.run([str(BUF), "curl", *args], check=False, capture_output=True, text=True, timeout=60, cwd=ROOT)
 
 

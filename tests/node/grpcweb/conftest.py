@@ -23,7 +23,7 @@ def generated_js(tmp_path_factory: pytest.TempPathFactory) -> Path:
         NODE_MODULES / "@connectrpc" / "connect-web",
     ]
     missing = [str(p.relative_to(ROOT)) for p in needed if not p.exists()]
-    assert not missing, f"npm packages missing ({missing}): run `make install`"
+    assert not missing, f"npm packages missing ({missing}): run `make install-test`"
     out = tmp_path_factory.mktemp("grpcweb-js")
     subprocess.run(
         [

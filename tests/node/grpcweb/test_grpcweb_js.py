@@ -2,7 +2,7 @@
 
 The client code is generated from proto/chain/v1 at test time into a temporary directory with the repo's
 buf binary and the local protoc-gen-es plugin (tests/node/grpcweb/js/buf.gen.yaml): no generated JavaScript
-is committed, so it cannot go stale, and nothing is fetched from the network. `make install` installs the
+is committed, so it cannot go stale, and nothing is fetched from the network. `make install-test` installs the
 npm packages (package.json).
 """
 

@@ -45,7 +45,7 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeProcess]:
 
 
 def buf_curl(*args: str) -> subprocess.CompletedProcess[str]:
-    assert BUF.exists(), "buf missing: run `make install`"
+    assert BUF.exists(), "buf missing: run `make install-test`"
     return subprocess.run([str(BUF), "curl", *args], check=False, capture_output=True, text=True, timeout=60, cwd=ROOT)
 
 
