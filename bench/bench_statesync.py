@@ -31,6 +31,7 @@ from pathlib import Path
 from chain.v1 import block_pb2, rpc_pb2
 from node.block import header_hash
 from node.chain import Chain
+from node.merkle import InProcessUpdater
 from node.server.devnet import new_devnet
 from node.state.transition import finish_block, record_block, start_block
 from node.storage import schema
@@ -57,7 +58,7 @@ def build_store(data_dir: Path, keys: int) -> float:
                 number=start.number, parent_hash=start.parent.hash, timestamp_ms=int(time.time() * 1000),
                 network=params.network, protocol_version=start.parent.header.protocol_version,
             )  # fmt: skip
-            header.state_root, tree_nodes = finish_block(start, nodes, [], header)
+            header.state_root, tree_nodes = finish_block(start, InProcessUpdater(nodes), [], header)
             out = record_block(start, block_pb2.Block(header=header, hash=header_hash(header)), tree_nodes, [], [])
         chain.commit(out)
         print(f"  built block {b + 1}/{BLOCKS}", file=sys.stderr, flush=True)

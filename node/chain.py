@@ -25,9 +25,8 @@ from chain.v1 import message_pb2 as pb
 from node.constants import TREE_CACHE_NODES
 from node.crypto.ed25519 import Ed25519Verifier
 from node.errors import DataCorrupted, InvariantBroken
-from node.merkle import HeldNodes, InvalidChange, MerkleError, NodeStore, TreeUpdater
+from node.merkle import InProcessUpdater, InvalidChange, MerkleError, NodeStore, TreeUpdater
 from node.merkle.store import ReadNodes, RecentNodes
-from node.merkle.update import Placed
 from node.params import ChainParams
 from node.query.heads import HeadMemo
 from node.state.access import StateAccess
@@ -221,13 +220,14 @@ class Chain:
     def height(self) -> int:
         return int(self.head().header.number)
 
-    def tree_nodes(self, nodes: NodeStore) -> NodeStore | TreeUpdater:
-        """What the next block's state-tree update reads: with a writer process, the writer itself (the
-        update runs there, over its store and its memo of the latest blocks' nodes); without, a snapshot's
-        tree nodes with the latest blocks' nodes answered from memory."""
+    def tree_nodes(self, nodes: NodeStore) -> TreeUpdater:
+        """What runs the next block's state-tree update (the transition's one `nodes`): with a writer process,
+        the writer itself (the update runs there, over its store and its memo of the latest blocks' nodes,
+        which it holds until the commit); without, an update in this process over a snapshot's tree `nodes`,
+        the latest blocks' nodes answered from memory."""
         if self.writer is not None:
             return self.writer
-        return self.recent_nodes.over(nodes)
+        return InProcessUpdater(self.recent_nodes.over(nodes))
 
     def read_tree(self, nodes: NodeStore) -> NodeStore:
         """A snapshot's tree nodes for reads: nodes earlier reads checked are answered from memory (only
@@ -255,16 +255,10 @@ class Chain:
         number = int(output.block.header.number)
         if number != self.height + 1:
             raise InvariantBroken(f"block {number} does not follow {self.height}")
-        tree = output.tree_nodes
-        if isinstance(tree, HeldNodes):  # the writer's update made them, and keeps them (for that block only)
-            if self.writer is None:
-                raise InvariantBroken(f"block {number}: its tree nodes are held by no writer of this chain")
-        elif not isinstance(tree, Placed):  # nothing could find the children of a node stored bare
-            raise InvariantBroken(f"block {number}: its tree nodes were not placed (an update without `here`)")
-        if self.writer is None:
-            assert isinstance(tree, Placed)
-            self.store.commit(output.writes, tree, number)
-            self.recent_nodes.add(tree)  # after the transaction: never a node of a block not committed
+        if self.writer is None:  # the nodes came placed from the update `tree_nodes` ran here
+            placed = output.tree_nodes.here()
+            self.store.commit(output.writes, placed, number)
+            self.recent_nodes.add(placed)  # after the transaction: never a node of a block not committed
         else:  # the writer's memo takes them (`tree_nodes` reads this chain's only without a writer)
             self._commit_in_writer(output)
 

@@ -10,8 +10,9 @@ from node.merkle.proof import MerkleProof
 from node.merkle.query import Witness, get, get_hashed, proof_from_witness, prove, witness
 from node.merkle.store import DictNodeStore, NodeStore
 from node.merkle.update import (
-    HeldNodes,
-    HeldUpdate,
+    BlockNodes,
+    InProcessUpdater,
+    TreeUpdate,
     TreeUpdater,
     UpdateResult,
     build_tree,
@@ -23,15 +24,16 @@ from node.merkle.verify import proof_root, verify_proof
 
 __all__ = [
     "EMPTY",
+    "BlockNodes",
     "CorruptNode",
     "DictNodeStore",
-    "HeldNodes",
-    "HeldUpdate",
+    "InProcessUpdater",
     "InvalidChange",
     "MerkleError",
     "MerkleProof",
     "MissingNode",
     "NodeStore",
+    "TreeUpdate",
     "TreeUpdater",
     "UpdateResult",
     "ValueMismatch",

@@ -19,9 +19,9 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Protocol, cast
 
-from node.errors import MerkleReason
+from node.errors import InvariantBroken, MerkleReason
 from node.merkle.build import build_placed, build_sorted
 from node.merkle.codec import (
     EMPTY,
@@ -43,21 +43,7 @@ from node.merkle.store import NodeStore, fetch, load_node
 
 class Placed(dict[bytes, bytes]):
     """New nodes in their stored forms (hash -> stored form), as an update with `here` made them: what the
-    node's store commits (`Chain.commit` refuses any other mapping)."""
-
-
-@dataclass(frozen=True)
-class HeldNodes:
-    """The nodes an update made where they are stored, not here: the store's writer process ran the update
-    (node/storage/writer.py) and keeps them, in their stored forms, until it commits block `block`, whose
-    state root is `root`. `count`: how many."""
-
-    block: int
-    root: bytes
-    count: int
-
-    def __len__(self) -> int:
-        return self.count
+    node's store commits (`BlockNodes.here` refuses any other mapping)."""
 
 
 @dataclass(frozen=True)
@@ -72,22 +58,65 @@ class UpdateResult:
 
 
 @dataclass(frozen=True)
-class HeldUpdate:
-    """What a `TreeUpdater` answers: `UpdateResult`'s root and root location, its nodes held elsewhere."""
+class BlockNodes:
+    """The tree nodes block `block`'s update made, to the state root `root` (`count` of them): `placed`, in
+    their stored forms, when the update ran in this process; None when the process that ran it (the store's
+    writer, node/storage/writer.py) holds them until it commits that block."""
+
+    block: int
+    root: bytes
+    count: int
+    placed: Placed | None = None
+
+    def __len__(self) -> int:
+        return self.count
+
+    def here(self) -> Placed:
+        """The nodes, for a commit in this process: InvariantBroken when another process holds them, or when
+        they did not come out of a placed update (nothing could find the children of a node stored bare)."""
+        if self.placed is None:
+            raise InvariantBroken(f"block {self.block}: its tree nodes are held by no writer of this chain")
+        if not isinstance(self.placed, Placed):  # a mapping forged around the update
+            raise InvariantBroken(f"block {self.block}: its tree nodes were not placed (an update without `here`)")
+        return self.placed
+
+
+@dataclass(frozen=True)
+class TreeUpdate:
+    """What a `TreeUpdater` answers: the new root, the block's nodes, and where the new root is (as
+    `UpdateResult.root_at`)."""
 
     root: bytes
-    new_nodes: HeldNodes
+    nodes: BlockNodes
     root_at: bytes | None = None
 
 
-@runtime_checkable
 class TreeUpdater(Protocol):
-    """What runs a block's update somewhere else (the store's writer process), against the nodes stored
-    there: the same root as `update` with `here`, its nodes held there (`HeldNodes`)."""
+    """The one way the state transition updates the tree: block `here`'s changes onto `root` (at `root_at`),
+    placed. Where it runs is the implementation's: `InProcessUpdater` here, the store's writer process over
+    its own store (node/storage/writer.py); `Chain` decides which it hands the transition."""
 
     def update_tree(
         self, root: bytes, changes: Mapping[bytes, bytes | None], *, here: bytes, root_at: bytes
-    ) -> HeldUpdate: ...
+    ) -> TreeUpdate: ...
+
+
+class InProcessUpdater:
+    """A `TreeUpdater` that runs `update` in this process, reading old nodes through `store`: its nodes come
+    back placed, for the caller to commit."""
+
+    __slots__ = ("store",)
+
+    def __init__(self, store: NodeStore) -> None:
+        self.store = store
+
+    def update_tree(
+        self, root: bytes, changes: Mapping[bytes, bytes | None], *, here: bytes, root_at: bytes
+    ) -> TreeUpdate:
+        result = update(self.store, root, changes, here=here, root_at=root_at)
+        placed = cast(Placed, result.new_nodes)  # `update` with `here` makes them `Placed`
+        nodes = BlockNodes(int.from_bytes(here, "big"), result.root, len(placed), placed)
+        return TreeUpdate(result.root, nodes, result.root_at)
 
 
 def update(

@@ -12,7 +12,9 @@
 
 No clock, I/O or randomness: the block's timestamp is the only time, state is
 read through a ReadView and every write lands in an Overlay that the caller
-commits in one storage transaction. An invalid message is dropped with its
+commits in one storage transaction. The state tree is updated through the one
+`merkle.TreeUpdater` the caller hands in: where that update runs (this process,
+the store's writer process) is the caller's choice and changes no result. An invalid message is dropped with its
 typed reason and never halts a block; a block whose header does not match
 what applying it produced raises InvalidBlock. What each message type is
 (body check, signer scope, time rule, handler) is node/state/registry.py.
@@ -55,7 +57,7 @@ class Dropped:
 class BlockOutput:
     block: block_pb2.Block
     writes: Mapping[bytes, bytes | None]
-    tree_nodes: dict[bytes, bytes] | merkle.HeldNodes  # held: in the store's writer process
+    tree_nodes: merkle.BlockNodes  # placed here, or held where the update ran (the store's writer process)
     applied: list[block_pb2.CommittedMessage] = field(default_factory=list)
     dropped: list[Dropped] = field(default_factory=list)
 
@@ -74,7 +76,7 @@ class BlockStart:
 # ---------------------------------------------------------------- entry points
 def build_block(
     base: ReadView,
-    nodes: merkle.NodeStore | merkle.TreeUpdater,
+    nodes: merkle.TreeUpdater,
     params: ChainParams,
     timestamp_ms: int,
     candidates: Sequence[pb.Message],
@@ -90,7 +92,7 @@ def build_block(
 
 def seal_block(
     start: BlockStart,
-    nodes: merkle.NodeStore | merkle.TreeUpdater,
+    nodes: merkle.TreeUpdater,
     params: ChainParams,
     timestamp_ms: int,
     body: BlockBody,
@@ -122,7 +124,7 @@ def seal_block(
 
 def apply_block(
     base: ReadView,
-    nodes: merkle.NodeStore | merkle.TreeUpdater,
+    nodes: merkle.TreeUpdater,
     params: ChainParams,
     block: block_pb2.Block,
     *,
@@ -354,12 +356,12 @@ def check_time(max_age: int | None, timestamp: int, now: int) -> None:
 # ---------------------------------------------------------------- epilogue
 def finish_block(
     start: BlockStart,
-    nodes: merkle.NodeStore | merkle.TreeUpdater,
+    nodes: merkle.TreeUpdater,
     messages: Sequence[pb.Message],
     header: block_pb2.BlockHeader,
-) -> tuple[bytes, dict[bytes, bytes] | merkle.HeldNodes]:
-    """Cumulative stats, then the new state root and the tree nodes it adds (read through `nodes`, or made by
-    an updater elsewhere, which holds them)."""
+) -> tuple[bytes, merkle.BlockNodes]:
+    """Cumulative stats, then the new state root and the tree nodes it adds, made by `nodes` (in this process,
+    or in the store's writer process, which holds them: the caller's choice, the same root either way)."""
     overlay = start.overlay
     st = StateAccess(overlay)
     stats = st.stats()
@@ -379,15 +381,10 @@ def finish_block(
     parent_root = start.parent.header.state_root
     root_at = base.get(schema.tree_root_key(parent_root)) or UNPLACED
     here = schema.u64(header.number)
-    if isinstance(nodes, merkle.TreeUpdater):  # the store's writer process: the same update, over its store
-        result: merkle.UpdateResult | merkle.HeldUpdate = nodes.update_tree(
-            parent_root, changes, here=here, root_at=root_at
-        )
-    else:
-        result = merkle.update(nodes, parent_root, changes, here=here, root_at=root_at)
+    result = nodes.update_tree(parent_root, changes, here=here, root_at=root_at)
     if result.root_at is not None:
         overlay.put(schema.tree_root_key(result.root), result.root_at)
-    return result.root, result.new_nodes
+    return result.root, result.nodes
 
 
 def check_result(h: block_pb2.BlockHeader, applied: Sequence[block_pb2.CommittedMessage], root: bytes) -> None:
@@ -399,7 +396,7 @@ def check_result(h: block_pb2.BlockHeader, applied: Sequence[block_pb2.Committed
 def record_block(
     start: BlockStart,
     block: block_pb2.Block,
-    tree_nodes: dict[bytes, bytes] | merkle.HeldNodes,
+    tree_nodes: merkle.BlockNodes,
     applied: list[block_pb2.CommittedMessage],
     dropped: list[Dropped],
 ) -> BlockOutput:

@@ -2,8 +2,8 @@
 (`chain-node --store-writer process`).
 
     writer = WriterProcess(path, sync=True)   # spawns `python -m node.storage.writer` (no handshake)
-    result = writer.update_tree(root, changes, here=u64(n), root_at=at)  # block n's tree update, in the child
-    writer.commit(writes, result.new_nodes, n) # one block, one LMDB write transaction, in the child
+    update = writer.update_tree(root, changes, here=u64(n), root_at=at)  # block n's tree update, in the child
+    writer.commit(writes, update.nodes, n)  # one block, one LMDB write transaction, in the child
     writer.close()
 
 py-lmdb releases the GIL around every single put of a write transaction, so a commit run in a thread of
@@ -16,7 +16,7 @@ The state-tree update of each block runs in the child too (`update_tree`, a `mer
 transition sends the tree's changes, the parent root and where it is, and gets the new root back. The
 child reads the old nodes from its own store, through its own memo of the nodes the latest committed blocks
 made (`RecentNodes`, `--tree-cache-nodes`), and keeps the new nodes until the commit that names them
-(`HeldNodes`): they never cross the pipe, and the memo takes them only once that block is committed. A
+(`BlockNodes` without `placed`): they never cross the pipe, and the memo takes them only once that block is committed. A
 commit that reaches a child which does not hold them (a fresh one, after a kill or after a refused write)
 is preceded by the same update again, whose root must be the same (`merkle.update` is deterministic; a
 different root is InvariantBroken).
@@ -55,7 +55,7 @@ from typing import IO, Any
 
 from node.constants import TREE_CACHE_NODES
 from node.errors import DataCorrupted, InvariantBroken, StorageFailed
-from node.merkle import HeldNodes, HeldUpdate, InvalidChange, MerkleError, update
+from node.merkle import BlockNodes, InvalidChange, MerkleError, TreeUpdate, update
 from node.merkle.store import RecentNodes
 from node.storage.lmdb_store import LmdbStore
 
@@ -126,9 +126,9 @@ class WriterProcess:
 
     def update_tree(
         self, root: bytes, changes: Mapping[bytes, bytes | None], *, here: bytes, root_at: bytes
-    ) -> HeldUpdate:
+    ) -> TreeUpdate:
         """Block `here`'s state-tree update, run in the child over its store (`merkle.TreeUpdater`): the new
-        root and where it is; the nodes stay in the child (`HeldNodes`) for the commit of that block.
+        root and where it is; the nodes stay in the child (`BlockNodes` held there) for the commit of that block.
         TreeDamaged when a node it reads is missing or damaged; WriterLost when two children in a row die."""
         block = int.from_bytes(here, "big")
         request = _frame((UPDATE, root, dict(changes), here, root_at))
@@ -145,7 +145,7 @@ class WriterProcess:
             self._updates.move_to_end((block, new_root))
             while len(self._updates) > KEPT_UPDATES:
                 self._updates.popitem(last=False)
-        return HeldUpdate(new_root, HeldNodes(block, new_root, count), new_at)
+        return TreeUpdate(new_root, BlockNodes(block, new_root, count), new_at)
 
     def _updated(self, block: int, request: bytes) -> tuple[bytes, bytes | None, int]:
         status, body = self._exchange(request)
@@ -161,21 +161,15 @@ class WriterProcess:
     def commit(
         self,
         writes: Mapping[bytes, bytes | None],
-        tree_nodes: Mapping[bytes, bytes] | HeldNodes,
+        tree_nodes: Mapping[bytes, bytes] | BlockNodes,
         block: int | None = None,
     ) -> None:
         """Write one block atomically in the child: StorageFailed (nothing written), WriterLost (the child
-        died: stored or not, read the head), WriteDamaged (the file is damaged). `tree_nodes` held: the nodes
-        of this writer's update of that block (sent again first when this child does not hold them)."""
+        died: stored or not, read the head), WriteDamaged (the file is damaged). `tree_nodes`: a block's
+        nodes from an update (held: this writer's update of that block, sent again first when this child
+        does not hold them), or nodes as they are stored."""
         with self._lock:
-            nodes: Mapping[bytes, bytes] | None
-            if isinstance(tree_nodes, HeldNodes):
-                if tree_nodes.block != block:
-                    raise InvariantBroken(f"block {block}: its tree nodes are held for block {tree_nodes.block}")
-                self._hold(block, tree_nodes.root)
-                nodes = None  # the child's own
-            else:
-                nodes = tree_nodes
+            nodes = self._sent(tree_nodes, block) if isinstance(tree_nodes, BlockNodes) else tree_nodes
             status, body = self._exchange(_frame((COMMIT, writes, nodes, block)))
             self._child_holds = None
         if status == OK:
@@ -186,6 +180,16 @@ class WriterProcess:
         if status == DAMAGED:
             raise WriteDamaged(text)
         raise WriterLost(f"the store writer process failed: {text}")
+
+    def _sent(self, nodes: BlockNodes, block: int | None) -> Mapping[bytes, bytes] | None:
+        """What a commit sends for `nodes`: placed ones themselves; None for the child's own, once it holds
+        them (InvariantBroken when they are held for another block)."""
+        if nodes.placed is not None:
+            return nodes.here()
+        if nodes.block != block:
+            raise InvariantBroken(f"block {block}: its tree nodes are held for block {nodes.block}")
+        self._hold(nodes.block, nodes.root)
+        return None
 
     def _hold(self, block: int, root: bytes) -> None:
         """Make the child hold the nodes of block `block`'s update to `root` (run it again if not)."""

@@ -196,7 +196,7 @@ class PendingBlocks:
         )
 
     # ---- cutting ----
-    def sealer(self, nodes: merkle.NodeStore | merkle.TreeUpdater, now_ms: int) -> Callable[[], BlockOutput] | None:
+    def sealer(self, nodes: merkle.TreeUpdater, now_ms: int) -> Callable[[], BlockOutput] | None:
         """Close the oldest open block; the returned function seals it (it may run in a worker thread while
         admission goes on into the blocks above; with nothing pending, an empty block opened at `now_ms`).
         None when there is no block to cut this way: the state is flat, or the oldest block is older than

@@ -15,6 +15,7 @@ from node import constants as C
 from node.block import header_hash
 from node.chain import Chain
 from node.errors import InvalidBlock, Reason
+from node.merkle import InProcessUpdater
 from node.sdk.keys import Ed25519Key, Secp256k1Key
 from node.state.registry import REGISTRY
 from node.state.transition import apply_block
@@ -149,8 +150,8 @@ def test_same_block_applied_elsewhere_gives_same_root_and_writes(tmp_path: Path)
         assert len(proposed.dropped) == 3 and len(proposed.applied) == len(msgs) - 3
         # apply_block twice on the same read view: identical outputs
         with other.read() as (view, nodes):
-            first = apply_block(view, nodes, other.params, proposed.block, verifier=other.verifier)
-            second = apply_block(view, nodes, other.params, proposed.block, verifier=other.verifier)
+            first = apply_block(view, InProcessUpdater(nodes), other.params, proposed.block, verifier=other.verifier)
+            second = apply_block(view, InProcessUpdater(nodes), other.params, proposed.block, verifier=other.verifier)
         assert dict(first.writes) == dict(second.writes)
         assert first.tree_nodes == second.tree_nodes
         assert [r.SerializeToString(deterministic=True) for r in first.applied] == [

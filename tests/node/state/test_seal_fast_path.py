@@ -75,7 +75,7 @@ def seal_next(h: Harness, msgs: list[pb.Message]) -> list[BlockOutput]:
 def replay_plain(follower: Chain, block: block_pb2.Block) -> BlockOutput:
     """`apply_block` over the follower's store, its tree nodes read from LMDB only (each checked)."""
     with follower.read() as (view, nodes):
-        out = apply_block(view, nodes, follower.params, block, verifier=follower.verifier)
+        out = apply_block(view, merkle.InProcessUpdater(nodes), follower.params, block, verifier=follower.verifier)
     follower.commit(out)
     return out
 
@@ -223,7 +223,7 @@ def test_a_block_reads_each_record_of_the_store_once(tmp_path: Path) -> None:
 
     with follower.read() as (view, nodes):
         applied = CountingReads(view)
-        again = apply_block(applied, nodes, follower.params, out.block)
+        again = apply_block(applied, merkle.InProcessUpdater(nodes), follower.params, out.block)
     assert again.block.header.state_root == out.block.header.state_root
     assert applied.gets[account] == 1, applied.gets.most_common(3)
     assert max(applied.gets.values()) == 1, applied.gets.most_common(3)

@@ -24,7 +24,6 @@ from chain.v1 import message_pb2 as pb
 from node.block import block_messages
 from node.chain import Chain
 from node.errors import DataCorrupted, InvariantBroken, MessageRejected, StorageFailed
-from node.merkle import HeldNodes
 from node.server.write.pending import PendingBlocks
 from node.state.transition import BlockOutput
 from node.storage import schema
@@ -95,7 +94,7 @@ def test_blocks_built_sealed_and_applied_through_the_writer_equal_the_blocks_bui
                 mine = chain.build(int(block.header.timestamp_ms), msgs)
             else:  # admitted into open blocks and sealed, as the orderer does
                 mine = seal_one(chain, msgs, int(block.header.timestamp_ms))
-            assert isinstance(mine.tree_nodes, HeldNodes) and len(mine.tree_nodes) > 0
+            assert mine.tree_nodes.placed is None and len(mine.tree_nodes) > 0  # held in the writer
             assert mine.block.SerializeToString(deterministic=True) == block.SerializeToString(deterministic=True)
             assert dict(mine.writes) == dict(out.writes)
             chain.commit(mine)
@@ -193,7 +192,7 @@ def test_a_write_the_full_disk_refused_is_retried_from_the_update_sent_again(tmp
         h.now += 1
         msgs = [alice.b.account_data(pb.ACCOUNT_FIELD_BIO, f"{i:04d}" + "x" * 200) for i in range(400)]
         out = h.chain.build(h.now * 1000, msgs)
-        assert isinstance(out.tree_nodes, HeldNodes) and not out.dropped
+        assert out.tree_nodes.placed is None and not out.dropped  # held in the writer
         height = h.chain.height
         fill(tmpfs / "ballast")
         with pytest.raises(StorageFailed):
@@ -235,7 +234,7 @@ def test_held_nodes_commit_only_through_their_writer_and_for_their_block(
     """The gates: nodes held by a writer are refused by a chain without one, and for another block."""
     out = behind.apply(next_block(source, behind), verify=False)
     held = out.tree_nodes
-    assert isinstance(held, HeldNodes)
+    assert held.placed is None
     bare = Chain.open(tmp_path / "bare", source.chain.params)  # commits in process: no writer holds anything
     try:
         follow(bare, behind)
