@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping
+from enum import StrEnum
 from types import MappingProxyType
 from typing import Any
 
@@ -166,6 +167,13 @@ HTTP_CODES: Mapping[int, Reason] = MappingProxyType(
         504: R.DEADLINE_EXCEEDED,
     }
 )
+
+class ProtocolReason(StrEnum):
+    """The answers of the HTTP parser itself, before any route (gateway.protocol): codes beside `Reason`'s."""
+
+    URI_TOO_LONG = "URI_TOO_LONG"  # 414: the request line is over the parser's limit
+    HEADERS_TOO_LARGE = "HEADERS_TOO_LARGE"  # 431: a header is over the parser's limit, or there are too many
+
 
 # Set on a request once its response has been prepared (headers sent): an error after that point can
 # no longer become an error response, it can only end the stream.

@@ -22,11 +22,11 @@ def gateway() -> Iterator[GatewayProcess]:
 def test_a_request_line_over_the_parser_limit_gets_the_json_error_body(gateway: GatewayProcess) -> None:
     url = gateway.url + "/v1/accounts/0x" + "ab" * 20 + "/keys?cursor=" + "A" * 9000
     resp = requests.get(url, timeout=10)
-    assert resp.status_code == 400
+    assert resp.status_code == 414
     assert resp.headers["Content-Type"].startswith("application/json")
     error = resp.json()["error"]
-    assert error["code"] == "INVALID_ARGUMENT"
-    assert "8190" in error["message"]
+    assert error["code"] == "URI_TOO_LONG"
+    assert "8192" in error["message"]
 
 
 def test_a_malformed_request_gets_the_json_error_body(gateway: GatewayProcess) -> None:
