@@ -30,6 +30,7 @@ from node.listen import ListenError
 from node.observability.logs import configure_logging
 from node.observability.tracing import Tracing
 from node.server.app import NodeApp
+from node.server.bootstrap import Bootstrap
 from node.server.config import NodeConfig, parse_config
 
 
@@ -38,16 +39,16 @@ async def state_sync(argv: Sequence[str]) -> int:
     configure_logging(config.log_level, config.log_format)
     if config.orderer != "etcd":
         config_exit("chain-node state-sync", ConfigError("needs --orderer etcd (a replicated member)"))
-    node = NodeApp(config)
+    bootstrap = Bootstrap(config)
     try:
-        done = await node.join()
+        done = await bootstrap.join()
     except ConfigError as err:
         config_exit("chain-node state-sync", err)
     except ChainError as err:
         print(f"chain-node state-sync: {err}", file=sys.stderr, flush=True)
         return 1
     finally:
-        await node.close_etcd()
+        await bootstrap.close()
     print(json.dumps({"event": "state-sync", "result": done}), flush=True)
     return 0
 

@@ -18,7 +18,7 @@ stream with status OK once the batch it is answering is written; an idle stream 
 sends what it had not had answered as ReadBatch calls, which the stopping server refuses as it refuses any
 new call (UNAVAILABLE), so they are retried on another node.
 
-    batches = add_read_batch(server, {path: handler, ...})   # node/server/app.py, readers/worker.py
+    batches = add_read_batch(server, {path: handler, ...})   # node/server/listeners.py, readers/worker.py
     ...
     batches.close(); await server.stop(grace)
 """

@@ -11,7 +11,7 @@ import grpc
 from chain.v1 import rpc_pb2, service_pb2_grpc
 from node.constants import TREE_CACHE_NODES
 from node.sdk.proofs import verify_operation_proof
-from node.server.app import NodeApp
+from node.server.bootstrap import Bootstrap
 from node.server.config import parse_config
 from node.storage import schema
 from tests.fixtures.actors import new_account
@@ -21,8 +21,7 @@ from tests.fixtures.nodeproc import NodeProcess
 def test_the_flag_sizes_the_memo_of_the_chain_the_node_opens(tmp_path: Path) -> None:
     for argv, expected in (([], TREE_CACHE_NODES), (["--tree-cache-nodes", "3"], 3)):
         data = tmp_path / str(expected)
-        app = NodeApp(parse_config(["--data-dir", str(data), *argv], {}))
-        chain, _bootstrap = app._open_store()
+        chain, _new_devnet = Bootstrap(parse_config(["--data-dir", str(data), *argv], {})).open_store()
         try:
             assert chain.recent_nodes.capacity == expected
         finally:
