@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
 
 from chain.v1 import rpc_pb2
@@ -65,10 +66,11 @@ class Scale:
     streams: int  # SubscribeBlocks streams per client
     warmup: float  # seconds of load before the first upgrade and after the last
     versions: tuple[str, ...]
+    upgrade_limit: float  # seconds one upgrade may take (a bounded run takes about 20)
 
 
-BOUNDED = Scale(clients=1, unary=2, streams=3, warmup=3.0, versions=("1.1",))
-SOAK = Scale(clients=3, unary=2, streams=4, warmup=20.0, versions=("1.1", "1.2"))
+BOUNDED = Scale(clients=1, unary=2, streams=3, warmup=3.0, versions=("1.1",), upgrade_limit=180.0)
+SOAK = Scale(clients=3, unary=2, streams=4, warmup=20.0, versions=("1.1", "1.2"), upgrade_limit=450.0)
 SOAK_MARKS = (pytest.mark.soak, pytest.mark.timeout(1200))  # two upgrades under load: minutes on a loaded box
 
 
@@ -158,8 +160,25 @@ def running(sts: StatefulSetDouble) -> list[NodeProcess]:
     return [p for p in procs if p is not None]
 
 
-def wait_committed(node: NodeProcess, accepted: list[str], timeout: float = 60.0) -> tuple[int, Counter[bytes]]:
-    """Scan the chain until every accepted hash is in it; the height scanned and the count of each message."""
+def whereabouts(nodes: list[NodeProcess], missing: set[bytes]) -> list[str]:
+    """What each member says of (up to five) messages missing from the chain: found, or NOT_FOUND's details
+    (which name the block and reason of a message dropped there)."""
+    lines = []
+    for digest in sorted(missing)[:5]:
+        for i, node in enumerate(nodes):
+            with node.client() as c:
+                try:
+                    found = c.stub.GetMessage(rpc_pb2.GetMessageRequest(hash=digest), timeout=5)
+                    lines.append(f"{digest.hex()} n{i}: in block {found.message.block_number}")
+                except grpc.RpcError as err:
+                    lines.append(f"{digest.hex()} n{i}: {err.code().name} {err.details()}")
+    return lines
+
+
+def wait_committed(nodes: list[NodeProcess], accepted: list[str], timeout: float = 60.0) -> tuple[int, Counter[bytes]]:
+    """Scan the chain (of the first member) until every accepted hash is in it; the height scanned and the
+    count of each message."""
+    node = nodes[0]
     counts: Counter[bytes] = Counter()
     scanned = 0
     deadline = time.monotonic() + timeout
@@ -172,7 +191,8 @@ def wait_committed(node: NodeProcess, accepted: list[str], timeout: float = 60.0
         missing = wanted - set(counts)
         if not missing:
             return scanned, counts
-        assert time.monotonic() < deadline, f"{len(missing)} accepted messages never committed"
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{len(missing)} accepted messages never committed: {whereabouts(nodes, missing)}")
         time.sleep(0.5)
 
 
@@ -196,14 +216,15 @@ def upgrading_reason(cluster: Any) -> str:
     return next((str(c["reason"]) for c in conds if c["type"] == "Upgrading"), "")
 
 
-async def upgrade_to(cluster: Any, sts: StatefulSetDouble, version: str, reasons: Counter[str]) -> float:
-    """Ask for `version`; wait until the operator records it, counting the Upgrading reasons seen every
-    0.5 s. The seconds it took."""
+async def upgrade_to(cluster: Any, sts: StatefulSetDouble, version: str, reasons: Counter[str], limit: float) -> float:
+    """Ask for `version`; wait until the operator records it (at most `limit` seconds), counting the
+    Upgrading reasons seen every 0.5 s. The seconds it took."""
     started = time.monotonic()
     before = len(sts.replaced)
     await patch_network(cluster, "main", {"spec": {"version": version}})
     while network_status(cluster, "main").get("currentVersion") != version:
-        assert time.monotonic() - started < 900, f"{version} not reached: {upgrading_reason(cluster)}"
+        assert not sts.failures, sts.failures
+        assert time.monotonic() - started < limit, f"{version} not reached: {upgrading_reason(cluster)}"
         reasons[upgrading_reason(cluster)] += 1
         await asyncio.sleep(0.5)
     image = f"{IMAGE}:{version}"
@@ -253,7 +274,7 @@ async def test_replicated_upgrade_under_load_behind_envoy(cluster, start_operato
         await asyncio.to_thread(clients.start)
         await asyncio.sleep(scale.warmup)
         reasons: Counter[str] = Counter()
-        upgrades = [await upgrade_to(cluster, sts, v, reasons) for v in scale.versions]
+        upgrades = [await upgrade_to(cluster, sts, v, reasons, scale.upgrade_limit) for v in scale.versions]
         await asyncio.sleep(scale.warmup)
         total = await asyncio.to_thread(clients.finish)
         duration = time.monotonic() - started
@@ -261,7 +282,7 @@ async def test_replicated_upgrade_under_load_behind_envoy(cluster, start_operato
 
         nodes = running(sts)
         assert all(sts.pod_image(i) == f"{IMAGE}:{scale.versions[-1]}" for i in range(3))
-        scanned, counts = await asyncio.to_thread(wait_committed, nodes[0], total["accepted"])
+        scanned, counts = await asyncio.to_thread(wait_committed, nodes, total["accepted"])
         head = await asyncio.to_thread(same_block_everywhere, nodes, scanned)
         figures = {
             "setup_s": round(started - t0, 1),
@@ -290,4 +311,5 @@ async def test_replicated_upgrade_under_load_behind_envoy(cluster, start_operato
         if envoy is not None:
             envoy.stop()
         await sts.stop()
+        sts.write_logs(tmp_path / "logs")
         etcd.stop()
