@@ -3,9 +3,12 @@
     {"error": {"code": "NONCE_MISMATCH", "message": "...", "details": {"expected": 4, "got": 6}}}
 
 - A gRPC error from a node: `code` is the node's `reason-code` trailer (the gRPC status name when there is
-  none); the status is `REASON_HTTP_STATUS[code]`, one total table over `Reason` (413 for the size
-  reasons, 429 for the other `RESOURCE_EXHAUSTED` ones), or `GRPC_HTTP_STATUS` of the gRPC status when
-  the node named no reason this gateway knows; `details` holds the `reason-values` and `field` trailers.
+  none); the status is `REASON_HTTP_STATUS[code]`, the HTTP status of the reason's category in
+  node/reasons.py (413 for the size reasons, 429 for the other `RESOURCE_EXHAUSTED` ones), or
+  `GRPC_HTTP_STATUS` of the gRPC status when the node named no reason this gateway knows; `details` holds
+  the `reason-values` and `field` trailers.
+  Ids the node's message or values name as bare hex (a 20-byte address, a 32-byte hash) are written
+  0x-prefixed, as every read shows them (`with_0x`).
   A retryable refusal (429 `MEMPOOL_FULL`; 503 `NOT_LEADER`, `STORAGE_FAILED`, `DRAINING`) also gets a
   `Retry-After` header (whole seconds, rounded up, at least 1) from the node's `retry-after-ms` trailer.
 - `ApiError`, raised by the gateway itself (request validation, body decoding, passthrough), with a
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Awaitable, Callable, Mapping
 from enum import StrEnum
 from types import MappingProxyType
@@ -29,12 +33,21 @@ import grpc
 from aiohttp import web
 
 from node.errors import FIELD, REASON_CODE, REASON_VALUES, RETRY_AFTER_MS, Reason, trailer
+from node.reasons import CATEGORY, known_reason
 
 log = logging.getLogger(__name__)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 R = Reason
+
+# A bare 20- or 32-byte hex value (an address, a hash) in a node's message, not already 0x-prefixed.
+BARE_ID = re.compile(r"(?<![0-9A-Za-z])([0-9a-fA-F]{64}|[0-9a-fA-F]{40})(?![0-9A-Za-z])")
+
+
+def with_0x(text: str) -> str:
+    """`text` with each bare 20- or 32-byte hex id 0x-prefixed."""
+    return BARE_ID.sub(r"0x\1", text)
 
 # A node's failure without a reason this gateway knows: the HTTP status of its gRPC status (else 500).
 GRPC_HTTP_STATUS: Mapping[grpc.StatusCode, int] = MappingProxyType(
@@ -55,96 +68,10 @@ GRPC_HTTP_STATUS: Mapping[grpc.StatusCode, int] = MappingProxyType(
 )
 
 
-def _table(groups: Mapping[int, tuple[Reason, ...]]) -> Mapping[Reason, int]:
-    table = {reason: status for status, reasons in groups.items() for reason in reasons}
-    assert len(table) == sum(len(r) for r in groups.values()), "a reason is listed under two statuses"
-    return MappingProxyType(table)
-
-
-# Every reason's HTTP status (tests/gateway/test_error_tables.py checks it is total and agrees with the
-# node's gRPC status of each reason).
-REASON_HTTP_STATUS: Mapping[Reason, int] = _table(
-    {
-        400: (
-            R.MALFORMED_MESSAGE,
-            R.DATA_BYTES_MISMATCH,
-            R.HASH_MISMATCH,
-            R.INVALID_SIGNATURE,
-            R.WRONG_NETWORK,
-            R.UNKNOWN_MESSAGE_TYPE,
-            R.DISABLED_MESSAGE_TYPE,
-            R.BODY_MISMATCH,
-            R.INVALID_FIELD,
-            R.FUTURE_TIMESTAMP,
-            R.STALE_TIMESTAMP,
-            R.INVALID_ARGUMENT,
-        ),
-        401: (R.UNAUTHENTICATED,),
-        403: (
-            R.UNKNOWN_SIGNER,
-            R.INSUFFICIENT_SCOPE,
-            R.PROJECT_NOT_ALLOWED,
-            R.PERMISSION_DENIED,
-            R.CUSTODY_SIGNATURE_INVALID,
-            R.CUSTODY_KEY_UNKNOWN,
-            R.CUSTODY_KEY_REVOKED,
-            R.CUSTODY_KEY_EXPIRED,
-            R.CUSTODY_KEY_NOT_ADMIN,
-            R.NOT_STORAGE_AUTHORITY,
-        ),
-        404: (R.NOT_FOUND,),
-        405: (R.METHOD_NOT_ALLOWED,),
-        406: (R.NOT_ACCEPTABLE,),
-        409: (
-            R.DUPLICATE_MESSAGE,
-            R.ALREADY_EXISTS,
-            R.NAME_TAKEN,
-            R.STALE_UPDATE,
-            R.TOMBSTONED,
-            R.NOT_PRESENT,
-            R.NONCE_MISMATCH,
-            R.AUTH_WINDOW_INVALID,
-            R.AUTH_EXPIRED,
-            R.AUTH_NOT_YET_VALID,
-            R.PROJECT_NOT_FOUND,
-            R.PROJECT_ARCHIVED,
-            R.PROJECT_REMOVED,
-            R.REF_NONCE_MISMATCH,
-            R.REF_HASH_MISMATCH,
-            R.REF_NOT_FOUND,
-            R.NOT_FAST_FORWARD,
-            R.COMMIT_NOT_FOUND,
-            R.MERGE_REQUEST_NOT_FOUND,
-            R.CONFLICT,
-        ),
-        # the size of the request, not load or quota
-        413: (R.MESSAGE_TOO_LARGE, R.BATCH_TOO_LARGE, R.PAYLOAD_TOO_LARGE),
-        415: (R.UNSUPPORTED_MEDIA_TYPE,),
-        429: (
-            R.LIMIT_EXCEEDED,
-            R.QUOTA_EXCEEDED,
-            R.NO_STORAGE,
-            R.MEMPOOL_FULL,
-            R.RESOURCE_EXHAUSTED,
-            R.SLOW_SUBSCRIBER,
-            R.TOO_MANY_STREAMS,
-        ),
-        500: (R.INTERNAL,),
-        501: (R.UNIMPLEMENTED,),
-        502: (R.BAD_GATEWAY,),
-        # this node cannot take it now (another node, or the same one later, can)
-        503: (
-            R.NOT_LEADER,
-            R.STATE_DIVERGED,
-            R.STORAGE_FAILED,
-            R.DRAINING,
-            R.UNAVAILABLE,
-            R.STREAM_GAP,
-            R.HISTORY_UNAVAILABLE,
-            R.DATA_CORRUPTED,  # that node's store failed an integrity check; another node can answer
-        ),
-        504: (R.DEADLINE_EXCEEDED,),
-    }
+# Every reason's HTTP status: its category's (node/reasons.py, the one table the node's gRPC statuses come
+# from too; tests/gateway/test_error_tables.py checks it is total).
+REASON_HTTP_STATUS: Mapping[Reason, int] = MappingProxyType(
+    {reason: category.value.http for reason, category in CATEGORY.items()}
 )
 
 # The code of an aiohttp HTTP error (unknown route, wrong method, body too large) by its status.
@@ -211,8 +138,8 @@ def error_response(
 
 def http_status(reason: str | None, grpc_status: grpc.StatusCode) -> int:
     """The HTTP status of a node's failure: by its reason when this gateway knows it, else by its gRPC status."""
-    known = Reason._value2member_map_.get(reason or "")
-    if isinstance(known, Reason):
+    known = known_reason(reason)
+    if known is not None:
         return REASON_HTTP_STATUS[known]
     return GRPC_HTTP_STATUS.get(grpc_status, 500)
 
@@ -231,12 +158,12 @@ def grpc_error(err: grpc.aio.AioRpcError) -> tuple[int, str, str, dict[str, Any]
         except ValueError:
             values = {"reason_values": raw}
         if isinstance(values, dict):
-            details.update(values)
+            details.update({k: with_0x(v) if isinstance(v, str) else v for k, v in values.items()})
     field = trailer(trailers, FIELD)
     if field is not None:
         details[FIELD] = field
     details["grpc_status"] = err.code().name
-    return status, code, err.details() or err.code().name.lower(), details
+    return status, code, with_0x(err.details() or err.code().name.lower()), details
 
 
 def retry_after(err: grpc.aio.AioRpcError) -> dict[str, str]:

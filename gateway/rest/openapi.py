@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 
+from gateway.protocol import MAX_HEADER_FIELD, MAX_REQUEST_LINE
 from gateway.rest import shapes
 from gateway.rest.params import HASH32, UINT64
 from gateway.rest.shapes import Schema, SchemaFragment, ref
@@ -26,14 +27,17 @@ GRPC_WEB_TYPES = (
     "application/grpc-web-text+proto",
 )
 
-DESCRIPTION = """\
+DESCRIPTION = f"""\
 REST gateway of the chain service. All responses are JSON (SSE streams excepted); identities are
 `owner_address` values (0x-prefixed 20-byte addresses). Bytes are 0x-prefixed lower-case hex, except ref
 names, which are plain hex so that names that are not valid UTF-8 survive a round trip. 64-bit integers are
 decimal strings. Lists take `limit` (50 by default, capped at 200) and `cursor`, and return `next_cursor`
-("" on the last page). Errors: `{"error": {"code", "message", "details"}}` with the node's reason code.
+("" on the last page). Errors: `{{"error": {{"code", "message", "details"}}}}` with the node's reason code.
 Writes accept a signed `chain.v1.Message` in the protobuf JSON mapping or as binary protobuf
-(`application/x-protobuf`). See docs/rest.md."""
+(`application/x-protobuf`); in JSON, each bytes field takes 0x-prefixed hex (the form reads show) or base64,
+as its schema says (`x-bytes-encoding`), and a value that is 0x and hex digits is always hex. A URL over
+{MAX_REQUEST_LINE} bytes is 414 `URI_TOO_LONG`, a header over {MAX_HEADER_FIELD} bytes 431 `HEADERS_TOO_LARGE`.
+See docs/rest.md."""
 
 ERROR_DESCRIPTIONS: Mapping[int, str] = MappingProxyType(
     {
@@ -43,13 +47,15 @@ ERROR_DESCRIPTIONS: Mapping[int, str] = MappingProxyType(
         404: "not found",
         409: "conflict with current state (FAILED_PRECONDITION, ALREADY_EXISTS: e.g. NONCE_MISMATCH, NAME_TAKEN)",
         413: "request too large (MESSAGE_TOO_LARGE, BATCH_TOO_LARGE, body over --max-body-bytes)",
+        414: f"URI_TOO_LONG: the request line (method, URL, version) is over {MAX_REQUEST_LINE} bytes",
         415: "unsupported Content-Type",
         429: "resource exhausted (MEMPOOL_FULL, QUOTA_EXCEEDED, NO_STORAGE, LIMIT_EXCEEDED)",
+        431: f"HEADERS_TOO_LARGE: a request header is over {MAX_HEADER_FIELD} bytes, or there are too many",
         503: "no node available",
         504: "the node did not answer in time",
     }
 )
-NODE_ERRORS = (503, 504)
+COMMON_ERRORS = (414, 431, 503, 504)  # every operation: the HTTP parser's limits and the node's availability
 
 
 def error_schema() -> Schema:
@@ -82,7 +88,7 @@ def _error(status: int) -> Schema:
 
 def operation(route: Route) -> Schema:
     responses: Schema = {str(route.status): _json("success", route.response)}
-    for status in sorted({*route.errors, *NODE_ERRORS}):
+    for status in sorted({*route.errors, *COMMON_ERRORS}):
         responses[str(status)] = _error(status)
     for status, (description, schema) in route.extra_responses.items():
         responses[str(status)] = _json(description, schema)

@@ -15,8 +15,10 @@ Rules, applied to every field of every record (so handlers never build dicts by 
   except the members of a `oneof` (the message body), of which only the one that is set appears.
 
 The same module gives the schemas of the writes' request bodies, which are the protobuf JSON mapping
-(`google.protobuf.json_format`): bytes base64, 64-bit integers as strings or numbers, enums as full names
-or numbers, field names in lowerCamelCase or as in the .proto file.
+(`google.protobuf.json_format`) with one addition: bytes are 0x-prefixed hex (the form reads show) or base64
+(the mapping's own), a value that is `0x` and hex digits always read as hex (gateway.rest.writes decodes them);
+64-bit integers as strings or numbers, enums as full names or numbers, field names in lowerCamelCase or as in
+the .proto file.
 """
 
 from __future__ import annotations
@@ -67,6 +69,37 @@ UINT64_PATTERN = "^(0|[1-9][0-9]{0,19})$"
 ONEOF_KEY = "x-oneof"
 # What the protobuf JSON parser decodes: either alphabet, padding optional, never 4n+1 data characters.
 BASE64_PATTERN = "^([A-Za-z0-9+/_-]{4})*([A-Za-z0-9+/_-]{2,3})?={0,2}$"
+# A bytes value of a write: 0x-prefixed hex (either case, an even number of digits) or base64 as above.
+WRITE_HEX_PATTERN = "^0[xX]([0-9a-fA-F]{2})*$"
+
+
+def _at_most(top: int) -> str:
+    """A regex (no anchors) of the decimal numbers 0..`top`, written without leading zeros."""
+    digits = str(top)
+    shorter = f"0|[1-9][0-9]{{0,{len(digits) - 2}}}" if len(digits) > 1 else "0"
+    same = [digits]
+    for i in range(1, len(digits)):
+        if digits[i] != "0":
+            same.append(f"{digits[:i]}[0-{int(digits[i]) - 1}][0-9]{{{len(digits) - i - 1}}}")
+    if digits[0] > "1":
+        same.append(f"[1-{int(digits[0]) - 1}][0-9]{{{len(digits) - 1}}}")
+    return "|".join([shorter, *same])
+
+
+# A uint64 of a write as a decimal string: 0 to 2^64-1 (the protobuf JSON parser refuses more).
+WRITE_UINT64_PATTERN = f"^(?:{_at_most(UINT64_MAX)})$"
+# Base64 that starts with 0x (1 value in 4096) only padded to a multiple of 4 characters, as protobuf JSON
+# serializers write it: 0x and an even number of characters that is not hex (a mistyped id) is refused.
+WRITE_BYTES_PATTERN = f"^(?:{WRITE_HEX_PATTERN[1:-1]}|(?:(?!0[xX])|(?=(?:.{{4}})*$)){BASE64_PATTERN[1:-1]})$"
+WRITE_BYTES_ENCODING = (
+    "bytes: 0x-prefixed hex, as every read shows bytes (a value that is 0x and an even number of hex digits is "
+    "always read as hex), or base64, standard or URL-safe, padding optional (the protobuf JSON mapping); base64 "
+    "that starts with 0x must be padded, and any other 0x value that is not hex is refused"
+)
+WRITE_REF_ENCODING = (
+    f"{WRITE_BYTES_ENCODING}. A ref name: reads show ref names as plain hex without 0x; write that hex with the "
+    "0x prefix (plain hex of a name starting refs/ is refused, never read as base64)"
+)
 PROTO_JSON_PREFIX = "ProtoJson"
 
 
@@ -96,6 +129,9 @@ def _enum_type(field: FieldDescriptor) -> EnumDescriptor:
 def _is_ref(field: FieldDescriptor) -> bool:
     owner = field.containing_type
     return owner is not None and (owner.full_name, field.name) in REF_FIELDS
+
+
+is_ref_field = _is_ref  # the writes' decoding asks it too (gateway.rest.writes)
 
 
 def _in_oneof(field: FieldDescriptor) -> bool:
@@ -463,12 +499,18 @@ def _proto_json_field(field: FieldDescriptor) -> Schema:
     if t == FD.TYPE_MESSAGE:
         return ref(proto_json_name(_message_type(field)))
     if t == FD.TYPE_BYTES:
-        return {"type": "string", "pattern": BASE64_PATTERN, "description": "base64 (standard or URL-safe)"}
+        encoding = WRITE_REF_ENCODING if _is_ref(field) else WRITE_BYTES_ENCODING
+        return {
+            "type": "string",
+            "pattern": WRITE_BYTES_PATTERN,
+            "description": encoding,
+            "x-bytes-encoding": "hex|base64",
+        }
     if t in INT64_TYPES:
         return {
             "anyOf": [
                 {"type": "integer", "minimum": 0, "maximum": UINT64_MAX},
-                {"type": "string", "pattern": UINT64_PATTERN},
+                {"type": "string", "pattern": WRITE_UINT64_PATTERN},
             ]
         }
     if t in INT32_TYPES:

@@ -1,17 +1,27 @@
 """Write routes: submit, dry-run and batch-submit signed messages.
 
 Bodies are `chain.v1.Message` (batch: `chain.v1.BatchSubmitMessagesRequest`, i.e. `{"messages": [...]}`)
-either in the protobuf JSON mapping (`Content-Type: application/json`: bytes base64, 64-bit integers as
-strings or numbers, enums by full name or number, lowerCamelCase or .proto field names) or as binary
-protobuf (`Content-Type: application/x-protobuf`). The gateway decodes and forwards; the node verifies.
+either in the protobuf JSON mapping (`Content-Type: application/json`: 64-bit integers as strings or numbers,
+enums by full name or number, lowerCamelCase or .proto field names) or as binary protobuf
+(`Content-Type: application/x-protobuf`). The gateway decodes and forwards; the node verifies.
+
+Bytes in JSON are 0x-prefixed hex, the form every read shows, or base64, the protobuf JSON mapping's
+(`hex_bytes`): a value that is `0x` and an even number of hex digits is hex, never base64; any other value must
+be base64, and base64 that starts with `0x` must be padded (as protobuf JSON serializers write it), so a
+mistyped 0x id is refused rather than read as base64; a value that is neither is a 400 `INVALID_ARGUMENT`
+naming the field. A ref name sent as the plain
+hex reads show (no 0x) would read as base64: plain hex of a name that starts with `refs/` is refused.
 """
 
 from __future__ import annotations
 
+import base64
 import json
-from typing import TypeVar
+import re
+from typing import Any, TypeVar
 
 from google.protobuf import json_format
+from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import DecodeError, Message
 
 from chain.v1 import message_pb2 as pb
@@ -24,6 +34,68 @@ from node.errors import Reason
 
 PROTOBUF = "application/x-protobuf"
 M = TypeVar("M", bound=Message)
+FD = FieldDescriptor
+HEX_VALUE = re.compile(r"0[xX]((?:[0-9a-fA-F]{2})*)")
+WRITE_BYTES = re.compile(shapes.WRITE_BYTES_PATTERN)
+PLAIN_HEX_REF = re.compile(r"(?:[0-9a-fA-F]{2})*")
+REFS_HEX = b"refs/".hex()
+
+
+def _bytes_value(field: FieldDescriptor, value: Any, path: str) -> Any:
+    """One bytes value of a JSON body as the base64 the protobuf JSON parser reads (see the module docstring)."""
+    if not isinstance(value, str):
+        return value  # the parser refuses it, naming the type
+    hex_digits = HEX_VALUE.fullmatch(value)
+    if hex_digits is not None:
+        return base64.b64encode(bytes.fromhex(hex_digits.group(1))).decode("ascii")
+    if shapes.is_ref_field(field) and PLAIN_HEX_REF.fullmatch(value) and value.lower().startswith(REFS_HEX):
+        raise invalid_argument(
+            path,
+            f"{path}: {value[:80]!r} is a ref name in plain hex, as reads show it: write it as 0x{value[:16]}…",
+            expected="0x-prefixed hex or base64",
+            **{"in": "body"},
+        )
+    if WRITE_BYTES.fullmatch(value):  # base64, padded when it starts with 0x (the document's pattern)
+        return value
+    shown = value if len(value) <= 80 else value[:77] + "..."
+    raise invalid_argument(
+        path,
+        f"{path}: {shown!r} is neither 0x-prefixed hex (an even number of digits) nor base64",
+        expected="0x-prefixed hex or base64",
+        **{"in": "body"},
+    )
+
+
+def _field(desc: Descriptor, key: str) -> FieldDescriptor | None:
+    found: FieldDescriptor | None = desc.fields_by_name.get(key)
+    if found is None:
+        found = next((f for f in shapes.fields(desc) if f.json_name == key), None)
+    return found
+
+
+def hex_bytes(desc: Descriptor | Any, doc: Any, where: str = "") -> Any:
+    """The JSON document of a `desc` message with every 0x-hex bytes value in base64 (the protobuf JSON
+    mapping's form); anything else is left for the parser to judge."""
+    if not isinstance(doc, dict):
+        return doc
+    out: dict[str, Any] = {}
+    for key, value in doc.items():
+        field = _field(desc, key)
+        path = f"{where}.{key}" if where else key
+        if field is None or field.type not in (FD.TYPE_MESSAGE, FD.TYPE_BYTES):
+            out[key] = value
+        elif field.is_repeated and isinstance(value, list):
+            out[key] = [_one(field, v, f"{path}[{i}]") for i, v in enumerate(value)]
+        else:
+            out[key] = _one(field, value, path)
+    return out
+
+
+def _one(field: FieldDescriptor, value: Any, path: str) -> Any:
+    if field.type == FD.TYPE_BYTES:
+        return _bytes_value(field, value, path)
+    assert field.message_type is not None
+    return hex_bytes(field.message_type, value, path)
 
 
 def decode_body(c: Call, cls: type[M]) -> M:
@@ -38,7 +110,8 @@ def decode_body(c: Call, cls: type[M]) -> M:
     if c.inputs.content_type != "application/json":
         raise ApiError(415, Reason.UNSUPPORTED_MEDIA_TYPE, f"use application/json or {PROTOBUF}")
     try:
-        return json_format.ParseDict(json.loads(raw), cls())
+        doc = hex_bytes(cls.DESCRIPTOR, json.loads(raw))
+        return json_format.ParseDict(doc, cls())
     except (json_format.ParseError, ValueError) as err:
         message = f"not chain.v1.{cls.DESCRIPTOR.name} in protobuf JSON: {err}"
         raise invalid_argument("body", message, **{"in": "body"}) from None

@@ -14,10 +14,13 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient
 from google.protobuf import json_format
+from google.protobuf.descriptor import FieldDescriptor
+from google.protobuf.message import Message
 
 from chain.v1 import message_pb2 as pb
 from chain.v1 import rpc_pb2
-from gateway.errors import error_middleware, grpc_error
+from gateway.errors import ApiError, error_middleware, grpc_error, with_0x
+from gateway.rest.writes import hex_bytes
 from node.sdk.keys import Secp256k1Key
 from node.sdk.messages import sign_message
 from tests.fixtures.actors import RemoteActor, new_account
@@ -30,6 +33,29 @@ PROTOBUF = {"Content-Type": "application/x-protobuf"}
 
 def as_json(msg: pb.Message) -> dict[str, Any]:
     return json_format.MessageToDict(msg)
+
+
+def as_hex_json(msg: Message) -> dict[str, Any]:
+    """The protobuf JSON mapping of `msg` with every bytes value as 0x-prefixed hex (the form reads show)."""
+    return _hexed(msg.DESCRIPTOR, json_format.MessageToDict(msg))
+
+
+def _hexed(desc: Any, doc: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in doc.items():
+        field = next(f for f in desc.fields if f.json_name == key)
+        one = _hex_value if field.type == FieldDescriptor.TYPE_BYTES else None
+        if field.type == FieldDescriptor.TYPE_MESSAGE:
+            one = lambda v, d=field.message_type: _hexed(d, v)  # noqa: E731
+        if one is None:
+            out[key] = value
+        else:
+            out[key] = [one(v) for v in value] if field.is_repeated else one(value)
+    return out
+
+
+def _hex_value(text: str) -> str:
+    return "0x" + base64.b64decode(text).hex()
 
 
 def tampered(msg: pb.Message) -> pb.Message:
@@ -138,7 +164,7 @@ async def test_node_rejections_map_to_status_and_reason(
     stale = alice.b.keychain_authorize(alice.wallet, 7, Secp256k1Key.generate())
     err = await error_of(await submit(stale), 409)
     assert err["code"] == "NONCE_MISMATCH" and err["details"]["grpc_status"] == "FAILED_PRECONDITION"
-    assert err["details"]["hash"] == stale.hash.hex()  # the node's reason-values
+    assert err["details"]["hash"] == "0x" + stale.hash.hex()  # the node's reason-values, the id 0x-prefixed
     assert "custody nonce must be" in err["message"]
 
     stranger = RemoteActor()  # no delegated key registered
@@ -282,3 +308,89 @@ async def test_error_middleware_end_to_end(aiohttp_client: Any) -> None:
     assert err["code"] == "DEADLINE_EXCEEDED"
     err = await error_of(await client.get("/crash"), 500)
     assert err == {"code": "INTERNAL", "message": "internal error", "details": {}}
+
+
+# ---- bytes in JSON writes: 0x-hex (as reads show them) or base64, never a 0x value read as base64 ----
+
+
+async def test_bytes_as_0x_hex_are_read_as_hex(gateway_client: Client, alice: RemoteActor) -> None:
+    """Every bytes field 0x-hex: the hash, signer and signature of the envelope, and the body's ids (a 0x hash
+    read as base64 would be 49 bytes, and the node would refuse the message)."""
+    msg = alice.b.account_data(pb.ACCOUNT_FIELD_BIO, "hex bytes")
+    body = as_hex_json(msg)
+    assert body["hash"] == "0x" + msg.hash.hex() and body["data"]["ownerAddress"] == "0x" + alice.address.hex()
+    resp = await gateway_client.post("/v1/messages", json=body)
+    assert resp.status == 202, await resp.text()
+    assert (await resp.json())["hash"] == "0x" + msg.hash.hex()
+    await wait_committed(gateway_client, "0x" + msg.hash.hex())
+    upper = as_hex_json(alice.b.account_data(pb.ACCOUNT_FIELD_BIO, "upper"))
+    upper["hash"] = "0X" + upper["hash"][2:].upper()
+    assert (await gateway_client.post("/v1/messages/dry-run", json=upper)).status == 200
+    batch = [as_hex_json(alice.b.account_data(pb.ACCOUNT_FIELD_AVATAR, f"h{i}")) for i in range(2)]
+    resp = await gateway_client.post("/v1/messages/batch", json={"messages": [batch[0], as_json(msg)]})
+    results = (await resp.json())["results"]
+    assert results[0]["accepted"] and results[1]["reason_code"] == "DUPLICATE_MESSAGE"
+
+
+async def test_bytes_that_are_neither_hex_nor_base64_are_400(gateway_client: Client, alice: RemoteActor) -> None:
+    body = as_hex_json(alice.b.account_data(pb.ACCOUNT_FIELD_BIO, "bad"))
+    for bad in ("0xabc", "0x" + "zz" * 32, "not base64!", "A"):
+        resp = await gateway_client.post("/v1/messages", json={**body, "signer": bad})
+        err = await error_of(resp, 400)
+        assert err["code"] == "INVALID_ARGUMENT" and err["details"]["field"] == "signer", err
+    batch = {"messages": [{**body, "hash": "0x123"}]}
+    err = await error_of(await gateway_client.post("/v1/messages/batch", json=batch), 400)
+    assert err["details"]["field"] == "messages.0.hash"
+
+
+async def test_a_ref_name_in_plain_hex_is_refused(gateway_client: Client, alice: RemoteActor) -> None:
+    """Reads show ref names as plain hex; sent back so, they would read as base64: refused, naming the field."""
+    msg = alice.b.ref_update(bytes(32), b"refs/heads/main", bytes(32), 1)
+    body = as_hex_json(msg)
+    body["data"]["refUpdate"]["refName"] = b"refs/heads/main".hex()
+    err = await error_of(await gateway_client.post("/v1/messages/dry-run", json=body), 400)
+    assert err["code"] == "INVALID_ARGUMENT" and err["details"]["field"] == "data.refUpdate.refName", err
+    assert "0x726566732f" in err["message"]
+    body["data"]["refUpdate"]["refName"] = "0x" + b"refs/heads/main".hex()
+    resp = await gateway_client.post("/v1/messages/dry-run", json=body)
+    assert resp.status == 200 and (await resp.json())["hash"] == "0x" + msg.hash.hex()
+
+
+def test_hex_bytes_decoding() -> None:
+    """The decoder alone (behind the document's pattern): hex first, base64 kept, anything else refused."""
+    desc = pb.Message.DESCRIPTOR
+    assert hex_bytes(desc, {"hash": "0x" + "ab" * 32})["hash"] == base64.b64encode(b"\xab" * 32).decode()
+    assert hex_bytes(desc, {"hash": "0x"})["hash"] == ""
+    assert hex_bytes(desc, {"hash": "q83v"})["hash"] == "q83v"  # base64 stays for the parser
+    assert hex_bytes(desc, {"signature": 5}) == {"signature": 5}  # the parser names the wrong type
+    nested = hex_bytes(desc, {"data": {"owner_address": "0x" + "01" * 20}})
+    assert nested["data"]["owner_address"] == base64.b64encode(b"\x01" * 20).decode()
+    assert hex_bytes(desc, {"hash": "0xzz"})["hash"] == "0xzz"  # padded base64 (of d3 1c f3) that starts with 0x
+    for bad in ("0xabc", "0x" + "zz" * 32, "0x" + "ab" * 31 + "g", "not base64!", "A"):
+        with pytest.raises(ApiError) as refused:
+            hex_bytes(desc, {"data": {"ownerAddress": bad}})
+        assert refused.value.status == 400 and refused.value.details["field"] == "data.ownerAddress"
+    with pytest.raises(ApiError):
+        hex_bytes(desc, {"data": {"refUpdate": {"refName": b"refs/tags/v1".hex()}}})
+
+
+async def test_the_document_states_each_write_field_s_byte_encoding(gateway_client: Client) -> None:
+    schemas = (await (await gateway_client.get("/v1/openapi.json")).json())["components"]["schemas"]
+    envelope = schemas["ProtoJsonMessage"]["properties"]
+    for name in ("hash", "signer", "signature"):
+        prop = envelope[name]
+        assert prop["x-bytes-encoding"] == "hex|base64" and "0x-prefixed hex" in prop["description"]
+        assert prop["pattern"].startswith("^(?:0[xX]")
+    ref_name = schemas["ProtoJsonRefUpdateBody"]["properties"]["refName"]
+    assert "plain hex" in ref_name["description"]
+    read = schemas["Project"]["properties"]["project_id"]
+    assert read["pattern"] == "^0x([0-9a-f]{2})*$"
+
+
+async def test_ids_in_error_messages_are_0x(gateway_client: Client) -> None:
+    missing = "ab" * 32
+    err = await error_of(await gateway_client.get(f"/v1/projects/0x{missing}"), 404)
+    assert "0x" + missing in err["message"]
+    assert err["message"].count(missing) == err["message"].count("0x" + missing)
+    assert with_0x(f"commit {missing} not found") == f"commit 0x{missing} not found"
+    assert with_0x(f"commit 0x{missing}") == f"commit 0x{missing}"
