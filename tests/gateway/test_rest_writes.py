@@ -44,13 +44,13 @@ def _hexed(desc: Any, doc: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in doc.items():
         field = next(f for f in desc.fields if f.json_name == key)
-        one = _hex_value if field.type == FieldDescriptor.TYPE_BYTES else None
-        if field.type == FieldDescriptor.TYPE_MESSAGE:
-            one = lambda v, d=field.message_type: _hexed(d, v)  # noqa: E731
-        if one is None:
-            out[key] = value
+        if field.type == FieldDescriptor.TYPE_BYTES:
+            out[key] = [_hex_value(v) for v in value] if field.is_repeated else _hex_value(value)
+        elif field.type == FieldDescriptor.TYPE_MESSAGE:
+            sub = field.message_type
+            out[key] = [_hexed(sub, v) for v in value] if field.is_repeated else _hexed(sub, value)
         else:
-            out[key] = [one(v) for v in value] if field.is_repeated else one(value)
+            out[key] = value
     return out
 
 
