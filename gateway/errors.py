@@ -49,6 +49,7 @@ def with_0x(text: str) -> str:
     """`text` with each bare 20- or 32-byte hex id 0x-prefixed."""
     return BARE_ID.sub(r"0x\1", text)
 
+
 # A node's failure without a reason this gateway knows: the HTTP status of its gRPC status (else 500).
 GRPC_HTTP_STATUS: Mapping[grpc.StatusCode, int] = MappingProxyType(
     {
@@ -94,6 +95,7 @@ HTTP_CODES: Mapping[int, Reason] = MappingProxyType(
         504: R.DEADLINE_EXCEEDED,
     }
 )
+
 
 class ProtocolReason(StrEnum):
     """The answers of the HTTP parser itself, before any route (gateway.protocol): codes beside `Reason`'s."""
