@@ -85,8 +85,8 @@ RUNS: tuple[Run, ...] = (
     Run("bench.bench_tracing", ("--messages", "10000", "--rounds", "2"), ("--messages", "5000", "--rounds", "2")),
     Run(
         "bench.bench_tls",
-        ("--messages", "10000", "--rounds", "2", "--seconds", "12"),
-        ("--messages", "4000", "--rounds", "2", "--seconds", "6", "--slices", "2"),
+        ("--messages", "10000", "--rounds", "6", "--seconds", "12", "--slices", "4"),
+        ("--messages", "5000", "--rounds", "4", "--seconds", "6", "--slices", "2"),
         ("h2load",),
     ),
 )

@@ -1,24 +1,24 @@
 """What TLS costs: ingest and reads against a node serving TLS ÷ the same node in plaintext, in one run.
 
-    python -m bench.bench_tls [--messages N] [--rounds R] [--clients C] [--seconds S] [--connections C]
+    python -m bench.bench_tls [--messages N] [--rounds R] [--clients C] [--seconds S] [--part ingest|reads]
 
 Two nodes, one of each kind, started alike (`--tls-cert/--tls-key/--tls-client-ca` from a CA made in a temporary
 directory with tests/fixtures/certs.py, or none), both up for the whole part of the run that uses them:
 
 - ingest: bench_node's workload (signed batches of 100, follows and single-commit bundles) from `--clients`
-  client processes (bench/clients.py), each keeping two batches in flight, over `grpcs://` with the CA or
+  client processes (bench/clients.py), each keeping `--in-flight` batches in flight (2), over `grpcs://` with the CA or
   plaintext: one submit function, only the target differs. Committed msgs/s from the clients' start until a
   SubscribeBlocks stream (a process of its own, over TLS to the TLS node) has seen every message in a block's
   header count. `--rounds` rounds of `--messages` per side, the order swapped each round (plaintext first,
   then TLS first), both stores growing alike; the row is the TLS side's messages ÷ its time over the
-  plaintext side's. Beside it: CPU per committed message of the node's process tree and of the load
-  generator (the client processes, which decode their batches first, and the watcher).
+  plaintext side's. Beside it: each round's ratio (the spread), and CPU per committed message of the node's
+  process tree and of the load generator (the client processes once ready, and the watcher).
 - reads: GetAccount driven by h2load (bench_reads' framed request, `https://` with ALPN h2 for the TLS node:
   h2load does not check the certificate, the node's cost is the same), both nodes with `--read-workers`.
   Each row's time is cut in `--slices` slices alternating the two sides; h2load's one-second warm-up holds
   its connections' handshakes, so the row is TLS on an open connection (as any gRPC client keeps one).
-  Beside it: the node's and h2load's CPU per call (on 2 cores the load generator's TLS work is the node's
-  loss too).
+  Beside it: each slice's ratio, the node's and h2load's CPU per call (on 2 cores the load generator's TLS
+  work is the node's loss too).
 
 Both figures are ratios to the plaintext side measured in the same run, alternating, goal ≥ 0.9 (bench/table.py).
 """
@@ -35,7 +35,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
@@ -45,7 +45,7 @@ import grpc
 from bench.bench_node import IN_FLIGHT, settle, workload
 from bench.bench_reads import SERVICE, frame, h2load, populate
 from bench.clients import ClientProcesses, Load, send_all
-from bench.procstat import tree_cpu_delta, tree_cpu_seconds
+from bench.procstat import cpu_seconds, tree_cpu_delta, tree_cpu_seconds
 from bench.table import Row, emit
 from chain.v1 import message_pb2 as pb
 from chain.v1 import rpc_pb2, service_pb2_grpc
@@ -135,6 +135,7 @@ class Totals:
     node_cpu: float = 0.0
     load_cpu: float = 0.0  # the load generator's: client processes and watcher (ingest), h2load (reads)
     cpu_calls: float = 0.0  # calls the reads' CPU covers: h2load's warm-up as well, at the rate measured after it
+    rates: list[float] = field(default_factory=list)  # each phase's or slice's own rate, in order
 
     @property
     def rate(self) -> float:
@@ -149,28 +150,32 @@ def children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def ingest_phase(side: Side, load: Load, totals: Totals) -> None:
+def ingest_phase(side: Side, load: Load, totals: Totals, in_flight: int = IN_FLIGHT) -> None:
     """One saturated phase against `side`, added to `totals`."""
     wanted = sum(len(b) for batches in load for b in batches)
-    load_before = children_cpu()
     ctx = multiprocessing.get_context("spawn")
     mine, theirs = ctx.Pipe()
     watcher = ctx.Process(target=count_commits, args=(side.target, side.ca_file, wanted, theirs), daemon=True)
     watcher.start()
     if mine.recv() != "ready":
         raise RuntimeError("the commit watcher did not start")
-    clients = ClientProcesses(functools.partial(submit_over, ca_file=side.ca_file), [side.target], load)
+    submit = functools.partial(submit_over, ca_file=side.ca_file, in_flight=in_flight)
+    clients = ClientProcesses(submit, [side.target], load)
     time.sleep(0.3)
+    # the load generator's CPU from here: its processes so far (started, batches decoded), then all of it once
+    # they have ended and been reaped
+    load_before = children_cpu() + sum(cpu_seconds(p) for p in [*clients.pids, watcher.pid] if p is not None)
     before = tree_cpu_seconds(side.pid)
     sent = clients.run()
     if not mine.poll(120):
         mine.send("stop")
     committed, done = mine.recv()
     watcher.join(10)
-    totals.load_cpu += children_cpu() - load_before  # every client process and the watcher ended: reaped
+    totals.load_cpu += children_cpu() - load_before
     totals.node_cpu += tree_cpu_delta(before, tree_cpu_seconds(side.pid))
     totals.count += committed
     totals.seconds += done - sent.start
+    totals.rates.append(committed / (done - sent.start))
     if committed < wanted:
         print(f"{side.name}: {committed:,} of {wanted:,} messages seen committed within 120 s", flush=True)
 
@@ -197,7 +202,7 @@ def ingest(ns: argparse.Namespace, work: Path) -> dict[str, Totals]:
             loads = [workload(side.node, ns.clients, ns.messages) for side in sides]  # signed before either phase
             for i in (0, 1) if r % 2 == 0 else (1, 0):
                 settle(sides[i].pid)
-                ingest_phase(sides[i], loads[i], totals[sides[i].name])
+                ingest_phase(sides[i], loads[i], totals[sides[i].name], ns.in_flight)
     return totals
 
 
@@ -226,6 +231,7 @@ def reads(ns: argparse.Namespace, work: Path) -> tuple[dict[str, Totals], int]:
                 t.node_cpu += tree_cpu_delta(cpu, tree_cpu_seconds(sides[i].pid))
                 t.load_cpu += children_cpu() - load_cpu
                 t.count += qps * part
+                t.rates.append(qps)
                 t.seconds += part
     return totals, size
 
@@ -234,56 +240,81 @@ def per(cpu: float, count: float) -> str:
     return f"{cpu / count * 1e6:,.0f} µs" if count else "-"
 
 
+def spread(tls: list[float], plain: list[float]) -> str:
+    """Each phase's ratio to its plaintext twin (the same round or slice)."""
+    return ", ".join(f"{t:,.0f} ÷ {p:,.0f} = {t / p:.2f}" for t, p in zip(tls, plain, strict=True))
+
+
+def report_ingest(ns: argparse.Namespace, plain: Totals, tls: Totals) -> None:
+    print(f"\n### TLS on and off, ingest: {ns.rounds} rounds of {ns.messages:,} messages per side")
+    print(f"({ns.clients} client processes, batches of 100, {ns.in_flight} in flight each)\n")
+    print("| measure | plaintext | TLS | TLS ÷ plaintext |")
+    print("|---|---:|---:|---:|")
+    print(f"| committed msgs/s | {plain.rate:,.0f} | {tls.rate:,.0f} | {tls.rate / plain.rate:.3f} |")
+    print(f"| node CPU per message | {per(plain.node_cpu, plain.count)} | {per(tls.node_cpu, tls.count)} | |")
+    print(f"| load clients' CPU per message | {per(plain.load_cpu, plain.count)} | {per(tls.load_cpu, tls.count)} | |")
+    print(f"\neach round's msgs/s, TLS ÷ plaintext: {spread(tls.rates, plain.rates)}")
+    load = (
+        f"{ns.clients} client processes, {ns.in_flight} batches in flight each, {ns.rounds} rounds of {ns.messages:,}"
+    )
+    emit(
+        Row(
+            "tls_ingest_ratio",
+            tls.rate / plain.rate,
+            f"{tls.rate:,.0f} ÷ {plain.rate:,.0f} msgs/s ({load} msgs per side); CPU per message with TLS and "
+            f"without: node {per(tls.node_cpu, tls.count)} and {per(plain.node_cpu, plain.count)} (its Ed25519 "
+            f"verifies the bound), load clients {per(tls.load_cpu, tls.count)} and {per(plain.load_cpu, plain.count)}",
+        )
+    )
+
+
+def report_reads(ns: argparse.Namespace, plain: Totals, tls: Totals, size: int) -> None:
+    load = f"h2load -c{ns.connections} -m{ns.streams} -t{ns.threads}"
+    print(f"\n### TLS on and off, reads: GetAccount ({size}-byte response) by {load}, {ns.seconds:g} s per side")
+    print(f"in {ns.slices} alternating slices, --read-workers {ns.read_workers}\n")
+    print("| measure | plaintext | TLS | TLS ÷ plaintext |")
+    print("|---|---:|---:|---:|")
+    print(f"| GetAccount calls/s | {plain.rate:,.0f} | {tls.rate:,.0f} | {tls.rate / plain.rate:.3f} |")
+    print(f"| node CPU per call | {plain.per_call(plain.node_cpu)} | {tls.per_call(tls.node_cpu)} | |")
+    print(f"| h2load CPU per call | {plain.per_call(plain.load_cpu)} | {tls.per_call(tls.load_cpu)} | |")
+    print(f"\neach slice's calls/s, TLS ÷ plaintext: {spread(tls.rates, plain.rates)}")
+    emit(
+        Row(
+            "tls_reads_ratio",
+            tls.rate / plain.rate,
+            f"{tls.rate:,.0f} ÷ {plain.rate:,.0f} calls/s ({load}, {ns.seconds:g} s per side, --read-workers "
+            f"{ns.read_workers}); CPU per call with TLS and without: node {tls.per_call(tls.node_cpu)} and "
+            f"{plain.per_call(plain.node_cpu)} (grpc.aio's per-call work the bound), h2load "
+            f"{tls.per_call(tls.load_cpu)} and {plain.per_call(plain.load_cpu)} on the same 2 cores",
+        )
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--messages", type=int, default=10_000, help="messages per side and round")
-    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=6, help="alternations of the two sides in the ingest row")
     parser.add_argument("--clients", type=int, default=4)
+    parser.add_argument("--in-flight", type=int, default=IN_FLIGHT, help="batches in flight per client")
     parser.add_argument("--seconds", type=float, default=12.0, help="h2load seconds per side")
     parser.add_argument("--slices", type=int, default=4, help="alternations of the two sides in the reads row")
     parser.add_argument("--connections", type=int, default=32)
     parser.add_argument("--streams", type=int, default=8, help="concurrent calls per connection (h2load -m)")
     parser.add_argument("--threads", type=int, default=1, help="h2load threads")
     parser.add_argument("--read-workers", type=int, default=2)
+    parser.add_argument("--part", choices=("ingest", "reads"), action="append", help="only these (default: both)")
     ns = parser.parse_args()
-    assert shutil.which("h2load"), "h2load is not installed (make bench installs the Debian package nghttp2-client)"
+    parts = ns.part or ["ingest", "reads"]
+    assert "reads" not in parts or shutil.which("h2load"), (
+        "h2load is not installed (make bench installs the Debian package nghttp2-client)"
+    )
     with tempfile.TemporaryDirectory() as d:
-        ing = ingest(ns, Path(d))
-        rd, size = reads(ns, Path(d))
-    plain, tls = ing[SIDES[0]], ing[SIDES[1]]
-    print(f"\n### TLS on and off: {ns.rounds} rounds of {ns.messages:,} messages per side, {ns.clients} clients")
-    print(f"(batches of 100, {IN_FLIGHT} in flight each); GetAccount by h2load -c{ns.connections} -m{ns.streams}")
-    print(f"-t{ns.threads}, {ns.seconds:g} s per side in {ns.slices} alternating slices, {size}-byte response,")
-    print(f"--read-workers {ns.read_workers}\n")
-    print("| measure | plaintext | TLS | TLS ÷ plaintext |")
-    print("|---|---:|---:|---:|")
-    print(f"| committed msgs/s | {plain.rate:,.0f} | {tls.rate:,.0f} | {tls.rate / plain.rate:.3f} |")
-    print(f"| node CPU per message | {per(plain.node_cpu, plain.count)} | {per(tls.node_cpu, tls.count)} | |")
-    print(f"| load clients' CPU per message | {per(plain.load_cpu, plain.count)} | {per(tls.load_cpu, tls.count)} | |")
-    rp, rt = rd[SIDES[0]], rd[SIDES[1]]
-    print(f"| GetAccount calls/s | {rp.rate:,.0f} | {rt.rate:,.0f} | {rt.rate / rp.rate:.3f} |")
-    print(f"| node CPU per call | {rp.per_call(rp.node_cpu)} | {rt.per_call(rt.node_cpu)} | |")
-    print(f"| h2load CPU per call | {rp.per_call(rp.load_cpu)} | {rt.per_call(rt.load_cpu)} | |")
-    load = f"{ns.clients} client processes, {ns.rounds} rounds of {ns.messages:,} msgs per side"
-    emit(
-        Row(
-            "tls_ingest_ratio",
-            tls.rate / plain.rate,
-            f"{tls.rate:,.0f} ÷ {plain.rate:,.0f} msgs/s ({load}); CPU per message with TLS and without: node "
-            f"{per(tls.node_cpu, tls.count)} and {per(plain.node_cpu, plain.count)} (its Ed25519 verifies the "
-            f"bound), load clients {per(tls.load_cpu, tls.count)} and {per(plain.load_cpu, plain.count)}",
-        )
-    )
-    emit(
-        Row(
-            "tls_reads_ratio",
-            rt.rate / rp.rate,
-            f"{rt.rate:,.0f} ÷ {rp.rate:,.0f} calls/s (h2load -c{ns.connections} -m{ns.streams}, "
-            f"{ns.seconds:g} s per side, --read-workers {ns.read_workers}); CPU per call with TLS and without: "
-            f"node {rt.per_call(rt.node_cpu)} and {rp.per_call(rp.node_cpu)} (grpc.aio's per-call work the "
-            f"bound), h2load {rt.per_call(rt.load_cpu)} and {rp.per_call(rp.load_cpu)} on the same 2 cores",
-        )
-    )
+        if "ingest" in parts:
+            ing = ingest(ns, Path(d))
+            report_ingest(ns, ing[SIDES[0]], ing[SIDES[1]])
+        if "reads" in parts:
+            rd, size = reads(ns, Path(d))
+            report_reads(ns, rd[SIDES[0]], rd[SIDES[1]], size)
 
 
 if __name__ == "__main__":
