@@ -10,13 +10,16 @@ async with AsyncChainClient("localhost:50051") as c:
 The same targets, TLS files, errors (node.sdk.errors), reads (node.sdk.aio_reads, generated), iterators
 (node.sdk.aio_read_iters) and stream resume (node.sdk.streams) as ChainClient. Create it inside the running
 event loop (grpc.aio binds its channel to the loop).
+
+`subscribe_blocks()`/`subscribe_messages()` are async generators: without `after_event_id` or `from_block`
+they start from the head as it is when they are first iterated (ChainClient's, from when they are called).
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterable, Awaitable, Callable, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import TypeVar
@@ -134,12 +137,12 @@ class AsyncChainClient(AsyncReadIterators):
     async def subscribe_blocks(
         self,
         *,
-        after_event_id: int = 0,
-        from_block: int = 0,
+        after_event_id: int | None = None,
+        from_block: int | None = None,
         include_chunks: bool = False,
         resume: bool = True,
         reconnect_seconds: float = calls.RECONNECT_SECONDS,
-    ) -> AsyncIterator[rpc_pb2.SubscribeBlocksResponse]:
+    ) -> AsyncGenerator[rpc_pb2.SubscribeBlocksResponse, None]:
         """ChainClient.subscribe_blocks as an async iterator."""
 
         def open_stream(c: Cursor) -> AsyncIterable[rpc_pb2.SubscribeBlocksResponse]:
@@ -148,10 +151,12 @@ class AsyncChainClient(AsyncReadIterators):
             )
             return self.stub.SubscribeBlocks(req)
 
-        cursor = Cursor(after_event_id, from_block)
-        if resume and cursor == Cursor():
+        cursor = Cursor.start(after_event_id, from_block)
+        if resume and cursor is None:
             cursor = Cursor.after(calls.head_block(await self.list_blocks(page_size=1)))
-        async for item in afollow(open_stream, cursor, self.error, Reconnect(reconnect_seconds) if resume else None):
+        async for item in afollow(
+            open_stream, cursor or Cursor(), self.error, Reconnect(reconnect_seconds) if resume else None
+        ):
             yield item
 
     async def subscribe_messages(
@@ -159,11 +164,11 @@ class AsyncChainClient(AsyncReadIterators):
         *,
         project_id: bytes = b"",
         types: Sequence[pb.MessageType.ValueType] = (),
-        after_event_id: int = 0,
-        from_block: int = 0,
+        after_event_id: int | None = None,
+        from_block: int | None = None,
         resume: bool = True,
         reconnect_seconds: float = calls.RECONNECT_SECONDS,
-    ) -> AsyncIterator[rpc_pb2.SubscribeMessagesResponse]:
+    ) -> AsyncGenerator[rpc_pb2.SubscribeMessagesResponse, None]:
         """ChainClient.subscribe_messages as an async iterator."""
 
         def open_stream(c: Cursor) -> AsyncIterable[rpc_pb2.SubscribeMessagesResponse]:
@@ -172,8 +177,10 @@ class AsyncChainClient(AsyncReadIterators):
             )
             return self.stub.SubscribeMessages(req)
 
-        cursor = Cursor(after_event_id, from_block)
-        if resume and cursor == Cursor():
+        cursor = Cursor.start(after_event_id, from_block)
+        if resume and cursor is None:
             cursor = Cursor.after((await self.get_chain_stats()).stats.total_messages)
-        async for item in afollow(open_stream, cursor, self.error, Reconnect(reconnect_seconds) if resume else None):
+        async for item in afollow(
+            open_stream, cursor or Cursor(), self.error, Reconnect(reconnect_seconds) if resume else None
+        ):
             yield item

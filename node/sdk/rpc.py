@@ -31,7 +31,7 @@ budget, is raised as it came.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import TypeVar
@@ -192,14 +192,14 @@ class ChainClient(ReadIterators):
     def subscribe_blocks(
         self,
         *,
-        after_event_id: int = 0,
-        from_block: int = 0,
+        after_event_id: int | None = None,
+        from_block: int | None = None,
         include_chunks: bool = False,
         resume: bool = True,
         reconnect_seconds: float = calls.RECONNECT_SECONDS,
-    ) -> Iterator[rpc_pb2.SubscribeBlocksResponse]:
-        """Committed blocks as they come (event id: the block number), from after `after_event_id`, from
-        `from_block`, or from now. With `resume`, a broken stream is reopened from the last block received
+    ) -> Generator[rpc_pb2.SubscribeBlocksResponse, None, None]:
+        """Committed blocks as they come (event id: the block number), from after `after_event_id` (0: from
+        the first), from `from_block`, or from now (neither given). With `resume`, a broken stream is reopened from the last block received
         (node.sdk.streams): no gap, no repeat."""
 
         def open_stream(c: Cursor) -> Iterable[rpc_pb2.SubscribeBlocksResponse]:
@@ -208,24 +208,24 @@ class ChainClient(ReadIterators):
             )
             return self.stub.SubscribeBlocks(req)
 
-        cursor = Cursor(after_event_id, from_block)
-        if resume and cursor == Cursor():
+        cursor = Cursor.start(after_event_id, from_block)
+        if resume and cursor is None:
             cursor = Cursor.after(calls.head_block(self.list_blocks(page_size=1)))
-        return follow(open_stream, cursor, self.error, Reconnect(reconnect_seconds) if resume else None)
+        return follow(open_stream, cursor or Cursor(), self.error, Reconnect(reconnect_seconds) if resume else None)
 
     def subscribe_messages(
         self,
         *,
         project_id: bytes = b"",
         types: Sequence[pb.MessageType.ValueType] = (),
-        after_event_id: int = 0,
-        from_block: int = 0,
+        after_event_id: int | None = None,
+        from_block: int | None = None,
         resume: bool = True,
         reconnect_seconds: float = calls.RECONNECT_SECONDS,
-    ) -> Iterator[rpc_pb2.SubscribeMessagesResponse]:
+    ) -> Generator[rpc_pb2.SubscribeMessagesResponse, None, None]:
         """Committed messages as they come (of `project_id`, of `types`, when given), from after
-        `after_event_id`, from `from_block`, or from now. With `resume`, a broken stream is reopened from the
-        last event id received (node.sdk.streams): no gap, no repeat."""
+        `after_event_id` (0: from the first), from `from_block`, or from now (neither given). With `resume`,
+        a broken stream is reopened from the last event id received (node.sdk.streams): no gap, no repeat."""
 
         def open_stream(c: Cursor) -> Iterable[rpc_pb2.SubscribeMessagesResponse]:
             req = rpc_pb2.SubscribeMessagesRequest(
@@ -233,7 +233,7 @@ class ChainClient(ReadIterators):
             )
             return self.stub.SubscribeMessages(req)
 
-        cursor = Cursor(after_event_id, from_block)
-        if resume and cursor == Cursor():
+        cursor = Cursor.start(after_event_id, from_block)
+        if resume and cursor is None:
             cursor = Cursor.after(self.get_chain_stats().stats.total_messages)
-        return follow(open_stream, cursor, self.error, Reconnect(reconnect_seconds) if resume else None)
+        return follow(open_stream, cursor or Cursor(), self.error, Reconnect(reconnect_seconds) if resume else None)

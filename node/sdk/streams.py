@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator
+from collections.abc import AsyncGenerator, AsyncIterable, Callable, Generator, Iterable
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
@@ -46,6 +46,15 @@ class Cursor:
 
     after_event_id: int = 0
     from_block: int = 0
+
+    @classmethod
+    def start(cls, after_event_id: int | None, from_block: int | None) -> Cursor | None:
+        """Where a subscription asked to start; None: from now (not said)."""
+        if after_event_id is not None:
+            return cls.after(after_event_id)
+        if from_block:
+            return cls(from_block=from_block)
+        return None
 
     @classmethod
     def after(cls, event_id: int) -> Cursor:
@@ -90,7 +99,7 @@ def follow(
     cursor: Cursor,
     convert: Callable[[grpc.RpcError], ChainError],
     reconnect: Reconnect | None,
-) -> Iterator[E]:
+) -> Generator[E, None, None]:
     """The items of the stream `open_stream(cursor)` opens, reopened after each break from the last event
     id (`reconnect` None: a break is raised)."""
     while True:
@@ -119,7 +128,7 @@ async def afollow(
     cursor: Cursor,
     convert: Callable[[grpc.RpcError], ChainError],
     reconnect: Reconnect | None,
-) -> AsyncIterator[E]:
+) -> AsyncGenerator[E, None]:
     """`follow` over grpc.aio streams."""
     while True:
         stream = open_stream(cursor)
