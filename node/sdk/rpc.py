@@ -199,8 +199,8 @@ class ChainClient(ReadIterators):
         reconnect_seconds: float = calls.RECONNECT_SECONDS,
     ) -> Generator[rpc_pb2.SubscribeBlocksResponse, None, None]:
         """Committed blocks as they come (event id: the block number), from after `after_event_id` (0: from
-        the first), from `from_block`, or from now (neither given). With `resume`, a broken stream is reopened from the last block received
-        (node.sdk.streams): no gap, no repeat."""
+        the first), from `from_block`, or from now (neither given). With `resume`, a broken stream is reopened
+        from the last block received (node.sdk.streams): no gap, no repeat."""
 
         def open_stream(c: Cursor) -> Iterable[rpc_pb2.SubscribeBlocksResponse]:
             req = rpc_pb2.SubscribeBlocksRequest(
