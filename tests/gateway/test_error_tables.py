@@ -1,4 +1,5 @@
-"""Reason -> HTTP status: one total table that agrees with the node's gRPC status of every reason."""
+"""Reason -> category -> (gRPC, HTTP) status: one total table (node/reasons.py) both transports read, and the
+HTTP status of every reason agrees with the node's gRPC status of it."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import pytest
 
 from gateway.errors import GRPC_HTTP_STATUS, HTTP_CODES, REASON_HTTP_STATUS, grpc_error, http_status
 from node.errors import Reason
+from node.reasons import CATEGORY, Category, _by_reason
 from node.server.rpc.status import REASON_STATUS
 
 # The request's size, not load: 413 where the gRPC status alone would say 429.
@@ -17,6 +19,18 @@ HTTP_ONLY = {Reason.METHOD_NOT_ALLOWED, Reason.NOT_ACCEPTABLE, Reason.UNSUPPORTE
 
 def test_every_reason_has_an_http_status() -> None:
     assert set(REASON_HTTP_STATUS) == set(Reason)
+
+
+def test_both_transports_read_the_one_table() -> None:
+    assert set(CATEGORY) == set(Reason)
+    for reason, category in CATEGORY.items():
+        assert REASON_STATUS[reason].name == category.value.grpc, reason
+        assert REASON_HTTP_STATUS[reason] == category.value.http, reason
+
+
+def test_a_reason_in_two_categories_is_refused() -> None:
+    with pytest.raises(AssertionError, match="two categories"):
+        _by_reason({Category.INVALID: (Reason.NOT_FOUND,), Category.NOT_FOUND: (Reason.NOT_FOUND,)})
 
 
 @pytest.mark.parametrize("reason", sorted(set(Reason) - SIZE - HTTP_ONLY - {Reason.BAD_GATEWAY}))

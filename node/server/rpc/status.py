@@ -1,10 +1,11 @@
 """Errors to gRPC status: the one place the mapping is defined.
 
 The interceptor (native gRPC) and the gRPC-web dispatcher both call `to_status`. Every `Reason` has its
-status in `REASON_STATUS`, one total table (tests/node/server/test_status_tables.py checks that no member
-is missing). A failure carries its code in the `reason-code` trailer; rejections add the values that caused
-them (`reason-values`, JSON), a retryable refusal its wait (`retry-after-ms`: its own hint, else the default
-of `RETRY_AFTER_DEFAULT_MS`), and an invalid read argument names its `field`.
+status in `REASON_STATUS`: its category's gRPC status in node/reasons.py, the one table the gateway's HTTP
+statuses come from too (tests/node/server/test_status_tables.py checks that no member is missing). A
+failure carries its code in the `reason-code` trailer; rejections add the values that caused them
+(`reason-values`, JSON), a retryable refusal its wait (`retry-after-ms`: its own hint, else the default of
+`RETRY_AFTER_DEFAULT_MS`), and an invalid read argument names its `field`.
 """
 
 from __future__ import annotations
@@ -30,98 +31,15 @@ from node.errors import (
     Reason,
     StorageFailed,
 )
+from node.reasons import CATEGORY
 
 Trailers = tuple[tuple[str, str], ...]
 
 R = Reason
-S = grpc.StatusCode
 
-
-def _table(groups: Mapping[grpc.StatusCode, tuple[Reason, ...]]) -> Mapping[Reason, grpc.StatusCode]:
-    table = {reason: status for status, reasons in groups.items() for reason in reasons}
-    assert len(table) == sum(len(r) for r in groups.values()), "a reason is listed under two statuses"
-    return MappingProxyType(table)
-
-
-REASON_STATUS: Mapping[Reason, grpc.StatusCode] = _table(
-    {
-        S.INVALID_ARGUMENT: (
-            R.MALFORMED_MESSAGE,
-            R.DATA_BYTES_MISMATCH,
-            R.HASH_MISMATCH,
-            R.INVALID_SIGNATURE,
-            R.WRONG_NETWORK,
-            R.UNKNOWN_MESSAGE_TYPE,
-            R.DISABLED_MESSAGE_TYPE,
-            R.BODY_MISMATCH,
-            R.INVALID_FIELD,
-            R.FUTURE_TIMESTAMP,
-            R.STALE_TIMESTAMP,
-            R.INVALID_ARGUMENT,
-            R.NOT_ACCEPTABLE,
-            R.UNSUPPORTED_MEDIA_TYPE,
-        ),
-        S.RESOURCE_EXHAUSTED: (
-            R.MESSAGE_TOO_LARGE,
-            R.LIMIT_EXCEEDED,
-            R.QUOTA_EXCEEDED,
-            R.NO_STORAGE,
-            R.MEMPOOL_FULL,
-            R.BATCH_TOO_LARGE,
-            R.RESOURCE_EXHAUSTED,
-            R.PAYLOAD_TOO_LARGE,
-            R.SLOW_SUBSCRIBER,
-            R.TOO_MANY_STREAMS,
-        ),
-        S.ALREADY_EXISTS: (R.DUPLICATE_MESSAGE, R.ALREADY_EXISTS, R.NAME_TAKEN),
-        S.PERMISSION_DENIED: (
-            R.UNKNOWN_SIGNER,
-            R.INSUFFICIENT_SCOPE,
-            R.PROJECT_NOT_ALLOWED,
-            R.PERMISSION_DENIED,
-            R.CUSTODY_SIGNATURE_INVALID,
-            R.CUSTODY_KEY_UNKNOWN,
-            R.CUSTODY_KEY_REVOKED,
-            R.CUSTODY_KEY_EXPIRED,
-            R.CUSTODY_KEY_NOT_ADMIN,
-            R.NOT_STORAGE_AUTHORITY,
-        ),
-        S.FAILED_PRECONDITION: (
-            R.STALE_UPDATE,
-            R.TOMBSTONED,
-            R.NOT_PRESENT,
-            R.NONCE_MISMATCH,
-            R.AUTH_WINDOW_INVALID,
-            R.AUTH_EXPIRED,
-            R.AUTH_NOT_YET_VALID,
-            R.PROJECT_NOT_FOUND,
-            R.PROJECT_ARCHIVED,
-            R.PROJECT_REMOVED,
-            R.REF_NONCE_MISMATCH,
-            R.REF_HASH_MISMATCH,
-            R.REF_NOT_FOUND,
-            R.NOT_FAST_FORWARD,
-            R.COMMIT_NOT_FOUND,
-            R.MERGE_REQUEST_NOT_FOUND,
-        ),
-        S.UNAVAILABLE: (
-            R.NOT_LEADER,
-            R.STATE_DIVERGED,
-            R.STORAGE_FAILED,
-            R.DRAINING,
-            R.UNAVAILABLE,
-            R.BAD_GATEWAY,
-            R.STREAM_GAP,
-            R.HISTORY_UNAVAILABLE,
-        ),
-        S.NOT_FOUND: (R.NOT_FOUND,),
-        S.INTERNAL: (R.INTERNAL,),
-        S.DATA_LOSS: (R.DATA_CORRUPTED,),  # the store failed an integrity check: never the data
-        S.ABORTED: (R.CONFLICT,),
-        S.DEADLINE_EXCEEDED: (R.DEADLINE_EXCEEDED,),
-        S.UNAUTHENTICATED: (R.UNAUTHENTICATED,),
-        S.UNIMPLEMENTED: (R.UNIMPLEMENTED, R.METHOD_NOT_ALLOWED),
-    }
+# Every reason's gRPC status: its category's (node/reasons.py, the one table both transports read).
+REASON_STATUS: Mapping[Reason, grpc.StatusCode] = MappingProxyType(
+    {reason: grpc.StatusCode[category.value.grpc] for reason, category in CATEGORY.items()}
 )
 
 
