@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 from collections.abc import Callable
-from typing import Any, cast
+from typing import cast
 
 from aiohttp import web
 
@@ -145,23 +146,41 @@ class ConnectionGuard:
 
 class GuardedSite(web.TCPSite):
     """A TCP site whose connections go through `guard` (binding exclusively, no SO_REUSEPORT); TLS with the
-    `ssl_context` keyword, as aiohttp's own TCPSite."""
+    `ssl_context` keyword, as aiohttp's own TCPSite. It keeps its own copy of what it binds: aiohttp's site
+    keeps them in private attributes."""
 
-    def __init__(self, runner: web.AppRunner, host: str, port: int, guard: ConnectionGuard, **kwargs: Any) -> None:
-        super().__init__(runner, host, port, reuse_port=False, **kwargs)
+    def __init__(
+        self,
+        runner: web.AppRunner,
+        host: str,
+        port: int,
+        guard: ConnectionGuard,
+        *,
+        ssl_context: ssl.SSLContext | None = None,
+        backlog: int = 128,
+        reuse_address: bool | None = None,
+    ) -> None:
+        super().__init__(
+            runner, host, port, ssl_context=ssl_context, backlog=backlog, reuse_address=reuse_address, reuse_port=False
+        )
         self.guard = guard
+        self.runner = runner
+        self.bind = (host, port)
+        self.tls = ssl_context
+        self.backlog = backlog
+        self.reuse_address = reuse_address
 
     async def start(self) -> None:
         await web.BaseSite.start(self)  # registers the site with the runner
         loop = asyncio.get_running_loop()
-        server = self._runner.server
+        server = self.runner.server
         assert server is not None
+        # `_server` is where aiohttp's BaseSite keeps the listening server, which its `stop` closes
         self._server = await loop.create_server(
             self.guard.factory(lambda: json_error_protocol(server)),
-            self._host,
-            self._port,
-            ssl=self._ssl_context,
-            backlog=self._backlog,
-            reuse_address=self._reuse_address,
+            *self.bind,
+            ssl=self.tls,
+            backlog=self.backlog,
+            reuse_address=self.reuse_address,
             reuse_port=False,
         )

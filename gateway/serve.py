@@ -26,7 +26,6 @@ from gateway.events.redis_client import check_redis
 from gateway.keys import CLIENTS
 from gateway.nodes import NodeTLS
 from gateway.protocol import json_error_protocol
-from gateway.rest.routes import install_rest_lane
 from gateway.telemetry import GatewayMetrics
 from gateway.workers import Supervisor, channel_fd, handed_connections, supervise, tell_ready
 from node.errors import ConfigError, config_exit
@@ -111,7 +110,6 @@ async def _serve(
         access_log_class=LeanAccessLogger.keyed(app[CLIENTS]),  # the client as --trusted-proxies finds it
     )
     await runner.setup()
-    install_rest_lane(runner, app)  # REST reads skip the router walk and the app's wrapping (gateway/rest/lane.py)
     # What start-up built (the OpenAPI document and its validators, protobuf descriptors, the route table)
     # lives as long as the process: out of the collector's reach, a full collection no longer walks it.
     gc.freeze()

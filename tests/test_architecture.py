@@ -2,6 +2,11 @@
 
 Read from the source with `ast`, so function-level and `TYPE_CHECKING` imports count as much as top-level
 ones. Production code is `node/`, `gateway/` and `operator/chain_operator/` (generated protobuf code aside).
+
+Libraries are used through their public APIs: no module imports a private name or module of another package
+(`from x import _y`, `import x._y`), and no module reads a private attribute it does not define itself
+(`obj._private`, `getattr(obj, "_private")`), which is how code reaches into an aiohttp or grpc object. The
+few exceptions are listed below with the reason each is needed.
 """
 
 from __future__ import annotations
@@ -275,3 +280,116 @@ def test_the_checker_sees_a_cycle() -> None:
     """The cycle finder is not vacuous: a two-module loop and a self-contained chain."""
     assert _cycles({"a": {"b"}, "b": {"a"}, "c": {"a"}}) == [["a", "b"]]
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": set()}) == []
+
+
+# Private names of the standard library that are its public interface, or that it offers no other way to
+# reach (allowed in every module).
+STDLIB_PRIVATE_NAMES: dict[str, str] = {
+    "_exit": "os._exit: the documented way for a forked child to end without running the parent's handlers",
+    "_replace": "namedtuple's documented API (the underscore keeps it apart from field names)",
+    "_asdict": "namedtuple's documented API",
+    "_fields": "namedtuple's documented API",
+    "_make": "namedtuple's documented API",
+    "_actions": "argparse: a parser's flags, for environment variables and shell completion; no public list",
+    "_SubParsersAction": "argparse: the type `add_subparsers` returns, for annotations; no public name",
+    "_value2member_map_": "Enum: whether a value names a member without raising (a status read from outside)",
+}
+
+# (module, private name) of a third-party package that a module uses, and why there is no public way.
+THIRD_PARTY_PRIVATE: dict[tuple[str, str], str] = {
+    ("gateway/protocol.py", "_loop"): "aiohttp offers no public hook for the answer its parser gives a request it "
+    "cannot read; the JSON error protocol is made as `web.Server.__call__` makes its own (loop and kwargs)",
+    ("gateway/protocol.py", "_kwargs"): "as `_loop`: the server's protocol keywords, passed on unchanged",
+    ("node/merkle/lmdb_store.py", "_Database"): "py-lmdb has no public name for the handle `open_db` returns "
+    "(annotations only)",
+    ("node/server/reflection.py", "_async"): "grpcio-reflection's asyncio servicer, subclassed for the v1 service",
+}
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def _own_private_names(tree: ast.Module) -> set[str]:
+    """The private names a module defines itself: its functions and classes, names it binds, attributes it
+    assigns (`self._x = ...`), keyword arguments it passes."""
+    own: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            own.add(node.name)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+            own.add(node.attr)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            own.add(node.id)
+        elif isinstance(node, ast.alias):
+            own.add((node.asname or node.name).split(".")[0])
+    return {name for name in own if _private(name)}
+
+
+def private_uses(tree: ast.Module, first_party: tuple[str, ...] = (*PACKAGES, "chain")) -> list[str]:
+    """`name:line` of every private name of another package `tree` imports and every private attribute it
+    reads without defining it (first-party imports aside: the project's own modules may share a name)."""
+    own = _own_private_names(tree)
+    found: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            if node.module.split(".")[0] not in first_party:
+                parts = [*node.module.split("."), *(a.name for a in node.names)]
+                found += [f"{part}:{node.lineno}" for part in parts if _private(part)]
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] not in first_party:
+                    found += [f"{part}:{node.lineno}" for part in alias.name.split(".") if _private(part)]
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
+            if _private(node.attr) and node.attr not in own:
+                found.append(f"{node.attr}:{node.lineno}")
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("getattr", "setattr"):
+            name = node.args[1] if len(node.args) > 1 else None
+            if isinstance(name, ast.Constant) and isinstance(name.value, str) and _private(name.value):
+                found += [f"{name.value}:{node.lineno}"] if name.value not in own else []
+    return found
+
+
+def test_libraries_are_used_through_their_public_api() -> None:
+    offenders: list[str] = []
+    excused: set[tuple[str, str]] = set()
+    for m in MODULES.values():
+        path = str(m.path.relative_to(ROOT))
+        for use in private_uses(m.tree):
+            name = use.partition(":")[0]
+            if name in STDLIB_PRIVATE_NAMES:
+                continue
+            if (path, name) in THIRD_PARTY_PRIVATE:
+                excused.add((path, name))
+                continue
+            offenders.append(f"{path}:{use.partition(':')[2]} {name}")
+    assert offenders == []
+    assert set(THIRD_PARTY_PRIVATE) - excused == set(), "an exception that no longer occurs: remove it"
+
+
+def test_the_private_use_check_sees_each_form() -> None:
+    """Each form is found; a module's own private attributes and the project's own modules are not."""
+    source = """
+from aiohttp.web_urldispatcher import _unquote_path_safe
+from grpc._channel import Channel
+import grpc._cython.cygrpc
+from node.memo import _entry
+
+class Mine:
+    def __init__(self) -> None:
+        self._own = 1
+
+    def f(self, app, other) -> None:
+        app._handle(self._own)
+        other.router._get_resource_index_key(self._own)
+        getattr(app, "_loop")
+        getattr(self, "_own")
+"""
+    assert sorted(private_uses(ast.parse(source)), key=lambda s: int(s.partition(":")[2])) == [
+        "_unquote_path_safe:2",
+        "_channel:3",
+        "_cython:4",
+        "_handle:12",
+        "_get_resource_index_key:13",
+        "_loop:14",
+    ]

@@ -17,14 +17,12 @@ from aiohttp import web
 
 from gateway.errors import Handler, error_response
 from gateway.keys import CONFIG, CORS
-from gateway.rest.lane import lane_inert
 from node.errors import Reason
 from node.grpcweb.cors import CorsPolicy, vary_with_origin
 
 METHODS = ("GET", "POST")  # the gateway serves reads (GET) besides writes and gRPC-web (POST)
 
 
-@lane_inert  # acts on OPTIONS only
 @web.middleware
 async def preflight_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     if request.method != "OPTIONS" or "Access-Control-Request-Method" not in request.headers:

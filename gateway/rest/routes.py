@@ -3,17 +3,17 @@ middleware, CORS and the gRPC-web passthrough.
 
     setup_rest(app)   # called by gateway.app.build_app
 
-Middlewares, outermost first: CORS preflight → errors (every failure to the JSON error body) → fixed-path
-methods. Each REST route's handler validates its request against the OpenAPI document first (a compiled
-check bound to the route for the bodiless ones, gateway/rest/validation.py otherwise). The GETs of the
-REST reads reach their handlers through the lane (`install_rest_lane`, gateway/rest/lane.py) instead of
-aiohttp's router. See docs/rest.md.
+Middlewares, outermost first: CORS preflight → errors (every failure to the JSON error body). Routing is
+aiohttp's own router. Each REST route's handler validates its request against the OpenAPI document first (a
+compiled check bound to the route for the bodiless ones, gateway/rest/validation.py otherwise). A fixed
+path (one without a template) answers a method it does not serve with 405 naming its methods, through a
+catch-all route registered after the path's own routes. See docs/rest.md.
 """
 
 from __future__ import annotations
 
 import orjson
-from aiohttp import web
+from aiohttp import hdrs, web
 from openapi_core import Config, OpenAPI
 
 from gateway.errors import Handler, setup_errors
@@ -21,7 +21,6 @@ from gateway.keys import DOCUMENT, NODES, OPENAPI
 from gateway.rest import accounts, chain, projects, writes
 from gateway.rest.cors import setup_cors
 from gateway.rest.grpcweb import setup_grpc_web
-from gateway.rest.lane import Lane, lane_inert
 from gateway.rest.openapi import OPENAPI_PATH, build_document
 from gateway.rest.parameters import CompiledOperation, compile_operations
 from gateway.rest.shapes import Json
@@ -54,15 +53,16 @@ def fixed_paths(routes: tuple[Route, ...]) -> dict[str, frozenset[str]]:
 FIXED = fixed_paths(ROUTES)
 
 
-@lane_inert  # for what the lane takes it passes on: the lane leaves the paths it refuses to the app
-@web.middleware
-async def fixed_path_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """A request for a fixed path with a method it does not serve is 405 naming that path's methods (not
-    routed to a template that matches the same text, nor answered with the template's methods too)."""
-    methods = FIXED.get(request.path)
-    if methods is not None and request.method not in methods:
-        raise web.HTTPMethodNotAllowed(request.method, sorted(methods))
-    return await handler(request)
+def refusal(methods: frozenset[str]) -> Handler:
+    """The handler of every other method on a fixed path: 405 naming the methods the path serves. Registered
+    after the path's own routes, so aiohttp reaches it before any template that matches the same text
+    (`GET /v1/messages/batch` is not routed to `/v1/messages/{hash}`)."""
+    allowed = sorted(methods)
+
+    async def refuse(request: web.Request) -> web.StreamResponse:
+        raise web.HTTPMethodNotAllowed(request.method, allowed)
+
+    return refuse
 
 
 def endpoint(route: Route, compiled: CompiledOperation | None) -> Handler:
@@ -84,16 +84,6 @@ def endpoint(route: Route, compiled: CompiledOperation | None) -> Handler:
     return handle
 
 
-def install_rest_lane(runner: web.BaseRunner, app: web.Application) -> Lane:
-    """Serve the REST reads (GET, no body) of `app`, which a set-up `runner` serves, through the lane
-    (gateway/rest/lane.py): the lane becomes the server's request handler, the app's own `_handle` its fallback."""
-    server = runner.server
-    assert server is not None, "the runner is set up"
-    lane = Lane.build(app, {r.name for r in ROUTES if r.method == "GET" and r.body is None}, FIXED)
-    server.request_handler = lane.handle
-    return lane
-
-
 async def serve_document(request: web.Request) -> web.Response:
     return web.json_response(request.app[DOCUMENT])
 
@@ -108,10 +98,11 @@ def setup_rest(app: web.Application) -> None:
     compiled = compile_operations(document, EMPTY_IS_ABSENT)  # kept only by the routes' handlers
     setup_cors(app)
     setup_errors(app)
-    app.middlewares.append(fixed_path_middleware)
     for route in ROUTES:
         handler = endpoint(route, compiled.get((route.method, route.path)))
         for method in served_methods(route):  # one resource per route: the same name and path
             app.router.add_route(method, route.path, handler, name=route.name)
+    for path, methods in FIXED.items():  # after every route of the path: aiohttp tries resources in order
+        app.router.add_route(hdrs.METH_ANY, path, refusal(methods))
     app.router.add_get(OPENAPI_PATH, serve_document, name="openapi.document")  # with HEAD
     setup_grpc_web(app)

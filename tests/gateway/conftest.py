@@ -30,7 +30,6 @@ from aiohttp.test_utils import TestClient
 
 from gateway.app import build_app
 from gateway.config import GatewayConfig
-from gateway.rest.routes import install_rest_lane
 from tests.fixtures.gwproc import GatewayProcess
 from tests.fixtures.nodeproc import NodeProcess
 
@@ -73,8 +72,6 @@ def gateway_config(node: NodeProcess, **overrides: Any) -> GatewayConfig:
 def make_gateway_client(node: NodeProcess, aiohttp_client: Any) -> MakeClient:
     async def make(**overrides: Any) -> TestClient[Any, Any]:
         client: TestClient[Any, Any] = await aiohttp_client(build_app(gateway_config(node, **overrides)))
-        assert client.server.runner is not None
-        install_rest_lane(client.server.runner, client.app)  # as chain-gateway serves (gateway/serve.py)
         return client
 
     return make
