@@ -17,10 +17,10 @@ from gateway.clientip import ClientAddress
 from gateway.config import GatewayConfig
 from gateway.events.routes import setup_events
 from gateway.keys import BODIES, CLIENTS, CONFIG, EVENTS, METRICS, NODES
-from gateway.nodes import NodePool, NodeTLS
 from gateway.rest.memo import BodyMemo
 from gateway.rest.routes import setup_rest
 from gateway.telemetry import GatewayMetrics
+from gateway.upstream import NodePool, NodeTLS
 
 
 async def _nodes(app: web.Application) -> AsyncIterator[None]:

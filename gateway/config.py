@@ -53,7 +53,7 @@ class GatewayConfig:
     idle_timeout: float = 15.0  # an idle keep-alive connection is closed after this long
     max_connections: int = 1024  # open HTTP connections (per serving process); more are closed at once
     workers: int = 1  # serving processes (gateway/workers.py)
-    read_batch: int = 64  # reads coalesced into one ReadBatch node call at most (gateway/batching.py); 0: off
+    read_batch: int = 64  # reads coalesced into one ReadBatch node call at most (gateway/upstream/batching.py); 0: off
     rest_memo_bytes: int = 8 << 20  # REST bodies kept by the node answer they came from (gateway/rest/memo.py)
 
     @property

@@ -23,10 +23,10 @@ from openapi_core import OpenAPI
 from gateway.clientip import ClientAddress
 from gateway.config import GatewayConfig
 from gateway.events.service import EventService
-from gateway.nodes import NodePool
 from gateway.rest.memo import BodyMemo
 from gateway.rest.shapes import Schema
 from gateway.telemetry import GatewayMetrics
+from gateway.upstream import NodePool
 from node.grpcweb.cors import CorsPolicy
 
 CONFIG: web.AppKey[GatewayConfig] = web.AppKey("config", GatewayConfig)

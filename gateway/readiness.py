@@ -17,7 +17,7 @@ import asyncio
 import grpc
 
 from chain.v1 import rpc_pb2
-from gateway.nodes import NodePool
+from gateway.upstream import NodePool
 
 
 async def any_ready(pool: NodePool) -> rpc_pb2.GetHealthResponse:

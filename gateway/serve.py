@@ -24,9 +24,9 @@ from gateway.config import GatewayConfig
 from gateway.connections import ConnectionGuard, GuardedSite
 from gateway.events.redis_client import check_redis
 from gateway.keys import CLIENTS
-from gateway.nodes import NodeTLS
 from gateway.protocol import json_error_protocol
 from gateway.telemetry import GatewayMetrics
+from gateway.upstream import NodeTLS
 from gateway.workers import Supervisor, channel_fd, handed_connections, supervise, tell_ready
 from node.errors import ConfigError, config_exit
 from node.listen import ListenError, check_free

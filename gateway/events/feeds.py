@@ -21,7 +21,7 @@ from gateway.events.backoff import Backoff
 from gateway.events.hub import Hub
 from gateway.events.model import Event, Kind, start_position
 from gateway.events.redis_streams import RedisStreams, stream_name
-from gateway.nodes import NodePool, Upstream
+from gateway.upstream import NodePool, Upstream
 from node.errors import REASON_CODE, Reason, trailer
 
 log = logging.getLogger(__name__)
@@ -209,7 +209,7 @@ class NodeFeed(_Feed):
         return f"node {self.address or '?'}"
 
     async def follow(self) -> None:
-        await self.pool.wait_until_up()  # a gateway started before its node waits quietly (gateway/nodes.py)
+        await self.pool.wait_until_up()  # a gateway started before its node waits quietly (gateway/upstream/pool.py)
         upstream = self.pool.pick()
         self.address = upstream.address
         if not self.hub.ready.is_set():

@@ -15,7 +15,7 @@ from chain.v1 import rpc_pb2
 from gateway.events.feeds import node_head, open_node_stream
 from gateway.events.model import Event, EventKey, Kind
 from gateway.events.redis_streams import RedisStreams
-from gateway.nodes import NodePool, Upstream
+from gateway.upstream import NodePool, Upstream
 
 PAGE = 200  # the node's page cap
 REDIS_PAGE = 500

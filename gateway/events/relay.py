@@ -20,7 +20,7 @@ from gateway.events.backoff import Backoff
 from gateway.events.feeds import draining, event_of, node_head, open_node_stream
 from gateway.events.model import Event, Kind
 from gateway.events.redis_streams import RedisStreams, stream_name
-from gateway.nodes import NodePool
+from gateway.upstream import NodePool
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +60,7 @@ class Relay:
             await self.backoff.wait()
 
     async def follow(self) -> None:
-        await self.pool.wait_until_up()  # a gateway started before its node waits quietly (gateway/nodes.py)
+        await self.pool.wait_until_up()  # a gateway started before its node waits quietly (gateway/upstream/pool.py)
         upstream = self.pool.pick()
         last = await self.streams.last(self.kind)
         if last is not None:

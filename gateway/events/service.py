@@ -25,7 +25,7 @@ from gateway.events.model import Kind
 from gateway.events.redis_client import redis_client
 from gateway.events.redis_streams import RedisStreams
 from gateway.events.relay import Relay
-from gateway.nodes import NodePool
+from gateway.upstream import NodePool
 
 log = logging.getLogger(__name__)
 

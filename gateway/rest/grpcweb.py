@@ -21,8 +21,8 @@ from aiohttp import web
 from gateway.errors import ApiError
 from gateway.internal import is_internal
 from gateway.keys import CONFIG, GRPC_WEB_SESSION
-from gateway.nodes import NodeTLS
 from gateway.rest.grpcweb_bridge import bridge
+from gateway.upstream import NodeTLS
 from node.errors import Reason
 from node.grpcweb.wire import parse_content_type
 

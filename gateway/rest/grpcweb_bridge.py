@@ -10,7 +10,7 @@ is decoded: the framing, text mode, timeouts and metadata rules are the node's o
 (`node.grpcweb.wire`), and the answer is written by the node's own `node.grpcweb.responder.Responder`
 (data frames, trailers frame, trailers-only), so both paths answer alike. CORS is the gateway's
 (`gateway.rest.cors`, the same rule as the node's). The members' own metadata (`chain-member-proof`) is never
-sent on (gateway/internal.py). Writes are not retried (see `gateway.nodes`).
+sent on (gateway/internal.py). Writes are not retried (see `gateway.upstream`).
 """
 
 from __future__ import annotations

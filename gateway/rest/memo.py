@@ -27,8 +27,8 @@ from typing import Any, Generic, TypeVar
 import orjson
 from google.protobuf.message import Message
 
-from gateway.batching import Read
 from gateway.rest.shapes import Json, to_json, to_json_list
+from gateway.upstream import Read
 from node.memo import ENTRY_OVERHEAD, BoundedMemo
 
 M = TypeVar("M", bound=Message)

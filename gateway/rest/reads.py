@@ -1,10 +1,10 @@
 """The read methods the REST routes fetch through `Call.fetch` (coalesced into ReadBatch calls,
-gateway/batching.py): each one's full gRPC path and response type, made once at import."""
+gateway/upstream/batching.py): each one's full gRPC path and response type, made once at import."""
 
 from __future__ import annotations
 
 from chain.v1 import rpc_pb2
-from gateway.batching import Read
+from gateway.upstream import Read
 
 CHAIN = "/chain.v1.ChainService/"
 KEYCHAIN = "/chain.v1.KeychainService/"

@@ -16,11 +16,10 @@ from typing import Any, NamedTuple, TypeVar
 from aiohttp import hdrs, web
 from google.protobuf.message import Message
 
-from gateway.batching import Read
 from gateway.keys import BODIES
-from gateway.nodes import NodePool, Upstream
 from gateway.rest.memo import Shaped
 from gateway.rest.shapes import Json, Schema, SchemaFragment, ref
+from gateway.upstream import NodePool, Read, Upstream
 from node.constants import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
 
 T = TypeVar("T")
@@ -115,27 +114,23 @@ class Call(NamedTuple):
         return self.nodes.timeout
 
     async def read(self, rpc: Callable[[Upstream, float], Awaitable[T]]) -> T:
-        """A read RPC on the next node (retried on another node when one is UNAVAILABLE)."""
-        timeout = self.nodes.timeout
-        return await self.nodes.read(lambda u: rpc(u, timeout))
+        """A read through a stub of the next public node (retried on another node when one is UNAVAILABLE)."""
+        return await self.nodes.read(rpc)
 
     async def fetch(self, rpc: Read[M], request: Message) -> M:
         """A read by method path, coalesced with the reads of the same loop turn on a node's internal listener
-        (gateway/batching.py), or a plain call without one."""
-        timeout = self.nodes.timeout
-        return await self.nodes.fetch(lambda u: u.batcher.read(rpc, request, timeout))
+        (gateway/upstream/batching.py), or a plain call without one."""
+        return await self.nodes.fetch(rpc, request)
 
     async def answer(self, shaped: Shaped[M], request: Message) -> web.Response:
         """`fetch` answered with its REST body, made from the node's answer or remembered from the same
         answer before (gateway/rest/memo.py)."""
-        timeout = self.nodes.timeout
-        path, body = shaped.read.path, request.SerializeToString()
-        raw = await self.nodes.fetch(lambda u: u.batcher.call(path, body, timeout))
+        raw = await self.nodes.fetch_bytes(shaped.read.path, request.SerializeToString())
         return json_body(self.request.app[BODIES].body(shaped, raw))
 
     async def write(self, rpc: Callable[[Upstream, float], Awaitable[T]]) -> T:
         """A write RPC (never retried)."""
-        return await self.nodes.write(lambda u: rpc(u, self.nodes.timeout))
+        return await self.nodes.write(rpc)
 
 
 Handler = Callable[[Call], Awaitable[Json | web.StreamResponse]]

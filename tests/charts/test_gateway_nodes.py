@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.nodes import DNS_CHANNEL_OPTIONS, DNS_SCHEME
+from gateway.upstream.pool import DNS_CHANNEL_OPTIONS, DNS_SCHEME
 from node.tls import parse_target
 from tests.charts.helm import NAMESPACE, PROFILES, RELEASE, Manifests, env_of, template
 

@@ -1,4 +1,4 @@
-"""The gateway's read coalescing (gateway/batching.py) against a ReadBatch server whose answers a test holds
+"""The gateway's read coalescing (gateway/upstream/batching.py) against a ReadBatch server whose answers a test holds
 back, over a real loopback socket: how many batch calls go out and what each carries. The batches go as
 ReadBatch calls here (`stream=False`); tests/gateway/test_readstream.py covers the stream that carries
 them by default."""
@@ -13,7 +13,7 @@ import pytest
 
 from chain.v1 import read_batch_service_pb2 as pb
 from chain.v1 import read_batch_service_pb2_grpc as pb_grpc
-from gateway.batching import ReadBatcher
+from gateway.upstream.batching import ReadBatcher
 
 METHOD = "/chain.v1.ChainService/GetAccount"
 

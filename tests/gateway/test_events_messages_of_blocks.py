@@ -17,7 +17,7 @@ from chain.v1 import message_pb2 as pb
 from chain.v1 import rpc_pb2, service_pb2_grpc
 from gateway.events.feeds import MessagesOfBlocks, open_node_stream
 from gateway.events.model import Kind
-from gateway.nodes import Upstream
+from gateway.upstream import Upstream
 from tests.fixtures.actors import new_account
 from tests.fixtures.events import bio_messages, commit_in_batches
 from tests.fixtures.nodeproc import NodeProcess

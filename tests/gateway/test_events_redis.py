@@ -20,7 +20,7 @@ from gateway.events.model import Event, EventKey, Kind
 from gateway.events.redis_streams import RedisStreams, origin_key, stream_name
 from gateway.events.relay import Relay
 from gateway.keys import EVENTS
-from gateway.nodes import NodePool
+from gateway.upstream import NodePool
 from tests.fixtures.actors import RemoteActor, new_account
 from tests.fixtures.events import (
     SseStream,

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from gateway.nodes import Upstream, resolve
+from gateway.upstream.pool import Upstream, resolve
 from tests.fixtures.gwproc import GatewayProcess
 from tests.fixtures.nodeproc import NodeProcess
 from tests.fixtures.procs import free_port

@@ -1,5 +1,5 @@
-"""The internal ReadBatch RPC (node/server/rpc/read_batch.py) and the gateway's coalescing (gateway/batching.py),
-over real sockets against a real chain-node.
+"""The internal ReadBatch RPC (node/server/rpc/read_batch.py) and the gateway's coalescing
+(gateway/upstream/batching.py), over real sockets against a real chain-node.
 
 - The node answers each item exactly as a direct call of that method: the same response bytes, or the same
   status, details and trailers; one item's failure is its own; a method that is not a read is refused per

@@ -1,4 +1,4 @@
-"""The gateway's ReadStream (gateway/readstream.py), driven through the ReadBatcher, against ReadBatchService
+"""The gateway's ReadStream (gateway/upstream/readstream.py), driven through the ReadBatcher, against ReadBatchService
 servers over real loopback sockets whose streams answer, hold, end or fail as each test needs: batches share
 one stream; what a stream cannot answer goes as a ReadBatch call, whether the node ended it, never had it,
 or it broke; a batch nobody answers fails at its deadline."""
@@ -14,8 +14,8 @@ import pytest
 
 from chain.v1 import read_batch_service_pb2 as pb
 from chain.v1 import read_batch_service_pb2_grpc as pb_grpc
-from gateway.batching import STOPPING, ReadBatcher
-from gateway.readstream import BACKOFF
+from gateway.upstream.batching import STOPPING, ReadBatcher
+from gateway.upstream.readstream import BACKOFF
 
 METHOD = "/chain.v1.ChainService/GetAccount"
 

@@ -18,7 +18,7 @@ module raises as the same `grpc.aio.AioRpcError` so gateway/errors.py maps it as
   the latest of them.
 - A failure of the whole call (UNAVAILABLE, DEADLINE_EXCEEDED, ...) is every item's failure, so
   `NodePool.read` retries UNAVAILABLE on the next node as it does for a direct call.
-- Each batch goes as a message of one long-lived ReadStream per channel (gateway/readstream.py), which
+- Each batch goes as a message of one long-lived ReadStream per channel (gateway/upstream/readstream.py), which
   costs the node about a third of a unary call; what a stream that ended did not answer (whatever ended
   it) goes as a ReadBatch call, whose outcome is the batch's.
 - A node without the RPC (an older node during a rollout) answers UNIMPLEMENTED: the batch's items are
@@ -44,7 +44,7 @@ import grpc
 from google.protobuf.message import Message
 
 from chain.v1 import read_batch_service_pb2 as pb
-from gateway.readstream import REPROBE, ReadStream, Resend
+from gateway.upstream.readstream import REPROBE, ReadStream, Resend
 from node.errors import DEADLINE_DETAILS
 
 M = TypeVar("M", bound=Message)
@@ -99,7 +99,7 @@ def traced() -> bool:
 
 
 class ReadBatcher:
-    """Coalesces the reads sent over one channel (one per upstream, gateway/nodes.py)."""
+    """Coalesces the reads sent over one channel (one per upstream, gateway/upstream/pool.py)."""
 
     def __init__(
         self, channel: grpc.aio.Channel, max_items: int, max_in_flight: int = MAX_IN_FLIGHT, stream: bool = True

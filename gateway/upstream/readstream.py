@@ -3,7 +3,7 @@
 A unary gRPC call costs the node ~340-380 µs of CPU whatever it carries; a message on a stream already open
 ~110 µs: a third of the node's CPU per REST GET is saved. This side's cost
 per batch is about the same either way (grpc runs the send in the calling thread either way). So the ReadBatcher
-(gateway/batching.py) sends each batch as one `ReadStreamRequest` on a stream it keeps open, numbered, and
+(gateway/upstream/batching.py) sends each batch as one `ReadStreamRequest` on a stream it keeps open, numbered, and
 waits for the response that carries its number (node/server/rpc/read_batch.py answers them in order).
 
 - The stream opens with the first batch and stays open; one that has ended is replaced by the next batch.
@@ -41,7 +41,7 @@ import grpc
 from chain.v1 import read_batch_service_pb2 as pb
 
 PATH = "/chain.v1.ReadBatchService/ReadStream"
-REPROBE = 30.0  # seconds without a stream (or, gateway/batching.py, batches) after a node said UNIMPLEMENTED
+REPROBE = 30.0  # seconds without a stream (or, gateway/upstream/batching.py, batches) after a node said UNIMPLEMENTED
 BACKOFF = 0.5  # seconds without a stream after the second stream in a row that ended with no answer
 
 
@@ -62,7 +62,7 @@ class _Open:
 
 
 class ReadStream:
-    """The ReadStream of one channel (one per upstream node, gateway/nodes.py)."""
+    """The ReadStream of one channel (one per upstream node, gateway/upstream/pool.py)."""
 
     def __init__(self, channel: grpc.aio.Channel) -> None:
         self._start_call: Any = channel.stream_stream(

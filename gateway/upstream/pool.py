@@ -1,8 +1,8 @@
-"""Upstream nodes: one gRPC channel per node address, client-side round robin.
+"""The gateway's nodes: one gRPC channel per node address, client-side round robin (`NodePool`).
 
 Two kinds of upstream: the nodes' public ports (`--node-addr`: writes, streams, single reads, the gRPC-web
 bridge) and their internal listeners (`--node-internal-addr`: the reads by method path, batched,
-gateway/batching.py). Without internal addresses those reads go to the public ports as plain calls. A
+gateway/upstream/batching.py). Without internal addresses those reads go to the public ports as plain calls. A
 `grpcs://` address is TLS, checked against `--node-ca-file`; the internal listener takes only a client
 certificate of the cluster's CA (`--node-tls-cert`), and with one a bare internal address is TLS too.
 
@@ -30,13 +30,15 @@ from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
 import grpc
+from google.protobuf.message import Message
 
 from chain.v1 import keychain_service_pb2_grpc, service_pb2_grpc
-from gateway.batching import ReadBatcher
 from gateway.config import GatewayConfig
+from gateway.upstream.batching import Read, ReadBatcher
 from node.tls import ClientTLS, aio_channel, parse_target
 
 T = TypeVar("T")
+M = TypeVar("M", bound=Message)
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +57,7 @@ DNS_CHANNEL_OPTIONS = (*CHANNEL_OPTIONS, ("grpc.lb_policy_name", "round_robin"))
 DNS_SCHEME = "dns:///"
 # How long the first contact may take before the gateway says it is waiting (a node that is up answers at once).
 QUIET_WAIT = 1.0
-# Reads carried by one ReadBatch call at most (gateway/batching.py) on an internal listener; 0 sends each read
+# Reads carried by one ReadBatch call at most (gateway/upstream/batching.py) on an internal listener; 0 sends each read
 # as its own call.
 READ_BATCH = 64
 
@@ -96,7 +98,7 @@ class Upstream:
         self.channel = aio_channel(target, self.tls, options, secure=secure)
         self.chain = service_pb2_grpc.ChainServiceStub(self.channel)
         self.keychain = keychain_service_pb2_grpc.KeychainServiceStub(self.channel)
-        # reads coalesced per loop turn (gateway/batching.py); 0: each read a plain call of its own
+        # reads coalesced per loop turn (gateway/upstream/batching.py); 0: each read a plain call of its own
         self.batcher = ReadBatcher(self.channel, read_batch, stream=read_batch > 0)
 
 
@@ -188,13 +190,22 @@ class NodePool:
     def pick(self) -> Upstream:
         return self.upstreams[next(self._next)]
 
-    async def read(self, call: Callable[[Upstream], Awaitable[T]]) -> T:
-        """A read on the next public node, retried as `_retried` says."""
-        return await self._retried(self.upstreams, next(self._next), call)
+    async def read(self, call: Callable[[Upstream, float], Awaitable[T]]) -> T:
+        """A read through a stub of the next public node (`call(upstream, timeout)`), retried as `_retried` says."""
+        timeout = self.timeout
+        return await self._retried(self.upstreams, next(self._next), lambda u: call(u, timeout))
 
-    async def fetch(self, call: Callable[[Upstream], Awaitable[T]]) -> T:
-        """A read by method path (`call` uses the upstream's batcher) on the next reader, retried likewise."""
-        return await self._retried(self.readers, next(self._next_reader), call)
+    async def fetch(self, read: Read[M], request: Message) -> M:
+        """A read by method path on the next reader (batched on an internal listener), retried as `_retried` says."""
+        raw = await self.fetch_bytes(read.path, request.SerializeToString())
+        return read.response.FromString(raw)
+
+    async def fetch_bytes(self, method: str, request: bytes) -> bytes:
+        """`fetch` with the request and the answer as the bytes on the wire (what the REST body memo keys on)."""
+        timeout = self.timeout
+        return await self._retried(
+            self.readers, next(self._next_reader), lambda u: u.batcher.call(method, request, timeout)
+        )
 
     async def _retried(self, upstreams: Sequence[Upstream], first: int, call: Callable[[Upstream], Awaitable[T]]) -> T:
         """`call` on upstreams[first]; on UNAVAILABLE, on the node after the one that refused it, up to
@@ -212,8 +223,9 @@ class NodePool:
         assert last is not None
         raise last
 
-    async def write(self, call: Callable[[Upstream], Awaitable[T]]) -> T:
-        return await call(self.pick())
+    async def write(self, call: Callable[[Upstream, float], Awaitable[T]]) -> T:
+        """A write through a stub of the next public node (`call(upstream, timeout)`), never retried."""
+        return await call(self.pick(), self.timeout)
 
     async def wait_until_up(self) -> None:
         """Return once some node has accepted a connection since this pool was made (see the module doc)."""
