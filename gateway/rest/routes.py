@@ -22,10 +22,9 @@ from gateway.rest import accounts, chain, projects, writes
 from gateway.rest.cors import setup_cors
 from gateway.rest.grpcweb import setup_grpc_web
 from gateway.rest.openapi import OPENAPI_PATH, build_document
-from gateway.rest.parameters import CompiledOperation, compile_operations
 from gateway.rest.shapes import Json
 from gateway.rest.table import NO_VALUES, Call, Route, json_body
-from gateway.rest.validation import EMPTY_IS_ABSENT, validated
+from gateway.rest.validation import EMPTY_IS_ABSENT, CompiledOperation, compile_operations, validated
 
 ROUTES: tuple[Route, ...] = (*accounts.ROUTES, *projects.ROUTES, *chain.ROUTES, *writes.ROUTES)
 

@@ -15,9 +15,8 @@ from openapi_core.testing import MockRequest
 
 from gateway.errors import ApiError
 from gateway.rest.openapi import build_document
-from gateway.rest.parameters import CompiledOperation, compile_operations
 from gateway.rest.routes import ROUTES
-from gateway.rest.validation import EMPTY_IS_ABSENT, to_api_error
+from gateway.rest.validation import EMPTY_IS_ABSENT, CompiledOperation, compile_operations, to_api_error
 from node.errors import MessageRejected
 from node.state.structural import need_project_name
 
