@@ -18,7 +18,7 @@ from gateway.rest.params import (
     PAGE,
     PROJECT_NAME_PARAM,
 )
-from gateway.rest.shapes import JsonObject, ref
+from gateway.rest.shapes import ref
 from gateway.rest.table import Call, Param, Route, page_schema
 
 GET_ACCOUNT_BODY = Shaped(reads.GET_ACCOUNT, shapes.account_summary)
@@ -87,11 +87,13 @@ async def list_verifications(c: Call) -> web.Response:
 LINK_TYPES = MappingProxyType({"follow": pb.LINK_TYPE_FOLLOW, "star": pb.LINK_TYPE_STAR})
 
 
-async def list_links(c: Call) -> JsonObject:
+LIST_LINKS_BODY = page_of(reads.LIST_LINKS, "links")
+
+
+async def list_links(c: Call) -> web.Response:
     link_type = LINK_TYPES.get(c.inputs.text("type"), pb.LINK_TYPE_UNSPECIFIED)
     req = rpc_pb2.ListLinksRequest(owner_address=c.inputs.hex("ownerAddress"), type=link_type, **c.inputs.page())
-    resp = await c.fetch(reads.LIST_LINKS, req)
-    return {"links": shapes.to_json_list(resp.links), "next_cursor": resp.next_page_token}
+    return await c.answer(LIST_LINKS_BODY, req)
 
 
 LIST_REACTIONS_BODY = page_of(reads.LIST_REACTIONS, "reactions")

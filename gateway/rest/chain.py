@@ -10,7 +10,7 @@ from gateway.readiness import any_ready
 from gateway.rest import reads, shapes
 from gateway.rest.memo import page_of, record_of, whole
 from gateway.rest.params import BLOCK_NUMBER, MESSAGE_HASH, PAGE, STATE_KEY_PARAM, UINT64
-from gateway.rest.shapes import HEX_PATTERN, Json, JsonObject, ShapeError, ref
+from gateway.rest.shapes import HEX_PATTERN, ShapeError, ref
 from gateway.rest.table import Body, Call, Param, Route, page_schema
 
 LIST_BLOCKS_BODY = page_of(reads.LIST_BLOCKS, "blocks")
@@ -63,44 +63,49 @@ async def get_exclusion_proof(c: Call) -> web.Response:
     return await c.answer(GET_EXCLUSION_PROOF_BODY, req)
 
 
-async def verify_operation_proof(c: Call) -> JsonObject:
+VERIFY_OPERATION_PROOF_BODY = whole(reads.VERIFY_OPERATION_PROOF)
+
+
+async def verify_operation_proof(c: Call) -> web.Response:
     try:
         req = shapes.from_json(rpc_pb2.VerifyOperationProofRequest.DESCRIPTOR, c.inputs.body)
     except ShapeError as err:
         raise invalid_argument(err.field, str(err), **{"in": "body"}) from None
-    resp = await c.fetch(reads.VERIFY_OPERATION_PROOF, req)
-    return shapes.to_json(resp)
+    return await c.answer(VERIFY_OPERATION_PROOF_BODY, req)
 
 
-async def get_node_status(c: Call) -> JsonObject:
+# The node's own state (status, mempool, snapshot, stats): answered by the public port, not by method path.
+
+
+async def get_node_status(c: Call) -> web.Response:
     resp = await c.read(lambda u, t: u.chain.GetNodeStatus(rpc_pb2.GetNodeStatusRequest(), timeout=t))
-    return shapes.to_json(resp.status)
+    return c.json(shapes.to_json(resp.status))
 
 
-async def get_webauthn_policy(c: Call) -> JsonObject:
+async def get_webauthn_policy(c: Call) -> web.Response:
     req = keychain_service_pb2.GetWebAuthnPolicyRequest()
     resp = await c.read(lambda u, t: u.keychain.GetWebAuthnPolicy(req, timeout=t))
-    return shapes.to_json(resp)
+    return c.json(shapes.to_json(resp))
 
 
-async def get_health(c: Call) -> Json | web.StreamResponse:
+async def get_health(c: Call) -> web.Response:
     resp = await any_ready(c.nodes)  # ready when SOME node serves (gateway/readiness.py)
     return web.json_response(shapes.to_json(resp), status=200 if resp.ready else 503)
 
 
-async def get_chain_stats(c: Call) -> JsonObject:
+async def get_chain_stats(c: Call) -> web.Response:
     resp = await c.read(lambda u, t: u.chain.GetChainStats(rpc_pb2.GetChainStatsRequest(), timeout=t))
-    return shapes.to_json(resp.stats)
+    return c.json(shapes.to_json(resp.stats))
 
 
-async def get_snapshot_info(c: Call) -> JsonObject:
+async def get_snapshot_info(c: Call) -> web.Response:
     resp = await c.read(lambda u, t: u.chain.GetSnapshotInfo(rpc_pb2.GetSnapshotInfoRequest(), timeout=t))
-    return shapes.to_json(resp.snapshot)
+    return c.json(shapes.to_json(resp.snapshot))
 
 
-async def get_mempool_info(c: Call) -> JsonObject:
+async def get_mempool_info(c: Call) -> web.Response:
     resp = await c.read(lambda u, t: u.chain.GetMempoolInfo(rpc_pb2.GetMempoolInfoRequest(), timeout=t))
-    return shapes.to_json(resp.mempool)
+    return c.json(shapes.to_json(resp.mempool))
 
 
 INCLUDE_CHUNKS = Param(

@@ -40,6 +40,7 @@ class Shaped(Generic[M]):
 
     read: Read[M]
     shape: Callable[[M], Json]
+    empty: bytes | None = None  # the body of an empty page (`page_of`), None for other shapes
 
     def body(self, raw: bytes) -> bytes:
         """The REST body of the answer `raw`, made from scratch."""
@@ -79,4 +80,4 @@ def page_of(read: Read[M], field: str) -> Shaped[M]:
     def page(resp: Any) -> Json:  # any list response: its records' field and `next_page_token`
         return {field: to_json_list(getattr(resp, field)), "next_cursor": resp.next_page_token}
 
-    return Shaped(read, page)
+    return Shaped(read, page, orjson.dumps({field: [], "next_cursor": ""}))

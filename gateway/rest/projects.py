@@ -3,29 +3,38 @@ commits, ancestors, reactions on a commit, collaborators) and `/v1/links/by-targ
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 from aiohttp import web
+from google.protobuf.message import Message
 
 from chain.v1 import rpc_pb2
-from gateway.rest import reads, shapes
-from gateway.rest.memo import page_of, record_of
+from gateway.rest import reads
+from gateway.rest.memo import Shaped, page_of, record_of
 from gateway.rest.params import ADDRESS, COMMIT, HASH32, PAGE, PROJECT, PROJECT_NAME, REF, REQUEST_ID
-from gateway.rest.shapes import JsonObject, ref
+from gateway.rest.shapes import ref
 from gateway.rest.table import Call, Param, Route, page_schema
 
-
-async def project_must_exist(c: Call, empty: bool) -> None:
-    """An empty page may mean that there is no such project: GetProject then answers (404 `NOT_FOUND`, as
-    `/activity` does). The node's list RPCs answer a missing project with an empty list (gRPC unchanged)."""
-    if empty:
-        req = rpc_pb2.GetProjectRequest(project_id=c.inputs.hex("projectId"))
-        await c.fetch(reads.GET_PROJECT, req)
+M = TypeVar("M", bound=Message)
 
 
-async def list_projects(c: Call) -> JsonObject:
+async def project_page(c: Call, shaped: Shaped[M], request: Message) -> web.Response:
+    """A page of a project's listing. An empty page may mean that there is no such project: GetProject then
+    answers (404 `NOT_FOUND`, as `/activity` does). The node's list RPCs answer a missing project with an
+    empty list (gRPC unchanged)."""
+    response = await c.answer(shaped, request)
+    if response.body == shaped.empty:
+        await c.fetch(reads.GET_PROJECT, rpc_pb2.GetProjectRequest(project_id=c.inputs.hex("projectId")))
+    return response
+
+
+LIST_PROJECTS_BODY = page_of(reads.LIST_PROJECTS, "projects")
+
+
+async def list_projects(c: Call) -> web.Response:
     owner = c.inputs.hex("owner_address") if c.inputs.get("owner_address") else b""
     req = rpc_pb2.ListProjectsRequest(owner_address=owner, **c.inputs.page())
-    resp = await c.fetch(reads.LIST_PROJECTS, req)
-    return {"projects": shapes.to_json_list(resp.projects), "next_cursor": resp.next_page_token}
+    return await c.answer(LIST_PROJECTS_BODY, req)
 
 
 SEARCH_PROJECTS_BODY = page_of(reads.SEARCH_PROJECTS, "projects")
@@ -52,11 +61,12 @@ async def get_project_activity(c: Call) -> web.Response:
     return await c.answer(GET_PROJECT_ACTIVITY_BODY, req)
 
 
-async def list_merge_requests(c: Call) -> JsonObject:
+LIST_MERGE_REQUESTS_BODY = page_of(reads.LIST_MERGE_REQUESTS, "merge_requests")
+
+
+async def list_merge_requests(c: Call) -> web.Response:
     req = rpc_pb2.ListMergeRequestsRequest(project_id=c.inputs.hex("projectId"), **c.inputs.page())
-    resp = await c.fetch(reads.LIST_MERGE_REQUESTS, req)
-    await project_must_exist(c, not resp.merge_requests)
-    return {"merge_requests": shapes.to_json_list(resp.merge_requests), "next_cursor": resp.next_page_token}
+    return await project_page(c, LIST_MERGE_REQUESTS_BODY, req)
 
 
 GET_MERGE_REQUEST_BODY = record_of(reads.GET_MERGE_REQUEST, "merge_request")
@@ -67,11 +77,12 @@ async def get_merge_request(c: Call) -> web.Response:
     return await c.answer(GET_MERGE_REQUEST_BODY, req)
 
 
-async def list_refs(c: Call) -> JsonObject:
+LIST_REFS_BODY = page_of(reads.LIST_REFS, "refs")
+
+
+async def list_refs(c: Call) -> web.Response:
     req = rpc_pb2.ListRefsRequest(project_id=c.inputs.hex("projectId"), **c.inputs.page())
-    resp = await c.fetch(reads.LIST_REFS, req)
-    await project_must_exist(c, not resp.refs)
-    return {"refs": shapes.to_json_list(resp.refs), "next_cursor": resp.next_page_token}
+    return await project_page(c, LIST_REFS_BODY, req)
 
 
 GET_REF_BODY = record_of(reads.GET_REF, "ref")
@@ -82,20 +93,22 @@ async def get_ref(c: Call) -> web.Response:
     return await c.answer(GET_REF_BODY, req)
 
 
-async def get_ref_log(c: Call) -> JsonObject:
+GET_REF_LOG_BODY = page_of(reads.GET_REF_LOG, "entries")
+
+
+async def get_ref_log(c: Call) -> web.Response:
     req = rpc_pb2.GetRefLogRequest(
         project_id=c.inputs.hex("projectId"), ref_name=c.inputs.hex("refHex"), **c.inputs.page()
     )
-    resp = await c.fetch(reads.GET_REF_LOG, req)
-    await project_must_exist(c, not resp.entries)
-    return {"entries": shapes.to_json_list(resp.entries), "next_cursor": resp.next_page_token}
+    return await project_page(c, GET_REF_LOG_BODY, req)
 
 
-async def list_commits(c: Call) -> JsonObject:
+LIST_COMMITS_BODY = page_of(reads.LIST_COMMITS, "commits")
+
+
+async def list_commits(c: Call) -> web.Response:
     req = rpc_pb2.ListCommitsRequest(project_id=c.inputs.hex("projectId"), **c.inputs.page())
-    resp = await c.fetch(reads.LIST_COMMITS, req)
-    await project_must_exist(c, not resp.commits)
-    return {"commits": shapes.to_json_list(resp.commits), "next_cursor": resp.next_page_token}
+    return await project_page(c, LIST_COMMITS_BODY, req)
 
 
 GET_COMMIT_BODY = record_of(reads.GET_COMMIT, "commit")
@@ -119,28 +132,32 @@ async def get_commit_ancestors(c: Call) -> web.Response:
     return await c.answer(GET_COMMIT_ANCESTORS_BODY, req)
 
 
-async def list_reactions_by_target(c: Call) -> JsonObject:
+LIST_REACTIONS_BY_TARGET_BODY = page_of(reads.LIST_REACTIONS_BY_TARGET, "reactions")
+
+
+async def list_reactions_by_target(c: Call) -> web.Response:
     req = rpc_pb2.ListReactionsByTargetRequest(
         project_id=c.inputs.hex("projectId"), commit_hash=c.inputs.hex("hash"), **c.inputs.page()
     )
-    resp = await c.fetch(reads.LIST_REACTIONS_BY_TARGET, req)
-    await project_must_exist(c, not resp.reactions)
-    return {"reactions": shapes.to_json_list(resp.reactions), "next_cursor": resp.next_page_token}
+    return await project_page(c, LIST_REACTIONS_BY_TARGET_BODY, req)
 
 
-async def list_collaborators(c: Call) -> JsonObject:
+LIST_COLLABORATORS_BODY = page_of(reads.LIST_COLLABORATORS, "collaborators")
+
+
+async def list_collaborators(c: Call) -> web.Response:
     req = rpc_pb2.ListCollaboratorsRequest(project_id=c.inputs.hex("projectId"), **c.inputs.page())
-    resp = await c.fetch(reads.LIST_COLLABORATORS, req)
-    await project_must_exist(c, not resp.collaborators)
-    return {"collaborators": shapes.to_json_list(resp.collaborators), "next_cursor": resp.next_page_token}
+    return await project_page(c, LIST_COLLABORATORS_BODY, req)
 
 
-async def list_links_by_target(c: Call) -> JsonObject:
+LIST_LINKS_BY_TARGET_BODY = page_of(reads.LIST_LINKS_BY_TARGET, "links")
+
+
+async def list_links_by_target(c: Call) -> web.Response:
     owner = c.inputs.hex("target_owner_address") if c.inputs.get("target_owner_address") else b""
     project = c.inputs.hex("target_project_id") if c.inputs.get("target_project_id") else b""
     req = rpc_pb2.ListLinksByTargetRequest(target_owner_address=owner, target_project_id=project, **c.inputs.page())
-    resp = await c.fetch(reads.LIST_LINKS_BY_TARGET, req)
-    return {"links": shapes.to_json_list(resp.links), "next_cursor": resp.next_page_token}
+    return await c.answer(LIST_LINKS_BY_TARGET_BODY, req)
 
 
 OWNER_FILTER = Param("owner_address", "query", ADDRESS, "only projects of this owner_address")

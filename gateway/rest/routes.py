@@ -12,7 +12,6 @@ catch-all route registered after the path's own routes. See docs/rest.md.
 
 from __future__ import annotations
 
-import orjson
 from aiohttp import hdrs, web
 from openapi_core import Config, OpenAPI
 
@@ -22,16 +21,10 @@ from gateway.rest import accounts, chain, projects, writes
 from gateway.rest.cors import setup_cors
 from gateway.rest.grpcweb import setup_grpc_web
 from gateway.rest.openapi import OPENAPI_PATH, build_document
-from gateway.rest.shapes import Json
-from gateway.rest.table import NO_VALUES, Call, Route, json_body
+from gateway.rest.table import NO_VALUES, Call, Route
 from gateway.rest.validation import EMPTY_IS_ABSENT, CompiledOperation, compile_operations, validated
 
 ROUTES: tuple[Route, ...] = (*accounts.ROUTES, *projects.ROUTES, *chain.ROUTES, *writes.ROUTES)
-
-
-def json_response(out: Json, status: int = 200) -> web.Response:
-    """The JSON answer, serialised by orjson (compact, UTF-8; the same JSON values as `json.dumps`)."""
-    return json_body(orjson.dumps(out), status)
 
 
 def served_methods(route: Route) -> tuple[str, ...]:
@@ -74,10 +67,7 @@ def endpoint(route: Route, compiled: CompiledOperation | None) -> Handler:
             inputs = compiled.inputs(request.match_info, request.query if compiled.reads_query else NO_VALUES)
         else:
             inputs = await validated(request)
-        out = await route.handler(Call(request, request.app[NODES], inputs))
-        if isinstance(out, web.StreamResponse):
-            return out
-        return json_response(out, route.status)
+        return await route.handler(Call(request, request.app[NODES], inputs, route.status))
 
     handle.__name__ = route.operation_id
     return handle

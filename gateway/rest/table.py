@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, NamedTuple, TypeVar
 
+import orjson
 from aiohttp import hdrs, web
 from google.protobuf.message import Message
 
@@ -103,11 +104,14 @@ class Inputs(NamedTuple):
 
 
 class Call(NamedTuple):
-    """A route handler's request: its node pool and validated inputs (a named tuple: one per request)."""
+    """A route handler's request: its node pool, validated inputs and the route's success status (a named
+    tuple: one per request). A handler answers with a `web.Response`: `answer` for a read by method path
+    (its body made from the node's answer bytes, or remembered), `json` for any other JSON value."""
 
     request: web.Request
     nodes: NodePool
     inputs: Inputs
+    status: int = 200
 
     @property
     def timeout(self) -> float:
@@ -132,8 +136,13 @@ class Call(NamedTuple):
         """A write RPC (never retried)."""
         return await self.nodes.write(rpc)
 
+    def json(self, value: Json) -> web.Response:
+        """`value` as the JSON answer with the route's status, serialised by orjson (compact, UTF-8)."""
+        return json_body(orjson.dumps(value), self.status)
 
-Handler = Callable[[Call], Awaitable[Json | web.StreamResponse]]
+
+# Every REST handler: the request in, the response out.
+Handler = Callable[[Call], Awaitable[web.StreamResponse]]
 
 
 @dataclass(frozen=True)

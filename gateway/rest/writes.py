@@ -20,6 +20,7 @@ import json
 import re
 from typing import Any, TypeVar
 
+from aiohttp import web
 from google.protobuf import json_format
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import DecodeError, Message
@@ -28,7 +29,7 @@ from chain.v1 import message_pb2 as pb
 from chain.v1 import rpc_pb2
 from gateway.errors import ApiError, invalid_argument
 from gateway.rest import shapes
-from gateway.rest.shapes import JsonObject, ref
+from gateway.rest.shapes import ref
 from gateway.rest.table import Body, Call, Route
 from node.errors import Reason
 
@@ -117,22 +118,22 @@ def decode_body(c: Call, cls: type[M]) -> M:
         raise invalid_argument("body", message, **{"in": "body"}) from None
 
 
-async def submit_message(c: Call) -> JsonObject:
+async def submit_message(c: Call) -> web.Response:
     req = rpc_pb2.SubmitMessageRequest(message=decode_body(c, pb.Message))
     resp = await c.write(lambda u, t: u.chain.SubmitMessage(req, timeout=t))
-    return shapes.to_json(resp)
+    return c.json(shapes.to_json(resp))
 
 
-async def dry_run_message(c: Call) -> JsonObject:
+async def dry_run_message(c: Call) -> web.Response:
     req = rpc_pb2.DryRunMessageRequest(message=decode_body(c, pb.Message))
     resp = await c.write(lambda u, t: u.chain.DryRunMessage(req, timeout=t))
-    return shapes.to_json(resp)
+    return c.json(shapes.to_json(resp))
 
 
-async def batch_submit_messages(c: Call) -> JsonObject:
+async def batch_submit_messages(c: Call) -> web.Response:
     req = decode_body(c, rpc_pb2.BatchSubmitMessagesRequest)
     resp = await c.write(lambda u, t: u.chain.BatchSubmitMessages(req, timeout=t))
-    return shapes.to_json(resp)
+    return c.json(shapes.to_json(resp))
 
 
 MESSAGE_BODY = Body(
