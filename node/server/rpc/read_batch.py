@@ -1,7 +1,7 @@
 """The internal ReadBatch RPC (chain.v1.ReadBatchService): many reads in one call, for the gateway.
 
 Not part of the public interface. The gateway coalesces the REST reads that arrive together into one call
-(gateway/batching.py) instead of paying one gRPC round trip each. Every item names a pure read method of
+(gateway/upstream/batching.py) instead of paying one gRPC round trip each. Every item names a pure read method of
 ChainService or KeychainService and is answered by that method's own handler, in this process, wrapped
 by the same interceptors the server runs per call (the error mapping, the RPC metrics): the same response
 bytes, or the same status, details and trailing metadata (`reason-code`, `field`, ...). Items are
