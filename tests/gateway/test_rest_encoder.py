@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import orjson
 import pytest
 import requests
 from google.protobuf import message_factory
@@ -22,7 +23,7 @@ from google.protobuf.message import Message
 from chain.v1 import block_pb2, node_info_pb2, proof_pb2, rpc_pb2, state_pb2
 from chain.v1 import message_pb2 as pb
 from gateway.rest import shapes
-from gateway.rest.routes import json_response
+from gateway.rest.table import json_body
 from tests.fixtures.actors import new_account
 from tests.fixtures.gwproc import GatewayProcess
 from tests.fixtures.nodeproc import NodeProcess
@@ -74,7 +75,7 @@ def populated(desc: Descriptor, depth: int = 0, skip_oneof: bool = False) -> Mes
 
 
 def _same_body(out: Any) -> None:
-    body = json_response(out).body
+    body = json_body(orjson.dumps(out)).body  # what every handler's answer is made of (Call.json)
     assert isinstance(body, bytes)
     assert json.loads(body) == json.loads(json.dumps(out))
 
