@@ -1,11 +1,11 @@
-"""`make bench`: every benchmark, each printing its own markdown tables, then the issue-15 table.
+"""`make bench`: every benchmark, each printing its own markdown tables, then the table of goals.
 
     python -m bench [--quick] [--only MODULE ...] [--rows-file FILE]
     make bench                      # the full run
     make bench BENCH_QUICK=1        # --quick: smaller loads, about 10-15 minutes on the 2-core machine
 
 Each module runs in its own process (``python -m bench.bench_x ARGS``); the modules that measure a goal
-of the issue's table hand their figure in through bench/table.py (``emit``), and the last thing printed
+of the goals table hand their figure in through bench/table.py (``emit``), and the last thing printed
 is that table, one line per goal, every figure a ratio to a baseline taken in the same run (or, for the
 start-up row, seconds). A module that fails does not stop the run: its rows print as "not measured" with
 its exit status, and ``python -m bench`` exits 1 at the end. A module whose load generator (h2load, wrk) is
@@ -141,7 +141,7 @@ def main() -> None:
         skipped = {g.module: f"{g.module} not run (--only)" for g in GOALS if g.module not in {r.module for r in runs}}
         rows = read_rows(rows_file)
     mode = "quick" if ns.quick else "full"
-    print(f"\n## Issue 15: every goal, this run ({mode}; a shared 2-core machine: figures are noisy)\n")
+    print(f"\n## Every goal, this run ({mode}; a shared 2-core machine: figures are noisy)\n")
     print(render(rows, GOALS, {**skipped, **missing}))
     if any(why.startswith((f"{module} failed", f"{module} needs")) for module, why in missing.items()):
         raise SystemExit(1)

@@ -1,11 +1,11 @@
-"""The issue-15 table: every goal `make bench` reports on, and how a bench module hands in its figure.
+"""The table of goals: every goal `make bench` reports on, and how a bench module hands in its figure.
 
 A bench module runs as its own process (``python -m bench.bench_x``). When it has measured one of the
 goals below it calls ``emit(Row(key, value, detail))``; ``python -m bench`` gives every module the path of
 one rows file in ``BENCH_ROWS_FILE`` (JSON lines), reads it back at the end and prints one table, a line
-per goal, in the issue's order: measure | now (this run) | goal | result. A goal whose module did not run
+per goal, in the order the goals were set: measure | now (this run) | goal | result. A goal whose module did not run
 or did not emit (not merged yet, failed, left out by ``--only``) prints "not measured", so the table always
-has every row of the issue.
+has every row of the goals.
 
 The goals (threshold, direction, unit) live here, in ``GOALS``, and nowhere else; a module hands in only
 the figure it measured and a short note of how (absolute numbers, load size), so two modules cannot
@@ -35,15 +35,15 @@ class Bound(StrEnum):
 
 @dataclass(frozen=True)
 class Goal:
-    """One row of the issue's table."""
+    """One row of the goals table."""
 
     key: str  # what a module emits
-    measure: str  # the issue's wording
+    measure: str  # the goal's wording
     goal: float
     bound: Bound
     unit: str  # "" for a ratio
     module: str  # the bench module that measures it
-    issue_now: str  # the figure the issue was filed with
+    issue_now: str  # the figure measured when the goal was set
 
     def passes(self, value: float) -> bool:
         if math.isnan(value):
@@ -71,7 +71,7 @@ class Row:
     smaller_load: bool = False  # measured under a lighter load than the goal states (e.g. --quick): not comparable
 
 
-# The issue's table, in its order. GetAccount / GetProject share one issue row; they are two rows here.
+# The goals, in the order they were set. GetAccount / GetProject were set as one goal; they are two rows here.
 GOALS: tuple[Goal, ...] = (
     Goal(
         "ingest_ratio",
@@ -174,7 +174,7 @@ def result(goal: Goal, row: Row | None) -> str:
 def render(rows: Mapping[str, Row], goals: Iterable[Goal] = GOALS, missing: Mapping[str, str] | None = None) -> str:
     """The markdown table: one line per goal, in order; ``missing`` says why a module gave nothing."""
     lines = [
-        "| measure | now (this run) | goal | result | how / issue's figure |",
+        "| measure | now (this run) | goal | result | how / figure when the goal was set |",
         "|---|---:|---:|---|---|",
     ]
     for goal in goals:
@@ -182,9 +182,9 @@ def render(rows: Mapping[str, Row], goals: Iterable[Goal] = GOALS, missing: Mapp
         target = f"{goal.bound} {goal.goal:g} {goal.unit}".rstrip()
         if row is None:
             why = (missing or {}).get(goal.module, f"{goal.module} emitted nothing")
-            lines.append(f"| {goal.measure} | - | {target} | not measured | {why}; issue: {goal.issue_now} |")
+            lines.append(f"| {goal.measure} | - | {target} | not measured | {why}; when set: {goal.issue_now} |")
         else:
-            note = f"{row.detail}; issue: {goal.issue_now}" if row.detail else f"issue: {goal.issue_now}"
+            note = f"{row.detail}; when set: {goal.issue_now}" if row.detail else f"when set: {goal.issue_now}"
             lines.append(f"| {goal.measure} | {goal.format(row.value)} | {target} | {result(goal, row)} | {note} |")
     return "\n".join(lines)
 

@@ -1,4 +1,4 @@
-"""The issue-15 table of `make bench` (bench/table.py, bench/__main__.py): rows handed in by modules running
+"""The table of goals of `make bench` (bench/table.py, bench/__main__.py): rows handed in by modules running
 as subprocesses come back as one table with every goal, pass/fail against the goal, and "not measured"
 for a goal nobody measured. Fake modules and fake figures: nothing here times anything."""
 
@@ -13,7 +13,7 @@ from bench import __main__ as bench_main
 from bench.table import GOALS, ROWS_ENV, Bound, Goal, Row, emit, read_rows, render
 from bench.table import main as table_main
 
-# The "measure" column of issue 15's table, as filed (the GetAccount / GetProject row is two goals here).
+# The "measure" column of the goals as they were set (the GetAccount / GetProject row is two goals here).
 ISSUE_ROWS = {
     "committed msgs/s ÷ one-core Ed25519 verify/s (`cryptography`)": ["ingest_ratio"],
     "node CPU per committed message, in Ed25519 verifies": ["cpu_per_message"],
@@ -25,7 +25,7 @@ ISSUE_ROWS = {
     "chain-node start → SERVING, empty store, idle machine": ["start_serving"],
 }
 ISSUE_GOALS = {"≥ 0.75": "ingest_ratio", "≤ 2.0": "cpu_per_message", "≥ 0.35": "rest_ratio"}
-# What TLS on every hop may cost, beside the issue's rows: each TLS figure ÷ the same node in plaintext.
+# What TLS on every hop may cost, beside the first goals: each TLS figure ÷ the same node in plaintext.
 TLS_GOALS = {"tls_ingest_ratio": "≥ 0.9", "tls_reads_ratio": "≥ 0.9"}
 
 FAKE = (
