@@ -18,6 +18,7 @@ from node.cli.common import CliError, Context
 from node.cli.config import StoreError, default_home
 from node.cli.online import rpc_failure
 from node.cli.remote_helper import ACCOUNT_ENV, CA_FILE_ENV, NO_OBJECTS, ChainUrl, HelperError
+from node.cli.run import TRACEBACK_ENV
 from node.errors import CliCode, ConfigError, Reason
 from node.sdk import git
 from node.sdk.push import BundleCommitted, PushError, plan_push, submit_push
@@ -66,6 +67,9 @@ class Helper:
 
     def option(self, name: str, value: str) -> None:
         if name == "verbosity":
+            if not value.lstrip("-").isdigit():
+                self.say(f"error verbosity must be a whole number, not {value!r}")  # gitremote-helpers(7)
+                return
             self.options.verbosity = int(value)
         elif name == "progress":
             self.options.progress = value == "true"
@@ -206,6 +210,10 @@ def run(url: ChainUrl, err: BinaryIO) -> int:
         return fatal(err, ": ".join(rpc_failure(ctx, exc)))  # before close: the line names the client's CA
     except BrokenPipeError:
         return 1
+    except Exception as exc:  # the helper's own fault: still one line (CHAINCTL_TRACEBACK=1 raises it)
+        if os.environ.get(TRACEBACK_ENV):
+            raise
+        return fatal(err, f"UNKNOWN: {type(exc).__name__}: {exc} (set {TRACEBACK_ENV}=1 to see where)")
     finally:
         ctx.close()
 

@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from node import constants as C
-from node.cli import argtypes
+from node.cli import argtypes, remote_serve
+from node.cli.remote_helper import parse_url
 from node.cli.run import execute
 from tests.fixtures.nodeproc import NodeProcess
 from tests.node.sdk.gitrepos import git_env, sh
@@ -254,3 +255,41 @@ def test_a_file_that_cannot_be_read_names_the_file(chainctl, tmp_path):
     run = chainctl("keys", "import", "k", "--type", "ed25519", "--private-key-file", str(tmp_path / "nope"))
     assert run.rc == 1
     assert run.line() == f"error: INVALID_ARGUMENT: {tmp_path / 'nope'}: No such file or directory"
+
+
+def test_the_remote_helper_answers_a_bad_option_value_without_failing(tmp_path):
+    """gitremote-helpers(7): an option git sends with a value the helper cannot take is `error <why>`."""
+    sh(tmp_path, "init", "-q")
+    env = {**os.environ, "GIT_DIR": str(tmp_path / ".git"), "CHAINCTL_HOME": str(tmp_path / "home")}
+    done = subprocess.run(
+        [str(BIN / "git-remote-chain"), "origin", f"chain://{DOWN}/0x{'00' * 32}"],
+        input="option verbosity abc\noption verbosity 2\n\n",
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    assert done.stdout.splitlines() == ["error verbosity must be a whole number, not 'abc'", "ok"]
+
+
+def test_an_unexpected_failure_of_the_remote_helper_is_one_line(tmp_path, monkeypatch):
+    def boom(helper: object, stdin: object) -> int:
+        raise RuntimeError("boom\nsecond line")
+
+    sh(tmp_path, "init", "-q")
+    monkeypatch.setenv("GIT_DIR", str(tmp_path / ".git"))
+    monkeypatch.setenv("CHAINCTL_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("CHAINCTL_TRACEBACK", raising=False)
+    monkeypatch.setattr(remote_serve, "serve", boom)
+    url = parse_url(f"chain://{DOWN}/0x{'00' * 32}")
+    err = io.BytesIO()
+    assert remote_serve.run(url, err) == 1
+    assert err.getvalue().decode() == (
+        "fatal: chain: UNKNOWN: RuntimeError: boom second line (set CHAINCTL_TRACEBACK=1 to see where)\n"
+    )
+    monkeypatch.setenv("CHAINCTL_TRACEBACK", "1")
+    with pytest.raises(RuntimeError):
+        remote_serve.run(url, io.BytesIO())
