@@ -302,7 +302,6 @@ THIRD_PARTY_PRIVATE: dict[tuple[str, str], str] = {
     ("gateway/protocol.py", "_kwargs"): "as `_loop`: the server's protocol keywords, passed on unchanged",
     ("node/merkle/lmdb_store.py", "_Database"): "py-lmdb has no public name for the handle `open_db` returns "
     "(annotations only)",
-    ("node/server/reflection.py", "_async"): "grpcio-reflection's asyncio servicer, subclassed for the v1 service",
 }
 
 

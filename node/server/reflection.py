@@ -13,13 +13,22 @@ are described to clients that ask (`buf curl --reflect-protocol grpc-v1` or `grp
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 
 import grpc
 from google.protobuf import descriptor_pb2, descriptor_pool
-from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
-from grpc_reflection.v1alpha._async import ReflectionServicer
+from grpc_reflection.v1alpha import reflection, reflection_pb2, reflection_pb2_grpc
+
+
+class ReflectionServicer(Protocol):
+    """grpcio-reflection's asyncio servicer, as this module uses it."""
+
+    def ServerReflectionInfo(self, request_iterator: Any, context: Any) -> Any: ...
+
+
+# The asyncio servicer is public (`reflection.__all__` exports `aio`); the type stubs leave `aio` out.
+AsyncReflectionServicer: Callable[[Sequence[str]], ReflectionServicer] = reflection.aio.ReflectionServicer  # type: ignore[attr-defined]
 
 V1ALPHA_PACKAGE = "grpc.reflection.v1alpha"
 V1_PACKAGE = "grpc.reflection.v1"
@@ -60,7 +69,7 @@ def describe_v1() -> None:
 def reflection_servicer(service_names: Sequence[str]) -> ReflectionServicer:
     """A servicer describing `service_names` and both reflection services."""
     describe_v1()
-    return ReflectionServicer((*service_names, V1_SERVICE, V1ALPHA_SERVICE))
+    return AsyncReflectionServicer((*service_names, V1_SERVICE, V1ALPHA_SERVICE))
 
 
 def add_reflection_to_server(servicer: ReflectionServicer, server: Any) -> None:
