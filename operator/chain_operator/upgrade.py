@@ -82,7 +82,7 @@ class UpgradeProgress:
             version=str(raw.get("version") or ""),
             image=str(raw.get("image") or ""),
             from_image=str(raw.get("fromImage") or ""),
-            phase=Phase(phase) if phase in Phase._value2member_map_ else Phase.NONE,
+            phase=Phase(phase) if phase in {p.value for p in Phase} else Phase.NONE,
             partition=_int(raw.get("partition")),
             pod=str(raw.get("pod") or ""),
             target_height=_int(raw.get("targetHeight")),
