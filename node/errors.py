@@ -116,7 +116,13 @@ class Reason(StrEnum):
     DRAINING = "DRAINING"
     # replicated mode: this node's state differs from the log's (it stopped taking writes)
     STATE_DIVERGED = "STATE_DIVERGED"
+    # no leader could be reached and nothing was sent to one: not admitted anywhere, safe to send again
     # the store failed an integrity check while serving (a hash mismatch, a damaged LMDB page)
+    # a member forwarded the messages and got no answer it can trust (timeout, connection lost after sending,
+    # a leader changed meanwhile): they may commit. Look each hash up (GetMessage) before sending anything else
+    OUTCOME_UNKNOWN = "OUTCOME_UNKNOWN"
+    # GetMessage: the node admitted this message and then dropped it (its reason and height in `reason-values`)
+    MESSAGE_DROPPED = "MESSAGE_DROPPED"
     DATA_CORRUPTED = "DATA_CORRUPTED"
     # reads and transport (typed errors other than rejections; the gateway's own answers)
     NOT_FOUND = "NOT_FOUND"
@@ -254,6 +260,19 @@ class InvalidBlock(ChainError):
     """Applying a block did not reproduce its header (count or state root)."""
 
     def __init__(self, number: int, field: str, expected: str, got: str) -> None:
+class MessageDropped(NotFound):
+    """GetMessage for a message this node admitted and then dropped: `reason` (a Reason code) and `detail`
+    say why, `height` at which block (node/server/write/dropped.py). Reason code MESSAGE_DROPPED, a
+    NOT_FOUND; the values go in `reason-values`."""
+
+    def __init__(self, message_hash: str, reason: str, detail: str, height: int) -> None:
+        self.message_hash = message_hash
+        self.reason = reason
+        self.detail = detail
+        self.height = height
+        super().__init__("message", f"{message_hash} was dropped at block {height}: {reason} {detail}".rstrip())
+
+
         self.number = number
         self.field = field
         self.expected = expected

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import string
 import subprocess
 import time
 import urllib.request
@@ -15,6 +16,7 @@ import pytest
 import yaml
 
 from tests.charts.helm import CHART, PROFILES, RELEASE, ROOT, Manifests, helm, template
+from tests.charts.monitors import monitored_jobs, scraped_as, target_labels
 from tests.fixtures.procs import free_port, stop_process
 
 FULL = f"{RELEASE}-chain"
@@ -49,9 +51,25 @@ def monitored() -> Manifests:
     return Manifests(template(*FULL_MONITORING))
 
 
+def runbook_base() -> str:
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    return str(values["metrics"]["prometheusRule"]["runbookBaseUrl"]).rstrip("/")
+
+
+def promtool_tests(m: Manifests) -> str:
+    """chain_test.yaml with its series labelled as the rendered monitors label the component's targets."""
+    fields = {"runbook": runbook_base()}
+    for c in ("node", "gateway", "etcd", "operator"):
+        labels = scraped_as(m, f"{FULL}-{c}")
+        fields[c] = ",".join(f'{k}="{v}"' for k, v in labels.items())
+        fields[f"{c}_labels"] = ", ".join(f"{k}: {v}" for k, v in labels.items())
+        fields[f"{c}_job"] = labels["job"]
+    return string.Template((PROMTOOL_TESTS / "chain_test.yaml").read_text()).substitute(fields)
+
+
 def test_rules_pass_promtool_check_and_unit_tests(monitored, tmp_path):
     (tmp_path / "rules.yaml").write_text(yaml.safe_dump(rules_of(monitored)))
-    shutil.copy(PROMTOOL_TESTS / "chain_test.yaml", tmp_path / "chain_test.yaml")
+    (tmp_path / "chain_test.yaml").write_text(promtool_tests(monitored))
     check = subprocess.run(
         [promtool(), "check", "rules", str(tmp_path / "rules.yaml")],
         check=False,
@@ -72,15 +90,56 @@ def test_rules_pass_promtool_check_and_unit_tests(monitored, tmp_path):
     assert "SUCCESS" in unit.stdout + unit.stderr
 
 
+def github_anchors(markdown: str) -> set[str]:
+    """The anchors GitHub gives a document's headings (lower case, punctuation dropped, spaces as dashes)."""
+    headings = re.findall(r"^#+ (.+?)\s*$", markdown, flags=re.M)
+    return {re.sub(r"[^a-z0-9 _-]", "", h.lower()).replace(" ", "-") for h in headings}
+
+
 def test_every_alert_is_unit_tested_and_has_a_runbook_section(monitored):
     tested = set(re.findall(r"alertname: (\w+)", (PROMTOOL_TESTS / "chain_test.yaml").read_text()))
-    operations = (ROOT / "docs" / "operations.md").read_text()
+    anchors = github_anchors((ROOT / "docs" / "operations.md").read_text())
     for name, rule in alerts(rules_of(monitored)).items():
         assert name in tested, f"{name} has no promtool test"
         assert rule["labels"]["severity"] in ("warning", "critical")
-        anchor = rule["annotations"]["runbook"].split("#")[1]
-        assert anchor == name.lower()
-        assert re.search(rf"^#+ `?{name}`?\s*$", operations, flags=re.M), f"docs/operations.md: no section {name}"
+        assert "runbook" not in rule["annotations"], name  # runbook_url, what Alertmanager templates link
+        base, _, anchor = rule["annotations"]["runbook_url"].partition("#")
+        assert base == runbook_base() and anchor == name.lower(), rule["annotations"]
+        assert anchor in anchors, f"docs/operations.md: no section {name} (anchor #{anchor})"
+    moved = alerts(
+        rules_of(
+            Manifests(
+                template(
+                    "--set",
+                    "metrics.prometheusRule.enabled=true",
+                    "--set",
+                    "metrics.prometheusRule.runbookBaseUrl=https://runbooks.example/ops.md/",
+                )
+            )
+        )
+    )
+    assert moved["ChainMemberDown"]["annotations"]["runbook_url"] == "https://runbooks.example/ops.md#chainmemberdown"
+
+
+def test_every_alert_selects_a_job_the_monitors_produce(monitored):
+    """A `job` an alert selects that no rendered monitor gives its targets is an alert that can never fire."""
+    produced = monitored_jobs(monitored)
+    assert {f"{FULL}-{c}" for c in ("node", "gateway", "etcd", "operator", "envoy")} <= produced
+    for name, rule in alerts(rules_of(monitored)).items():
+        for job in re.findall(r'\bjob="([^"]+)"', rule["expr"]):
+            assert job in produced, f"{name} selects job={job!r}; the monitors produce {sorted(produced)}"
+
+
+def test_the_monitors_job_is_the_relabeled_component_name(monitored):
+    """etcd's Service is "-headless" and a PodMonitor's job is "<namespace>/<monitor>" without the relabeling."""
+    etcd = monitored.get("ServiceMonitor", f"{FULL}-etcd")
+    assert scraped_as(monitored, f"{FULL}-etcd") == {"job": f"{FULL}-etcd", "namespace": "chain"}
+    bare = {**etcd, "spec": {**etcd["spec"], "endpoints": [{"port": "metrics"}]}}
+    assert {t["job"] for t in target_labels(monitored, bare)} == {f"{FULL}-etcd-headless"}
+    envoy = monitored.get("PodMonitor", f"{FULL}-envoy")
+    assert scraped_as(monitored, f"{FULL}-envoy")["job"] == f"{FULL}-envoy"
+    bare = {**envoy, "spec": {**envoy["spec"], "podMetricsEndpoints": [{"port": "stats"}]}}
+    assert {t["job"] for t in target_labels(monitored, bare)} == {f"chain/{FULL}-envoy"}
 
 
 def chain_metric_names() -> set[str]:
@@ -216,9 +275,10 @@ def test_operator_metrics_are_served_scraped_and_admitted(monitored):
     assert monitor["spec"]["selector"]["matchLabels"].items() <= svc["metadata"]["labels"].items()
     (endpoint,) = monitor["spec"]["endpoints"]
     assert endpoint["port"] == "metrics" and endpoint["honorLabels"] is True
-    # The rules select the operator by the job the ServiceMonitor gives it (the Service's name).
+    # The rules select the operator by the job the ServiceMonitor gives it.
+    job = scraped_as(monitored, f"{FULL}-operator")["job"]
     for name in ("ChainSnapshotFailing", "ChainSnapshotTooOld", "ChainRolloutFailed", "ChainRolloutStuck"):
-        assert f'job="{FULL}-operator"' in alerts(rules_of(monitored))[name]["expr"]
+        assert f'job="{job}"' in alerts(rules_of(monitored))[name]["expr"]
     policy = monitored.get("NetworkPolicy", f"{FULL}-operator")
     assert [tuple(p["port"] for p in r["ports"]) for r in policy["spec"]["ingress"]] == [("metrics",)]
     off = Manifests(template("--set", "metrics.enabled=false"))
