@@ -30,7 +30,8 @@ from node.merkle.store import ReadNodes, RecentNodes
 from node.params import ChainParams
 from node.query.heads import HeadMemo
 from node.state.access import StateAccess
-from node.state.transition import BlockOutput, apply_block, build_block, genesis_writes
+from node.state.transition import BlockOutput, apply_block, apply_write_set, build_block, genesis_writes
+from node.state.writeset import decode_write_set
 from node.storage import schema
 from node.storage.fault import StoreFault
 from node.storage.identity import write_identity_file
@@ -249,6 +250,14 @@ class Chain:
         with self.read() as (view, nodes):
             verifier = self.verifier if verify else None
             return apply_block(view, self.tree_nodes(nodes), self.params, block, verifier=verifier)
+
+    def apply_writes(self, block: block_pb2.Block, write_set: bytes) -> BlockOutput:
+        """`block` applied by the write set its leader's execution made (node/state/writeset.py), without
+        executing its messages: the tree is updated from the changed keys here and the state root checked
+        against the header; InvalidBlock when the write set is malformed or does not reproduce the header."""
+        writes = decode_write_set(int(block.header.number), write_set)
+        with self.read() as (view, nodes):
+            return apply_write_set(view, self.tree_nodes(nodes), self.params, block, writes)
 
     def commit(self, output: BlockOutput) -> None:
         """Write one block atomically. The caller serialises commits (one writer)."""

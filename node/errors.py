@@ -109,20 +109,20 @@ class Reason(StrEnum):
     # submission pipeline
     MEMPOOL_FULL = "MEMPOOL_FULL"
     BATCH_TOO_LARGE = "BATCH_TOO_LARGE"
+    # no leader could be reached and nothing was sent to one: not admitted anywhere, safe to send again
     NOT_LEADER = "NOT_LEADER"
+    # a member forwarded the messages and got no answer it can trust (timeout, connection lost after sending,
+    # a leader changed meanwhile): they may commit. Look each hash up (GetMessage) before sending anything else
+    OUTCOME_UNKNOWN = "OUTCOME_UNKNOWN"
+    # GetMessage: the node admitted this message and then dropped it (its reason and height in `reason-values`)
+    MESSAGE_DROPPED = "MESSAGE_DROPPED"
     # the node cannot write its store (disk full, I/O error): retry later or elsewhere (`retry-after-ms`)
     STORAGE_FAILED = "STORAGE_FAILED"
     # the node is shutting down: streams end with this; reconnect to another node and resume
     DRAINING = "DRAINING"
     # replicated mode: this node's state differs from the log's (it stopped taking writes)
     STATE_DIVERGED = "STATE_DIVERGED"
-    # no leader could be reached and nothing was sent to one: not admitted anywhere, safe to send again
     # the store failed an integrity check while serving (a hash mismatch, a damaged LMDB page)
-    # a member forwarded the messages and got no answer it can trust (timeout, connection lost after sending,
-    # a leader changed meanwhile): they may commit. Look each hash up (GetMessage) before sending anything else
-    OUTCOME_UNKNOWN = "OUTCOME_UNKNOWN"
-    # GetMessage: the node admitted this message and then dropped it (its reason and height in `reason-values`)
-    MESSAGE_DROPPED = "MESSAGE_DROPPED"
     DATA_CORRUPTED = "DATA_CORRUPTED"
     # reads and transport (typed errors other than rejections; the gateway's own answers)
     NOT_FOUND = "NOT_FOUND"
@@ -247,19 +247,6 @@ class NotFound(ChainError):
         super().__init__(f"{what} not found" + (f": {key}" if key else ""))
 
 
-class InvalidArgument(ChainError):
-    """A read request is malformed (bad address length, bad page token, ...)."""
-
-    def __init__(self, field: str, detail: str) -> None:
-        self.field = field
-        self.detail = detail
-        super().__init__(f"{field}: {detail}")
-
-
-class InvalidBlock(ChainError):
-    """Applying a block did not reproduce its header (count or state root)."""
-
-    def __init__(self, number: int, field: str, expected: str, got: str) -> None:
 class MessageDropped(NotFound):
     """GetMessage for a message this node admitted and then dropped: `reason` (a Reason code) and `detail`
     say why, `height` at which block (node/server/write/dropped.py). Reason code MESSAGE_DROPPED, a
@@ -273,6 +260,19 @@ class MessageDropped(NotFound):
         super().__init__("message", f"{message_hash} was dropped at block {height}: {reason} {detail}".rstrip())
 
 
+class InvalidArgument(ChainError):
+    """A read request is malformed (bad address length, bad page token, ...)."""
+
+    def __init__(self, field: str, detail: str) -> None:
+        self.field = field
+        self.detail = detail
+        super().__init__(f"{field}: {detail}")
+
+
+class InvalidBlock(ChainError):
+    """Applying a block did not reproduce its header (count or state root)."""
+
+    def __init__(self, number: int, field: str, expected: str, got: str) -> None:
         self.number = number
         self.field = field
         self.expected = expected

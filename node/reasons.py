@@ -87,7 +87,7 @@ _GROUPS: Mapping[Category, tuple[Reason, ...]] = MappingProxyType(
             R.CUSTODY_KEY_NOT_ADMIN,
             R.NOT_STORAGE_AUTHORITY,
         ),
-        C.NOT_FOUND: (R.NOT_FOUND,),
+        C.NOT_FOUND: (R.NOT_FOUND, R.MESSAGE_DROPPED),
         C.METHOD_NOT_ALLOWED: (R.METHOD_NOT_ALLOWED,),
         C.EXISTS: (R.DUPLICATE_MESSAGE, R.ALREADY_EXISTS, R.NAME_TAKEN),
         C.PRECONDITION: (
@@ -132,7 +132,7 @@ _GROUPS: Mapping[Category, tuple[Reason, ...]] = MappingProxyType(
             R.HISTORY_UNAVAILABLE,
         ),
         C.CORRUPTED: (R.DATA_CORRUPTED,),
-        C.DEADLINE: (R.DEADLINE_EXCEEDED,),
+        C.DEADLINE: (R.DEADLINE_EXCEEDED, R.OUTCOME_UNKNOWN),  # the outcome of a write is not known
     }
 )
 

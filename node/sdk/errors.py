@@ -10,11 +10,12 @@ ChainError                      reason, retry_after, retryable, values, field, d
 │   └── LimitExceeded           also a ResourceExhausted (MESSAGE_TOO_LARGE, LIMIT_EXCEEDED, QUOTA_EXCEEDED, NO_STORAGE)
 ├── InvalidArgument             a bad read argument or client-side value (INVALID_ARGUMENT; `field` names it)
 ├── NotFound                    a read for something absent (NOT_FOUND)
+│   └── Dropped                 GetMessage: the node admitted the message, then dropped it (MESSAGE_DROPPED): why, where
 ├── ResourceExhausted           a node limit (MEMPOOL_FULL, BATCH_TOO_LARGE, TOO_MANY_STREAMS, SLOW_SUBSCRIBER, ...)
 ├── Unavailable                 the node cannot answer now (NOT_LEADER, DRAINING, STORAGE_FAILED, UNAVAILABLE, ...)
 │   └── TLSError                the TLS handshake failed (TLS_FAILED): wrong CA, wrong name, not TLS
 ├── DeadlineExceeded            the call's deadline passed (also a TimeoutError): the outcome of a write is unknown
-├── Dropped                     a message was accepted, then dropped at commit (the reason it was dropped for)
+│   └── OutcomeUnknown          a member forwarded the write and got no answer (OUTCOME_UNKNOWN): look the hashes up
 └── InternalError               the node failed (INTERNAL, DATA_CORRUPTED)
 ```
 
@@ -175,10 +176,31 @@ class DeadlineExceeded(ChainError, TimeoutError):
     status = grpc.StatusCode.DEADLINE_EXCEEDED
 
 
-class Dropped(ChainError):
-    """A message was accepted but dropped before commit; `reason` is why (the node's text is kept as is)."""
+class Dropped(NotFound):
+    """A message was accepted but dropped before commit (GetMessage's MESSAGE_DROPPED): `reason` is why (the
+    reason code it was dropped for), `height` the block it was dropped at (None from a node that does not say),
+    `message_hash` which; the node's text is kept as is."""
 
-    status = grpc.StatusCode.NOT_FOUND
+    @property
+    def height(self) -> int | None:
+        """The block the node dropped it at (a forwarding member: its height when the leader refused it)."""
+        height = self.values.get("height")
+        return int(height) if height is not None else None
+
+    @property
+    def message_hash(self) -> bytes | None:
+        found = self.values.get("hash")
+        return bytes.fromhex(str(found).removeprefix("0x")) if found else None
+
+
+class OutcomeUnknown(DeadlineExceeded):
+    """The member a write went to forwarded it to the leader and got no answer that says what became of it
+    (OUTCOME_UNKNOWN): it may commit. `hashes` are the messages concerned; `wait_committed` on each says
+    (committed, Dropped, or still unknown at its deadline). Never sent again blindly (not `retryable`)."""
+
+    @property
+    def hashes(self) -> list[bytes]:
+        return [bytes.fromhex(str(h).removeprefix("0x")) for h in self.values.get("hashes", [])]
 
 
 class InternalError(ChainError):
@@ -226,11 +248,12 @@ REASON_FAMILY: Mapping[str, type[ChainError]] = _families(
             *(R.STREAM_GAP, R.HISTORY_UNAVAILABLE),
         ),
         NotFound: (R.NOT_FOUND,),
+        Dropped: (R.MESSAGE_DROPPED, CliCode.DROPPED),
+        OutcomeUnknown: (R.OUTCOME_UNKNOWN,),
         InternalError: (R.INTERNAL, R.DATA_CORRUPTED),
         DeadlineExceeded: (R.DEADLINE_EXCEEDED, CliCode.TIMEOUT),
         ChainError: (R.CONFLICT, R.UNAUTHENTICATED, R.UNIMPLEMENTED, R.METHOD_NOT_ALLOWED, CliCode.UNKNOWN),
         TLSError: (CliCode.TLS_FAILED,),
-        Dropped: (CliCode.DROPPED,),
         Rejected: (CliCode.REJECTED,),
     }
 )
@@ -308,11 +331,14 @@ def from_rpc(err: grpc.RpcError, target: Target | None = None, tls: ClientTLS | 
     if problem is not None:  # a plaintext call a server closed: a TLS node, or one going away (retryable)
         detail = f"{detail} ({problem})"
     reason = trailer(trailers, REASON_CODE) or status.name
-    if status == grpc.StatusCode.NOT_FOUND and "dropped" in detail:
+    values = _values(trailer(trailers, REASON_VALUES))
+    if reason == Reason.MESSAGE_DROPPED:  # `reason` is why it was dropped, `values` say where
+        why = str(values.get("reason") or CliCode.DROPPED)
+        return Dropped(why, detail, values=values, status=status, trailers=trailers, text=detail)
+    if status == grpc.StatusCode.NOT_FOUND and "dropped" in detail:  # a node that says it in words only
         dropped = DROPPED_RE.search(detail)
         why = dropped.group(1) if dropped is not None else CliCode.DROPPED
         return Dropped(why, detail, status=status, trailers=trailers, text=detail)
-    values = _values(trailer(trailers, REASON_VALUES))
     cls = family_of(reason, status)
     return cls(
         reason,

@@ -10,6 +10,10 @@
                                               check_result   (count and state root against the header)
       record_block                            record_block   (block and head records, BlockOutput)
 
+    apply_write_set(block, writes): a block applied by its leader's write set (node/state/writeset.py):
+      start_block, validate_header, validate_messages; the writes taken, each message's records made,
+      finish_block, check_result, record_block (no message executed)
+
 No clock, I/O or randomness: the block's timestamp is the only time, state is
 read through a ReadView and every write lands in an Overlay that the caller
 commits in one storage transaction. The state tree is updated through the one
@@ -140,6 +144,38 @@ def apply_block(
     root, tree_nodes = finish_block(start, nodes, body.messages, block.header)
     check_result(block.header, body.applied, root)
     return record_block(start, block, tree_nodes, body.applied, body.dropped)
+
+
+def apply_write_set(
+    base: ReadView,
+    nodes: merkle.TreeUpdater,
+    params: ChainParams,
+    block: block_pb2.Block,
+    writes: Mapping[bytes, bytes | None],
+) -> BlockOutput:
+    """Apply a block by the write set its leader's execution made (node/state/writeset.py) instead of
+    executing its messages: the header and messages are checked as `apply_block` checks them, the handlers'
+    writes are taken as they are, each message's records, the stats and the tree update are made here (the
+    tree from the changed keys, never from nodes given), and the state root must be the header's. Every
+    message of a block from the log was applied (a dropped one is never in a block): the records are theirs."""
+    start = start_block(base)
+    validate_header(start.parent, params, block)
+    messages = block_messages(block)
+    validate_messages(block.header, messages)
+    _expect(block.header, "message_count", block.header.message_count, len(messages))
+    _expect(block.header, "distinct messages", len(messages), len({bytes(m.hash) for m in messages}))
+    overlay = start.overlay
+    overlay.update(writes)
+    applied: list[block_pb2.CommittedMessage] = []
+    for index, msg in enumerate(messages):
+        record = block_pb2.CommittedMessage(
+            message=msg, block_number=start.number, index=index, event_id=start.first_event_id + index
+        )
+        applied.append(record)
+        _record_message(overlay, record, project_of(msg.data, msg.hash))
+    root, tree_nodes = finish_block(start, nodes, messages, block.header)
+    check_result(block.header, applied, root)
+    return record_block(start, block, tree_nodes, applied, [])
 
 
 def genesis_writes(params: ChainParams) -> dict[bytes, bytes | None]:

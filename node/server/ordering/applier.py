@@ -13,12 +13,18 @@ that was the leader until a moment ago still has one, and moving that after
 a block ordered elsewhere validates again every message still pending on it;
 doing it per block made a lagging member slower the further it lagged. Each
 block is still committed and published on its own, in order.
+
+How a block is applied is the member's `--verify-blocks`: `full` re-executes it as above; `root` applies
+the write set the leader's execution made (`Chain.apply_writes`: the tree updated from the changed keys
+here, the state root checked against the header, InvalidBlock on any difference) whenever the block comes
+with one, and re-executes a block that comes without (an entry of an older leader, a followed node's block).
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
+from typing import Literal
 
 from chain.v1 import block_pb2
 from node.chain import Chain
@@ -29,31 +35,50 @@ from node.server.write.mempool import Mempool
 from node.server.write.pipeline import Pipeline
 from node.state.transition import BlockOutput, Dropped
 
+VerifyBlocks = Literal["full", "root"]
+VERIFY_BLOCKS: tuple[VerifyBlocks, ...] = ("full", "root")
+
 
 class BlockApplier:
     def __init__(
-        self, chain: Chain, mempool: Mempool, pipeline: Pipeline, hub: EventHub, storage: StorageHealth | None = None
+        self,
+        chain: Chain,
+        mempool: Mempool,
+        pipeline: Pipeline,
+        hub: EventHub,
+        storage: StorageHealth | None = None,
+        *,
+        verify_blocks: VerifyBlocks = "full",
     ) -> None:
         self.chain = chain
+        self.verify_blocks = verify_blocks
+        self.by_write_set = 0  # blocks applied by their write set
+        self.executed = 0  # blocks of the log or a followed node executed again
         self.storage = storage or StorageHealth()
         self.mempool = mempool
         self.pipeline = pipeline
         self.hub = hub
 
-    async def apply(self, block: block_pb2.Block) -> BlockOutput:
-        out, record = await self._from_log(block)
+    async def apply(self, block: block_pb2.Block, write_set: bytes | None = None) -> BlockOutput:
+        out, record = await self._from_log(block, write_set)
         self.publish(out, record)
         return out
 
-    async def apply_run(self, blocks: Sequence[block_pb2.Block], on_applied: Callable[[int], None]) -> None:
-        """Apply consecutive `blocks` in order, calling `on_applied(number)` after each commit; the pending
-        state is moved on once at the end (also when one fails: the ones before it are committed)."""
+    async def apply_run(
+        self,
+        blocks: Sequence[block_pb2.Block],
+        on_applied: Callable[[int], None],
+        write_sets: Sequence[bytes | None] = (),
+    ) -> None:
+        """Apply consecutive `blocks` in order (each with its write set in `write_sets`, when given), calling
+        `on_applied(number)` after each commit; the pending state is moved on once at the end (also when one
+        fails: the ones before it are committed)."""
         committed: list[bytes] = []
         dropped: list[Dropped] = []
         last: BlockOutput | None = None
         try:
-            for block in blocks:
-                out, record = await self._from_log(block)
+            for i, block in enumerate(blocks):
+                out, record = await self._from_log(block, write_sets[i] if i < len(write_sets) else None)
                 committed += self._settle(out, record)
                 dropped += out.dropped
                 self.hub.publish(out.block, out.applied)
@@ -63,14 +88,24 @@ class BlockApplier:
             if last is not None:
                 self.pipeline.after_block(committed, dropped, last.block.header.number, last.block)
 
-    async def _from_log(self, block: block_pb2.Block) -> tuple[BlockOutput, BlockRecorder]:
-        """A block of the log executed and committed here (not yet published)."""
+    async def _from_log(self, block: block_pb2.Block, write_set: bytes | None) -> tuple[BlockOutput, BlockRecorder]:
+        """A block of the log applied (by its write set, or executed again) and committed here (not yet
+        published)."""
         # Signatures were checked by the member that admitted each message; the root check covers execution.
-        record = self.pipeline.telemetry.block("log")
+        by_write_set = write_set is not None and self.verify_blocks == "root"
+        record = self.pipeline.telemetry.block("writeset" if by_write_set else "log")
         with self.storage.counting():  # the writer process that runs the tree update may be lost twice
-            out = await asyncio.to_thread(self.chain.apply, block, verify=False)
+            if by_write_set:
+                assert write_set is not None
+                out = await asyncio.to_thread(self.chain.apply_writes, block, write_set)
+            else:
+                out = await asyncio.to_thread(self.chain.apply, block, verify=False)
         record.built()
         await self._commit_only(out)
+        if by_write_set:
+            self.by_write_set += 1
+        else:
+            self.executed += 1
         return out, record
 
     async def _commit_only(self, out: BlockOutput) -> None:

@@ -26,7 +26,7 @@ from chain.v1 import (
 from chain.v1 import message_pb2 as pb
 from node.chain import Chain
 from node.crypto.webauthn import COSE_ES256
-from node.errors import MessageRejected, NotFound, Reason
+from node.errors import MessageDropped, MessageRejected, NotFound, Reason
 from node.query.reader import Reader
 from node.server.events import Draining, EventHub, Overflowed, Subscriber
 from node.server.ordering.orderer import Orderer
@@ -312,12 +312,9 @@ class ChainServicer(service_pb2_grpc.ChainServiceServicer):
         try:
             return self._read(lambda r: r.get_message(request))
         except NotFound:
-            dropped = self.node.pipeline.dropped.get(bytes(request.hash))
+            dropped = self.node.pipeline.dropped.get(bytes(request.hash))  # admitted here, then dropped: why
             if dropped is not None:
-                block, reason, detail = dropped
-                raise NotFound(
-                    "message", f"{request.hash.hex()} was dropped at block {block}: {reason} {detail}"
-                ) from None
+                raise MessageDropped(request.hash.hex(), dropped.reason, dropped.detail, dropped.height) from None
             raise
 
     async def ListMessages(

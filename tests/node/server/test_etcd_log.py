@@ -9,7 +9,7 @@ import pytest
 from chain.v1 import block_pb2
 from node.errors import InvariantBroken
 from node.server.ordering.etcd.client import EtcdClient, EtcdUnavailable, cmp_absent, op_put, prefix_end
-from node.server.ordering.etcd.log import MANIFEST, BlockLog, Keys
+from node.server.ordering.etcd.log import ENTRY, INLINE, MANIFEST, BlockLog, Keys, LogEntry
 from tests.fixtures.etcdproc import EtcdCluster
 from tests.fixtures.procs import free_port
 
@@ -71,6 +71,24 @@ async def test_large_blocks_are_split_and_reassembled(client: EtcdClient) -> Non
     await client.put(parts[1].key, b"corrupt")
     with pytest.raises(InvariantBroken):
         await log.decode(number, value)
+
+
+async def test_an_entry_carries_the_write_set_inline_or_split(client: EtcdClient) -> None:
+    log = BlockLog(client, KEYS, part_bytes=1000)
+    await log.seed(1)
+    lease = await lead(client)
+    small, large = b"\x01" + bytes(range(40)), bytes(range(256)) * 12  # what a write set holds is the state's
+    assert await log.append(block(1), lease, small)
+    assert await log.append(block(2, filler=600), lease, large)  # the block fits one part, the entry does not
+    assert await log.append(block(3), lease)  # an entry without a write set, as an older leader wrote it
+    values = dict((await log.tail(0, 10)).entries)
+    assert values[1].startswith(ENTRY) and values[2].startswith(MANIFEST) and values[3].startswith(INLINE)
+    assert await log.entry(1, values[1]) == LogEntry(block(1), small)
+    assert await log.entry(2, values[2]) == LogEntry(block(2, filler=600), large)
+    assert await log.entry(3, values[3]) == LogEntry(block(3), None)
+    assert await log.decode(2, values[2]) == block(2, filler=600)
+    with pytest.raises(InvariantBroken):  # a block length past the entry's end
+        await log.entry(1, values[1][:1] + (10**6).to_bytes(4, "big") + values[1][5:])
 
 
 async def test_compaction_removes_entries_and_parts_below_the_floor(client: EtcdClient) -> None:

@@ -5,7 +5,8 @@ Keys (all under the cluster prefix, `/chain-node/` by default):
     leader              {"id", "addr"} of the leader, attached to its lease
     next                the number of the next block to append (decimal)
     genesis             the chain parameters every member must share (JSON)
-    log/<N:020d>        block N: b"B" + the encoded Block, or b"P" + a JSON manifest of parts
+    log/<N:020d>        block N: b"W" + its entry (the block and its write set), b"B" + the encoded Block
+                        (an entry without a write set), or b"P" + a JSON manifest of parts
     part/<N:020d>/<hash>/<i:06d>   part i of a block too large for one etcd request
     member/<id>         a member's applied height (attached to its lease)
     snapshot/<id>       {block_number, name, addr} of the newest snapshot a member serves (on its lease)
@@ -16,6 +17,10 @@ was replaced) can never append, and two different blocks can never hold one
 number. A block bigger than `part_bytes` is written first as parts (each put
 is fenced the same way), then the manifest lands with the fenced commit;
 parts of a block that never committed are removed by compaction.
+
+An entry (b"W") is the block's encoding's length (4 bytes, big-endian), the block, then the write set the
+leader's execution made (node/state/writeset.py), which members applying by write set take instead of
+executing the block again. A manifest of such an entry says `"entry": "W"`; one without holds a bare block.
 """
 
 from __future__ import annotations
@@ -39,7 +44,9 @@ from node.server.ordering.etcd.client import (
 )
 
 INLINE = b"B"
+ENTRY = b"W"
 MANIFEST = b"P"
+BLOCK_LENGTH = 4  # bytes of the block's length at the head of an entry
 # etcd refuses requests over --max-request-bytes (1.5 MiB by default); keep each well under it.
 DEFAULT_PART_BYTES = 1024 * 1024
 
@@ -96,6 +103,22 @@ def number_of(key: bytes) -> int:
 
 
 @dataclass(frozen=True)
+class LogEntry:
+    """What one log entry holds: the block and, when the leader wrote one, its write set."""
+
+    block: block_pb2.Block
+    write_set: bytes | None
+
+
+def entry_bytes(block: block_pb2.Block, write_set: bytes | None) -> bytes:
+    """A log value's body: b"B" + the block alone, or b"W" + the entry of the block and its write set."""
+    data = block.SerializeToString()
+    if write_set is None:
+        return INLINE + data
+    return ENTRY + len(data).to_bytes(BLOCK_LENGTH, "big") + data + write_set
+
+
+@dataclass(frozen=True)
 class Tail:
     """One poll of the log: the next number to append and the entries read after the applied height."""
 
@@ -118,20 +141,24 @@ class BlockLog:
         """Create `next` if the log has never been written (the first leader seeds it at its height + 1)."""
         await self.client.txn([cmp_absent(self.keys.next)], [op_put(self.keys.next, str(next_number).encode())])
 
-    async def append(self, block: block_pb2.Block, lease: int) -> bool:
-        """Append block N; False when N is not the next number or `lease` no longer holds leadership."""
+    async def append(self, block: block_pb2.Block, lease: int, write_set: bytes | None = None) -> bool:
+        """Append block N (with the write set of its execution, when given); False when N is not the next
+        number or `lease` no longer holds leadership."""
         number = int(block.header.number)
-        data = block.SerializeToString()
-        if len(data) <= self.part_bytes:
-            value = INLINE + data
+        body = entry_bytes(block, write_set)
+        if len(body) - 1 <= self.part_bytes:
+            value = body
         else:
+            data = body[1:]
             digest = hashlib.sha256(data).hexdigest()
             parts = [data[i : i + self.part_bytes] for i in range(0, len(data), self.part_bytes)]
             for i, part in enumerate(parts):
                 put = op_put(self.keys.part(number, digest, i), part)
                 if not (await self.client.txn(self._fence(number, lease), [put])).succeeded:
                     return False
-            manifest = {"parts": len(parts), "size": len(data), "sha256": digest}
+            manifest: dict[str, object] = {"parts": len(parts), "size": len(data), "sha256": digest}
+            if body[:1] == ENTRY:
+                manifest["entry"] = ENTRY.decode()
             value = MANIFEST + json.dumps(manifest, sort_keys=True).encode()
         ops = [op_put(self.keys.log(number), value), op_put(self.keys.next, str(number + 1).encode())]
         return (await self.client.txn(self._fence(number, lease), ops)).succeeded
@@ -155,22 +182,33 @@ class BlockLog:
 
     async def decode(self, number: int, value: bytes) -> block_pb2.Block:
         """The block a log value holds (reading its parts when it was split)."""
-        if value.startswith(INLINE):
-            data = value[1:]
-        elif value.startswith(MANIFEST):
-            manifest = json.loads(value[1:])
+        return (await self.entry(number, value)).block
+
+    async def entry(self, number: int, value: bytes) -> LogEntry:
+        """The block a log value holds and its write set (None when the entry has none)."""
+        kind = value[:1]
+        data = value[1:]
+        if kind == MANIFEST:
+            manifest = json.loads(data)
             digest = str(manifest["sha256"])
             prefix = self.keys.parts_of(number, digest)
             kvs = await self.client.range(prefix, prefix_end(prefix))
             data = b"".join(kv.value for kv in sorted(kvs, key=lambda kv: kv.key))
             if len(kvs) != manifest["parts"] or hashlib.sha256(data).hexdigest() != digest:
                 raise InvariantBroken(f"log entry {number}: parts do not match the manifest")
-        else:
+            kind = str(manifest.get("entry", INLINE.decode())).encode()
+        write_set = None
+        if kind == ENTRY:
+            size = int.from_bytes(data[:BLOCK_LENGTH], "big")
+            if len(data) < BLOCK_LENGTH + size:
+                raise InvariantBroken(f"log entry {number}: its block runs past the entry")
+            data, write_set = data[BLOCK_LENGTH : BLOCK_LENGTH + size], data[BLOCK_LENGTH + size :]
+        elif kind != INLINE:
             raise InvariantBroken(f"log entry {number}: unknown encoding {value[:1]!r}")
         block = block_pb2.Block.FromString(data)
         if block.header.number != number:
             raise InvariantBroken(f"log entry {number} holds block {block.header.number}")
-        return block
+        return LogEntry(block, write_set)
 
     # ---- compaction ----
     async def compact_below(self, floor: int) -> int:

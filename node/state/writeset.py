@@ -1,0 +1,122 @@
+"""A block's write set: what the leader's execution of a block wrote, for members that apply it instead of
+executing the block again (`--verify-blocks root`, docs/replication.md).
+
+    data = encode_write_set(output.writes)        # the leader, once per block, into the log entry
+    writes = decode_write_set(number, data)       # a member; InvalidBlock when malformed
+
+What travels is the writes the message handlers made: public state (the keys the state tree commits to) and
+the secondary indexes. What a member derives from the block itself is left out: the block and head records,
+each message's record, event and activity keys, the chain's stats and the tree root's location
+(`apply_write_set` in transition.py writes them as the leader's execution did); so are the tree's nodes,
+which a member computes from the changed keys itself and never takes from the wire.
+
+Encoding (version 1), deterministic: one version byte, the entry count, then each entry in strictly
+ascending key order as the length of the prefix it shares with the previous key, the rest of the key, and
+the value (its length + 1, then its bytes; 0 for a delete); every integer an unsigned LEB128 varint.
+Keys of a block share long prefixes (an account's records, a project's), which the shared prefix saves.
+A decoder refuses anything else: another version, keys out of order or repeated, a key a handler never
+writes, trailing bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from node.errors import InvalidBlock
+from node.storage import schema
+
+VERSION = 1
+# what the handlers write: every prefix below the chain's own records, but the activity indexes (the records
+# of each message, derived from the block)
+DERIVED_PREFIXES = frozenset({int(schema.Prefix.PROJECT_ACTIVITY), int(schema.Prefix.ACCOUNT_ACTIVITY)})
+CHAIN_PREFIX = int(schema.Prefix.BLOCK)
+
+
+def carried(key: bytes) -> bool:
+    """Whether the write set carries a write to `key` (a handler's write, not one derived from the block)."""
+    return bool(key) and key[0] < CHAIN_PREFIX and key[0] not in DERIVED_PREFIXES
+
+
+def encode_write_set(writes: Mapping[bytes, bytes | None]) -> bytes:
+    """The carried writes of a block's `writes` (None: a delete), encoded (see the module doc)."""
+    keys = sorted(k for k in writes if carried(k))
+    out = bytearray([VERSION])
+    _varint(out, len(keys))
+    previous = b""
+    for key in keys:
+        shared = _shared(previous, key)
+        _varint(out, shared)
+        _varint(out, len(key) - shared)
+        out += key[shared:]
+        value = writes[key]
+        if value is None:
+            out.append(0)
+        else:
+            _varint(out, len(value) + 1)
+            out += value
+        previous = key
+    return bytes(out)
+
+
+def decode_write_set(number: int, data: bytes) -> dict[bytes, bytes | None]:
+    """The writes a block's write set holds, in key order; InvalidBlock (block `number`) when `data` is not a
+    write set this encoding makes."""
+    view = memoryview(data)
+    if not data or data[0] != VERSION:
+        raise _malformed(number, f"version {data[:1].hex() or 'none'}, not {VERSION}")
+    count, at = _read_varint(number, view, 1)
+    writes: dict[bytes, bytes | None] = {}
+    previous = b""
+    for _ in range(count):
+        shared, at = _read_varint(number, view, at)
+        rest, at = _read_varint(number, view, at)
+        if shared > len(previous) or at + rest > len(view):
+            raise _malformed(number, "an entry runs past its bounds")
+        key = previous[:shared] + bytes(view[at : at + rest])
+        at += rest
+        if key <= previous or not carried(key):
+            raise _malformed(number, f"key {key.hex()} out of order, repeated or not a handler's")
+        size, at = _read_varint(number, view, at)
+        if size == 0:
+            writes[key] = None
+        else:
+            if at + size - 1 > len(view):
+                raise _malformed(number, "a value runs past the end")
+            writes[key] = bytes(view[at : at + size - 1])
+            at += size - 1
+        previous = key
+    if at != len(view):
+        raise _malformed(number, f"{len(view) - at} bytes after the last entry")
+    return writes
+
+
+def _malformed(number: int, why: str) -> InvalidBlock:
+    return InvalidBlock(number, "write set", "a well-formed write set", why)
+
+
+def _shared(a: bytes, b: bytes) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+def _varint(out: bytearray, n: int) -> None:
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+
+
+def _read_varint(number: int, view: memoryview, at: int) -> tuple[int, int]:
+    n = shift = 0
+    while True:
+        if at >= len(view) or shift > 63:
+            raise _malformed(number, "a length runs past the end")
+        byte = view[at]
+        at += 1
+        n |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return n, at
+        shift += 7
