@@ -31,7 +31,7 @@ from chain.v1 import block_pb2, keychain_service_pb2_grpc, rpc_pb2, service_pb2_
 from chain.v1 import message_pb2 as pb
 from node.sdk import calls
 from node.sdk.aio_read_iters import AsyncReadIterators
-from node.sdk.errors import ChainError, NotFound, from_rpc
+from node.sdk.errors import ChainError, Dropped, NotFound, OutcomeUnknown, from_rpc
 from node.sdk.streams import Cursor, Reconnect, afollow
 from node.tls import ClientTLS, aio_channel, parse_target
 
@@ -61,6 +61,7 @@ class AsyncChainClient(AsyncReadIterators):
         self.keychain = keychain_service_pb2_grpc.KeychainServiceStub(self.channel)
         self.timeout = timeout
         self.retry_seconds = retry_seconds
+        self.session_height = 0  # the highest block a commit of this client was seen in (wait_committed)
 
     async def __aenter__(self) -> AsyncChainClient:
         return self
@@ -116,22 +117,32 @@ class AsyncChainClient(AsyncReadIterators):
         return await self._unary(self.stub.DryRunMessage, rpc_pb2.DryRunMessageRequest(message=msg), timeout)
 
     async def wait_committed(self, message_hash: bytes, timeout: float = 30.0) -> block_pb2.CommittedMessage:
-        """The committed message, once it is in a block (Dropped, DeadlineExceeded as ChainClient's)."""
+        """The committed message, once it is in a block (Dropped at once, DeadlineExceeded, `session_height`
+        as ChainClient's)."""
         deadline = time.monotonic() + timeout
         while True:
             try:
-                return (await self.get_message(hash=message_hash)).message
+                found = (await self.get_message(hash=message_hash)).message
+            except Dropped:
+                raise
             except NotFound:
                 pass
+            else:
+                self.session_height = max(self.session_height, int(found.block_number))
+                return found
             if time.monotonic() > deadline:
                 raise calls.not_committed(message_hash, timeout)
             await asyncio.sleep(0.05)
 
-    async def commit(self, *msgs: pb.Message, timeout: float = 30.0) -> list[block_pb2.CommittedMessage]:
-        """Submit messages (in order, one batch) and wait until all are committed (a rejection raises)."""
-        results = await self.batch(msgs)
+    async def commit(self, *msgs: pb.Message, timeout: float = 30.0) -> calls.Committed:
+        """Submit messages (in order, one batch) and wait until all are committed, with `height` (a rejection
+        raises; an OutcomeUnknown is resolved by looking each message up, as ChainClient's)."""
+        try:
+            results = await self.batch(msgs)
+        except OutcomeUnknown as err:
+            return calls.Committed([await self.wait_committed(h, timeout) for h in calls.unknown_hashes(err, msgs)])
         calls.raise_rejected(results)
-        return [await self.wait_committed(r.hash, timeout) for r in results]
+        return calls.Committed([await self.wait_committed(r.hash, timeout) for r in results])
 
     # ---- streams ----
     async def subscribe_blocks(

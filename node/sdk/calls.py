@@ -1,13 +1,14 @@
-"""What ChainClient and AsyncChainClient share: channel options, the commit checks, stream start points."""
+"""What ChainClient and AsyncChainClient share: channel options, the commit checks and result, stream start points."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any, Final
 
-from chain.v1 import rpc_pb2
+from chain.v1 import block_pb2, rpc_pb2
+from chain.v1 import message_pb2 as pb
 from node.errors import CliCode
-from node.sdk.errors import ChainError, DeadlineExceeded, rejection
+from node.sdk.errors import ChainError, DeadlineExceeded, OutcomeUnknown, rejection
 
 # 64 MiB messages (a block with its chunks); a restarted node is found again within a second or two (gRPC's
 # default reconnect backoff grows to two minutes, longer than a stream's reconnect budget).
@@ -35,6 +36,24 @@ def raise_rejected(results: Sequence[rpc_pb2.SubmitResult]) -> None:
     err = rejection(first.reason_code, f"message {first.index}: {first.detail}{more}")
     err.values.update(index=int(first.index), refused=[int(r.index) for r in bad])
     raise err
+
+
+class Committed(list[block_pb2.CommittedMessage]):
+    """What `commit()` returns: the committed messages in the order given, and `height`, the block the last of
+    them is in (a read of a state at or past it sees them all)."""
+
+    @property
+    def height(self) -> int:
+        return max((int(c.block_number) for c in self), default=0)
+
+
+def unknown_hashes(err: OutcomeUnknown, msgs: Sequence[pb.Message]) -> list[bytes]:
+    """The hashes of `msgs` to look up after `err` (a batch whose outcome the node could not tell), or raise
+    `err` when it does not name them all (the node refused the others for good: their reasons are lost)."""
+    hashes = [bytes(m.hash) for m in msgs]
+    if not set(hashes) <= set(err.hashes):
+        raise err
+    return hashes
 
 
 def not_committed(message_hash: bytes, timeout: float) -> DeadlineExceeded:

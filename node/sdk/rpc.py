@@ -52,6 +52,7 @@ from node.sdk.errors import (
     ChainError,
     Dropped,
     NotFound,
+    OutcomeUnknown,
     from_rpc,
     reason_of,
     retry_after,
@@ -114,6 +115,7 @@ class ChainClient(ReadIterators):
         self.admin_metadata = (("authorization", f"Bearer {admin_token}"),) if admin_token else ()
         self.retry_seconds = retry_seconds
         self.on_retry = on_retry  # told (refusal, seconds to wait) before each retry
+        self.session_height = 0  # the highest block a commit of this client was seen in (wait_committed)
 
     def __enter__(self) -> ChainClient:
         return self
@@ -169,24 +171,36 @@ class ChainClient(ReadIterators):
                 time.sleep(wait)
 
     def wait_committed(self, message_hash: bytes, timeout: float = 30.0) -> block_pb2.CommittedMessage:
-        """The committed message, once it is in a block. Dropped when the node dropped it at commit;
-        DeadlineExceeded (a TimeoutError) when it is not committed within `timeout` seconds."""
+        """The committed message, once it is in a block. Dropped at once when the node says it dropped it
+        (with the reason and the height); DeadlineExceeded (a TimeoutError) when it is not committed within
+        `timeout` seconds. Moves `session_height` on to its block."""
         deadline = time.monotonic() + timeout
         while True:
             try:
-                return self.get_message(hash=message_hash).message
+                found = self.get_message(hash=message_hash).message
+            except Dropped:
+                raise
             except NotFound:
                 pass
+            else:
+                self.session_height = max(self.session_height, int(found.block_number))
+                return found
             if time.monotonic() > deadline:
                 raise calls.not_committed(message_hash, timeout)
             time.sleep(0.05)
 
-    def commit(self, *msgs: pb.Message, timeout: float = 30.0) -> list[block_pb2.CommittedMessage]:
-        """Submit messages (in order, one batch) and wait until all are committed. A rejected message raises
-        its Rejected subclass (the first one refused; nothing of a refused message is applied)."""
-        results = self.batch(msgs)
+    def commit(self, *msgs: pb.Message, timeout: float = 30.0) -> calls.Committed:
+        """Submit messages (in order, one batch) and wait until all are committed: the committed messages,
+        with `height` (the block the last one is in). A rejected message raises its Rejected subclass (the
+        first one refused; nothing of a refused message is applied). When the node cannot tell what became
+        of the batch (OutcomeUnknown: it forwarded it and got no answer) each message is looked up instead:
+        committed, Dropped, or DeadlineExceeded after `timeout`."""
+        try:
+            results = self.batch(msgs)
+        except OutcomeUnknown as err:
+            return calls.Committed(self.wait_committed(h, timeout) for h in calls.unknown_hashes(err, msgs))
         calls.raise_rejected(results)
-        return [self.wait_committed(r.hash, timeout) for r in results]
+        return calls.Committed(self.wait_committed(r.hash, timeout) for r in results)
 
     # ---- streams ----
     def subscribe_blocks(

@@ -4,8 +4,9 @@ The interceptor (native gRPC) and the gRPC-web dispatcher both call `to_status`.
 status in `REASON_STATUS`: its category's gRPC status in node/reasons.py, the one table the gateway's HTTP
 statuses come from too (tests/node/server/test_status_tables.py checks that no member is missing). A
 failure carries its code in the `reason-code` trailer; rejections add the values that caused them
-(`reason-values`, JSON), a retryable refusal its wait (`retry-after-ms`: its own hint, else the default of
-`RETRY_AFTER_DEFAULT_MS`), and an invalid read argument names its `field`.
+(`reason-values`, JSON; for a message GetMessage finds dropped, MESSAGE_DROPPED, its reason and height), a
+retryable refusal its wait (`retry-after-ms`: its own hint, else the default of `RETRY_AFTER_DEFAULT_MS`),
+and an invalid read argument names its `field`.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from node.errors import (
     InvalidArgument,
     InvalidBlock,
     InvariantBroken,
+    MessageDropped,
     MessageRejected,
     NotFound,
     Reason,
@@ -82,6 +84,10 @@ def to_status(exc: BaseException) -> tuple[grpc.StatusCode, str, Trailers]:
         trailers: Trailers = ((REASON_CODE, exc.reason.value), (REASON_VALUES, values))
         trailers += retry_trailers(exc.reason, exc.values)  # a retryable refusal: try again after this long
         return reason_status(exc.reason), str(exc), trailers
+    if isinstance(exc, MessageDropped):  # admitted, then dropped: why and where, as a rejection's values
+        dropped = {"hash": exc.message_hash, "reason": exc.reason, "detail": exc.detail, "height": exc.height}
+        values = json.dumps(dropped, sort_keys=True)
+        return reason_status(R.MESSAGE_DROPPED), str(exc), ((REASON_CODE, R.MESSAGE_DROPPED.value), (REASON_VALUES, values))
     if isinstance(exc, NotFound):
         return abort_args(R.NOT_FOUND, str(exc))
     if isinstance(exc, InvalidArgument):

@@ -13,10 +13,25 @@ by a block or two, so its state-dependent verdicts were forwarded anyway;
 executing them here, and again after every block from the leader, cost a
 follower about a quarter of its CPU: docs/replication.md.) Local rejections
 are final only when they do not depend on state (FINAL_HERE); the rest
-(a stale timestamp) go upstream too. If the upstream cannot be reached the
-messages are removed and the client gets UNAVAILABLE (`NOT_LEADER`) with a
-retry hint. Messages still pending after `reforward_age` seconds are sent
-again (a leader that crashed lost its mempool; a new one may not have them).
+(a stale timestamp) go upstream too.
+
+What the client is told when the upstream gives no verdict is only what this member knows:
+
+- nothing was sent (no connection to the upstream within `connect_timeout`), or the upstream refused the
+  whole call before admitting anything (its own NOT_LEADER, DRAINING, STATE_DIVERGED, ...: NOT_ADMITTED):
+  the messages are removed here and the client gets UNAVAILABLE, `NOT_LEADER`, with a retry hint (the
+  upstream's STORAGE_FAILED is passed on as it is). Not admitted anywhere: safe to send again.
+- the call went out and no trustworthy answer came back (a timeout: the leader frozen or partitioned; the
+  connection lost after sending; any other failure): the upstream may have admitted them, and a leader
+  elected meanwhile may commit them. The client gets DEADLINE_EXCEEDED, `OUTCOME_UNKNOWN`, with the hashes
+  sent (`reason-values` `hashes`) and no retry hint: look each one up (GetMessage) before sending anything
+  else. The messages stay pending here and are re-forwarded like any other, so each ends up committed or
+  refused, and a refusal is recorded as a drop (GetMessage: MESSAGE_DROPPED).
+
+Messages still pending after `reforward_age` seconds are sent again (a leader that crashed lost its
+mempool; a new one may not have them). A re-forwarded message the upstream refuses was admitted here
+before: it is removed and recorded as dropped, with the upstream's reason and this member's applied
+height (dropped.py).
 
 Everything forwarded passed this member's envelope and signature checks (a
 verification failure is final here, FINAL_HERE), so with a cluster secret each
@@ -26,6 +41,7 @@ the signatures again.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -48,6 +64,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("chain.forwarding")
 RETRY_AFTER_MS = 1000
+CONNECT_TIMEOUT = 1.0  # seconds a forward waits for a connection to the upstream before nothing is sent
+# reconnect quickly to a leader that restarted (gRPC's own backoff grows to two minutes)
+CHANNEL_OPTIONS = (("grpc.initial_reconnect_backoff_ms", 200), ("grpc.max_reconnect_backoff_ms", 1000))
 R = Reason
 # local verdicts that hold whatever the state: the upstream would say the same. Every verification
 # failure is one of them, so whatever is forwarded was verified here (the member proof vouches for it).
@@ -60,8 +79,28 @@ FINAL_HERE = VERIFY_REASONS | frozenset(
 )  # fmt: skip
 
 
+# whole-call refusals an upstream answers before it admits anything: nothing of the call was admitted there
+NOT_ADMITTED = frozenset(
+    r.value
+    for r in (
+        R.NOT_LEADER, R.DRAINING, R.STATE_DIVERGED, R.BATCH_TOO_LARGE, R.MALFORMED_MESSAGE, R.UNAUTHENTICATED,
+        R.PERMISSION_DENIED,
+    )
+)  # fmt: skip
+
+
 def no_leader(detail: str) -> MessageRejected:
+    """NOT_LEADER: no leader took the messages and none was sent one (safe to send again)."""
     return MessageRejected(Reason.NOT_LEADER, f"{detail}; retry shortly", retry_after_ms=RETRY_AFTER_MS)
+
+
+def outcome_unknown(detail: str, hashes: Sequence[bytes]) -> MessageRejected:
+    """OUTCOME_UNKNOWN: the messages were sent to the leader and no answer came that says what became of them."""
+    return MessageRejected(
+        Reason.OUTCOME_UNKNOWN,
+        f"{detail}: the messages may still commit; look each hash up (GetMessage) before sending anything else",
+        hashes=[h.hex() for h in hashes],
+    )
 
 
 class Forwarder:
@@ -73,6 +112,7 @@ class Forwarder:
         max_batch: int,
         proof: MemberProof | None = None,
         timeout: float = 5.0,
+        connect_timeout: float = CONNECT_TIMEOUT,
         reforward_age: float = 5.0,
         clock: Callable[[], float] = time.monotonic,
         tls: ClientTLS | None = None,
@@ -84,6 +124,7 @@ class Forwarder:
         self.max_batch = max_batch
         self.proof = proof or MemberProof()
         self.timeout = timeout
+        self.connect_timeout = connect_timeout
         self.reforward_age = reforward_age
         self.clock = clock
         self._channels: dict[str, tuple[grpc.aio.Channel, ChainServiceAsyncStub]] = {}
@@ -92,10 +133,23 @@ class Forwarder:
 
     def _stub(self, target: str) -> ChainServiceAsyncStub:
         if target not in self._channels:
-            channel = aio_channel(target, self.tls, secure=self.tls is not None)
+            channel = aio_channel(target, self.tls, CHANNEL_OPTIONS, secure=self.tls is not None)
             stub: ChainServiceAsyncStub = service_pb2_grpc.ChainServiceStub(channel)
             self._channels[target] = (channel, stub)
         return self._channels[target][1]
+
+    async def _connected(self, target: str) -> bool:
+        """Is there a connection to `target` (a call made now goes out on it)? Waits up to `connect_timeout`
+        for one; False: a call would not be sent."""
+        self._stub(target)
+        channel = self._channels[target][0]
+        if channel.get_state(try_to_connect=True) == grpc.ChannelConnectivity.READY:
+            return True
+        try:
+            await asyncio.wait_for(channel.channel_ready(), self.connect_timeout)
+        except TimeoutError:
+            return False
+        return True
 
     async def _send(self, target: str, msgs: Sequence[pb.Message]) -> list[rpc_pb2.SubmitResult]:
         request = rpc_pb2.BatchSubmitMessagesRequest(messages=msgs)
@@ -112,18 +166,22 @@ class Forwarder:
         now = self.clock()
         for h in accepted:
             self._since.setdefault(h, now)
-        try:
-            results = await self._send(target, [msgs[o.index] for o in upstream])
-        except grpc.aio.AioRpcError as err:
+        refusal: MessageRejected | None = None
+        if not await self._connected(target):  # nothing is sent: not admitted anywhere
+            refusal = no_leader(f"the leader at {target} cannot be reached")
+        else:
+            try:
+                results = await self._send(target, [msgs[o.index] for o in upstream])
+            except grpc.aio.AioRpcError as err:
+                refusal = self._refusal(target, err)
+                if refusal is None:  # sent, and no answer that says what became of them: they stay pending here
+                    why = f"the leader at {target} gave no answer ({err.code().name}) after the messages were sent"
+                    raise outcome_unknown(why, [o.hash for o in upstream]) from None
+        if refusal is not None:
             if not accepted:  # nothing was admitted here: the local verdicts stand
                 return outcomes
             self._withdraw(accepted)
-            if trailer(err.trailing_metadata(), REASON_CODE) == Reason.STORAGE_FAILED.value:
-                # the cluster cannot commit (etcd refuses appends, the leader's store fails): the leader's word
-                hint = trailer(err.trailing_metadata(), RETRY_AFTER) or RETRY_AFTER_MS
-                detail = (err.details() or "").removeprefix(f"{Reason.STORAGE_FAILED.value}: ")
-                raise MessageRejected(Reason.STORAGE_FAILED, detail, retry_after_ms=int(hint)) from None
-            raise no_leader(f"the leader at {target} did not answer ({err.code().name})") from None
+            raise refusal
         verdicts = self._settle(accepted, [r for o, r in zip(upstream, results, strict=True) if o.accepted])
         answers = {o.index: r for o, r in zip(upstream, results, strict=True) if not o.accepted}
         out: list[Outcome] = []
@@ -141,8 +199,25 @@ class Forwarder:
             out.append(Outcome(o.index, o.hash, False, v.reason, v.detail, values))
         return out
 
-    def _settle(self, hashes: Sequence[bytes], results: Sequence[rpc_pb2.SubmitResult]) -> dict[bytes, Outcome]:
-        """Withdraw what the upstream refused; its verdicts, keyed by hash."""
+    @staticmethod
+    def _refusal(target: str, err: grpc.aio.AioRpcError) -> MessageRejected | None:
+        """What to tell the client when the upstream refused the whole call before admitting anything (its
+        reason says so: NOT_ADMITTED, STORAGE_FAILED); None when the failure says nothing of the outcome."""
+        reason = trailer(err.trailing_metadata(), REASON_CODE)
+        detail = (err.details() or "").removeprefix(f"{reason}: ")
+        if reason == Reason.STORAGE_FAILED.value:
+            # the cluster cannot commit (etcd refuses appends, the leader's store fails): the leader's word
+            hint = trailer(err.trailing_metadata(), RETRY_AFTER) or RETRY_AFTER_MS
+            return MessageRejected(Reason.STORAGE_FAILED, detail, retry_after_ms=int(hint))
+        if reason in NOT_ADMITTED:
+            return no_leader(f"the leader at {target} refused the call ({reason}: {detail})")
+        return None
+
+    def _settle(
+        self, hashes: Sequence[bytes], results: Sequence[rpc_pb2.SubmitResult], *, dropped: bool = False
+    ) -> dict[bytes, Outcome]:
+        """Withdraw what the upstream refused; its verdicts, keyed by hash. `dropped`: the refused ones had
+        been admitted here before (re-forwarded): recorded as dropped, with the reason (dropped.py)."""
         verdicts: dict[bytes, Outcome] = {}
         for h, r in zip(hashes, results, strict=True):
             if r.accepted or r.reason_code == Reason.DUPLICATE_MESSAGE.value:
@@ -150,6 +225,10 @@ class Forwarder:
             verdicts[h] = Outcome(0, h, False, r.reason_code, r.detail)
         if verdicts:
             self._withdraw(list(verdicts))
+            if dropped:
+                height = self.pipeline.chain.height
+                for h, v in verdicts.items():
+                    self.pipeline.dropped.record(h, v.reason, f"refused when forwarded again: {v.detail}", height)
         return verdicts
 
     def _withdraw(self, hashes: list[bytes]) -> None:
@@ -179,7 +258,7 @@ class Forwarder:
             if self._reforward_failing:
                 log.info("re-forwarding to %s goes through again", target)
                 self._reforward_failing = ""
-            self._settle([bytes(m.hash) for m in batch], results)
+            self._settle([bytes(m.hash) for m in batch], results, dropped=True)
             for m in batch:
                 if bytes(m.hash) in self._since:
                     self._since[bytes(m.hash)] = now

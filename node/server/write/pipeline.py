@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,14 +33,13 @@ from chain.v1 import message_pb2 as pb
 from node.chain import Chain
 from node.errors import MessageRejected, Reason
 from node.server.telemetry.spans import NodeTelemetry
+from node.server.write.dropped import DroppedMessages
 from node.server.write.mempool import Mempool
 from node.server.write.pending import PendingBlocks
 from node.server.write.verify import Verifier
 from node.state.transition import BlockOutput, Dropped
 from node.storage.kv import ReadView
 from node.storage.lmdb_store import ReadSnapshot
-
-DROPPED_MEMORY = 100_000
 
 
 @dataclass(frozen=True)
@@ -63,6 +61,7 @@ class Pipeline:
         verifier: Verifier,
         clock: Callable[[], float] = time.time,
         telemetry: NodeTelemetry | None = None,
+        dropped: DroppedMessages | None = None,
     ) -> None:
         self.chain = chain
         self.telemetry = telemetry or NodeTelemetry()  # spans and block metrics (docs/observability.md)
@@ -73,7 +72,8 @@ class Pipeline:
         self._pending: PendingBlocks | None = None
         # hashes whose effects the pending state holds, in the order applied (= mempool order)
         self._validated: list[bytes] = []
-        self.dropped: OrderedDict[bytes, tuple[int, str, str]] = OrderedDict()
+        # what was admitted and then dropped, and why (GetMessage's MESSAGE_DROPPED; dropped.py)
+        self.dropped = dropped if dropped is not None else DroppedMessages()
         self.rebuild()
 
     # ---- pending state ----
@@ -114,10 +114,13 @@ class Pipeline:
             old.close()
         return self._snapshot.view
 
-    def rebuild(self, dropped: Sequence[Dropped] = (), block_number: int = 0) -> list[bytes]:
+    def rebuild(self, dropped: Sequence[Dropped] = (), block_number: int | None = None) -> list[bytes]:
         """Re-validate what is still pending, into open blocks on top of the new committed state.
 
-        Returns the hashes that no longer apply (removed from the mempool, reasons kept)."""
+        Returns the hashes that no longer apply (removed from the mempool, their reasons kept in `dropped`
+        at `block_number`: the block just committed, by default the committed height)."""
+        if block_number is None:
+            block_number = self.chain.height
         self._remember_dropped(dropped, block_number)
         if self._snapshot is not None:
             self._snapshot.close()
@@ -178,9 +181,7 @@ class Pipeline:
             self._remember(d.hash, block_number, d.error)
 
     def _remember(self, message_hash: bytes, block_number: int, error: MessageRejected) -> None:
-        self.dropped[message_hash] = (block_number, error.reason.value, error.detail)
-        while len(self.dropped) > DROPPED_MEMORY:
-            self.dropped.popitem(last=False)
+        self.dropped.record(message_hash, error.reason.value, error.detail, block_number)
 
     # ---- submissions ----
     async def submit(self, msgs: Sequence[pb.Message], *, vouched: bool = False) -> list[Outcome]:
@@ -236,6 +237,7 @@ class Pipeline:
                 with t.stage("chain.mempool", **{"chain.messages": len(admitted)}):
                     # no await since validation: nothing came between, so these are not pending and fit
                     mempool.add_validated(admitted, admission)
+                    self.dropped.discard(admitted)  # dropped before, admitted again: pending now
                     if pending:
                         self._validated.extend(admitted)
             t.submitted(msgs, out)

@@ -70,7 +70,8 @@ async def test_a_dropped_message_forces_revalidation_of_the_rest(stack):
     out = await orderer.produce()
     assert [d.error.reason.value for d in out.dropped] == ["STALE_UPDATE"]
     assert [r.message.hash for r in out.applied] == [follow_up.hash]
-    assert pipeline.dropped[bytes(stale.hash)][1] == "STALE_UPDATE"
+    record = pipeline.dropped.get(bytes(stale.hash))
+    assert record is not None and record.reason == "STALE_UPDATE"
     assert not len(mempool)
 
 
@@ -128,7 +129,7 @@ async def test_held_messages_are_not_executed_and_a_block_from_elsewhere_keeps_t
     block = h.commit(known)
     mempool.remove([bytes(known.hash)])
     pipeline.after_block([bytes(known.hash)], block.dropped, block.block.header.number, block.block)
-    assert unknown_here.hash in mempool and bytes(unknown_here.hash) not in pipeline.dropped
+    assert unknown_here.hash in mempool and pipeline.dropped.get(bytes(unknown_here.hash)) is None
     # a message already committed is refused here (it would sit in the mempool as pending upstream)
     assert [o.reason for o in await pipeline.hold([known])] == ["DUPLICATE_MESSAGE"]
 
