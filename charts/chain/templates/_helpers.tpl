@@ -39,6 +39,17 @@ helm.sh/chart: {{ printf "%s-%s" .ctx.Chart.Name .ctx.Chart.Version | replace "+
 {{- end }}
 {{- end -}}
 
+{{/* The labels of a StatefulSet's pod template (nodes, etcd): without the chart and app versions, which change
+with every release and would change the template (a new revision: every pod replaced) for nothing. */}}
+{{- define "chain.podLabels" -}}
+{{ include "chain.selectorLabels" . }}
+app.kubernetes.io/managed-by: {{ .ctx.Release.Service }}
+app.kubernetes.io/part-of: chain
+{{- with .ctx.Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
 {{- define "chain.annotations" -}}
 {{- with .Values.commonAnnotations }}
 annotations:
@@ -60,8 +71,9 @@ annotations:
 {{- default .Chart.AppVersion .Values.image.tag -}}
 {{- end -}}
 
+{{/* Every pod of the chart: global.imagePullSecrets and image.pullSecrets (_images.tpl). */}}
 {{- define "chain.imagePullSecrets" -}}
-{{- with .Values.image.pullSecrets }}
+{{- with include "chain.pullSecretNames" . | fromJsonArray }}
 imagePullSecrets:
 {{- range . }}
   - name: {{ . }}
@@ -173,41 +185,20 @@ nodes). Each Secret has tls.crt, tls.key and ca.crt and is mounted as files, nev
 {{- end -}}
 {{- end -}}
 
-{{/* The node container image: while the operator manages upgrades, Helm keeps whatever image the running
-StatefulSet has (the operator changes it pod by pod); a first install uses the chart's image. */}}
+{{/* The node container image: the chart's. Helm and a GitOps tool may change it (or anything else of the pod
+template): the StatefulSet holds every pod (chain.nodeRollingUpdate) until the operator releases it. */}}
 {{- define "chain.nodeImage" -}}
-{{- $image := include "chain.image" . -}}
-{{- if .Values.operator.enabled -}}
-{{- $sts := lookup "apps/v1" "StatefulSet" .Release.Namespace (include "chain.component" (dict "ctx" . "c" "node")) -}}
-{{- if $sts -}}
-{{- range $sts.spec.template.spec.containers -}}
-{{- if eq .name "node" -}}{{- $image = .image -}}{{- end -}}
-{{- end -}}
-{{- end -}}
-{{- end -}}
-{{- $image -}}
+{{- include "chain.image" . -}}
 {{- end -}}
 
-{{/* The partition in force: kept from the running StatefulSet so that helm upgrade never releases pods
-the operator is holding back. */}}
-{{- define "chain.nodePartition" -}}
-{{- $partition := 0 -}}
-{{- $sts := lookup "apps/v1" "StatefulSet" .Release.Namespace (include "chain.component" (dict "ctx" . "c" "node")) -}}
-{{- if and $sts .Values.operator.enabled -}}
-{{- $partition = (($sts.spec.updateStrategy).rollingUpdate).partition | default 0 -}}
-{{- end -}}
-{{- $partition -}}
-{{- end -}}
-
-{{/* The node StatefulSet's rollingUpdate: with gitOps the partition is left out (the operator owns it, and a
-GitOps tool cannot read it back the way `helm upgrade` does with lookup, so it would reset it to 0 and release
-pods the operator holds back mid-upgrade). */}}
+{{/* The node StatefulSet's rollingUpdate. With the operator: partition = replicas, in every render (helm upgrade,
+helm template under gitOps, a first install), so no pod moves when the template changes until the operator lowers
+the partition, one ordinal at a time after its gates pass (docs/deploy.md "Upgrades"). A render applied during a
+rollout raises the partition back to replicas: that holds every pod again, and the operator lowers it to where it
+was (the pods above are already at the new revision, so nothing is replaced by that) and carries on. Without the
+operator: partition 0, the StatefulSet controller's own rolling update. */}}
 {{- define "chain.nodeRollingUpdate" -}}
-{{- if and .Values.gitOps .Values.operator.enabled -}}
-{}
-{{- else -}}
-{{- printf "{partition: %s}" (include "chain.nodePartition" .) -}}
-{{- end -}}
+{{- printf "{partition: %d}" (ternary (int .Values.node.replicaCount) 0 .Values.operator.enabled) -}}
 {{- end -}}
 
 {{/* NetworkPolicy peer: pods of one component of this release. */}}

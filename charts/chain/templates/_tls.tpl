@@ -96,7 +96,11 @@ The generated and the cert-manager templates both render from it. */}}
 {{- $node := include "chain.component" (dict "ctx" . "c" "node") -}}
 {{- $headless := include "chain.headlessService" . -}}
 {{- $dns := include "chain.tls.podNames" (dict "ctx" . "sts" $node "headless" $headless "n" $v.node.replicaCount) | fromJsonArray -}}
-{{- range $svc := list $node $headless (include "chain.component" (dict "ctx" . "c" "gateway-nodes")) -}}
+{{- $services := list $node $headless (include "chain.component" (dict "ctx" . "c" "gateway-nodes")) -}}
+{{- if $v.readReplicas.enabled -}}{{- /* the read replicas serve with the nodes' certificate */ -}}
+{{- $services = append $services (include "chain.component" (dict "ctx" . "c" "replica")) -}}
+{{- end -}}
+{{- range $svc := $services -}}
 {{- $dns = concat $dns (include "chain.tls.serviceNames" (dict "ctx" $ "svc" $svc) | fromJsonArray) -}}
 {{- end -}}
 {{- $leaves = append $leaves (dict "c" "node" "cn" $node "dns" (concat $dns $local) "ips" $loopback "usages" $both) -}}

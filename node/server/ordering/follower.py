@@ -22,9 +22,9 @@ import grpc
 from chain.v1 import message_pb2 as pb
 from chain.v1 import rpc_pb2, service_pb2_grpc
 from node.chain import Chain
-from node.errors import InvalidBlock, MessageRejected, Reason, StorageFailed
 from node.observability.logs import Every
 from node.server.ordering.applier import BlockApplier
+from node.server.ordering.state import SERVING, MemberStatus, Pacing, Say, Wait, after, current, wait_after
 from node.server.write.forwarding import Forwarder
 from node.server.write.pipeline import Outcome
 from node.tls import ClientTLS, aio_channel
@@ -60,7 +60,7 @@ class FollowOrderer:
         self.max_lag_blocks = max_lag_blocks
         self.poll_interval = poll_interval
         self.status_interval = status_interval
-        self.halted = ""
+        self._held = SERVING  # HALTED once a block's state root differs from ours (final)
         self._height = chain.height
         self._upstream_height = -1  # unknown until the first GetNodeStatus answers
         self._channel: grpc.aio.Channel | None = None
@@ -81,12 +81,25 @@ class FollowOrderer:
         return self.log_height - self._height
 
     @property
+    def member_status(self) -> MemberStatus:
+        """This replica's state (state.py): HALTED, the store's, CATCHING_UP or SERVING."""
+        return current(self._held, self.applier.storage, self._behind())
+
+    def _behind(self) -> str:
+        if self._upstream_height < 0:
+            return "the upstream's height is not known yet"
+        if self.pending_blocks > self.max_lag_blocks:
+            return f"{self.pending_blocks} blocks behind the upstream (more than {self.max_lag_blocks})"
+        return ""
+
+    @property
     def serving(self) -> bool:
-        return not self.halted and self._upstream_height >= 0 and self.pending_blocks <= self.max_lag_blocks
+        return self.member_status.state.serving
 
     async def submit(self, msgs: Sequence[pb.Message], *, vouched: bool = False) -> list[Outcome]:
-        if self.halted:
-            raise MessageRejected(Reason.STATE_DIVERGED, f"this replica stopped taking writes: {self.halted}")
+        refused = self.member_status.refusal(admits=False, storage=self.applier.storage)  # it forwards all
+        if refused is not None:
+            raise refused
         return await self.forwarder.submit(msgs, self.upstream, vouched=vouched)
 
     async def start(self) -> None:
@@ -131,27 +144,38 @@ class FollowOrderer:
     async def _follow(self, stub: ChainServiceAsyncStub) -> None:
         unreachable = Every(UNREACHABLE_LOG_EVERY)
         while not self._stopping.is_set():
+            wait = self.poll_interval
             try:
-                if not self.halted:
-                    await self._poll(stub, max(self._upstream_height, self._height + 1))
-                    request = rpc_pb2.SubscribeBlocksRequest(from_block=self._height + 1, include_chunks=True)
-                    async for resp in stub.SubscribeBlocks(request):
-                        number = int(resp.block.header.number)
-                        if number > self._height + 1:  # a gap: fill it by polling, then go on streaming
-                            await self._poll(stub, number - 1)
-                        await self._apply(number, resp)
-            except grpc.aio.AioRpcError as err:
-                if unreachable.due():
-                    log.warning("upstream %s: %s; polling", self.upstream, err.code().name)
-            except InvalidBlock as exc:
-                if not self.halted:
-                    log.critical("STATE DIVERGED, this replica stops: block %d: %s", exc.number, exc)
-                self.halted = str(exc)
-            except StorageFailed:  # logged once by StorageHealth (the applier's); retried after its backoff
-                await asyncio.sleep(self.applier.storage.retry_after_ms / 1000)
-            except Exception:
-                log.exception("following %s failed; retrying", self.upstream)
-            await asyncio.sleep(self.poll_interval)
+                if not self._held.state.final:
+                    await self._stream(stub)
+            except Exception as exc:
+                retry = self.applier.storage.retry_after_ms / 1000
+                after_failure = wait_after(exc, Pacing(self.poll_interval, self.poll_interval, retry))
+                self._failed(exc, after_failure, unreachable)
+                wait = after_failure.seconds
+            await asyncio.sleep(wait)
+
+    async def _stream(self, stub: ChainServiceAsyncStub) -> None:
+        """Poll up to the upstream's height, then take its blocks as they come, filling gaps by polling."""
+        await self._poll(stub, max(self._upstream_height, self._height + 1))
+        request = rpc_pb2.SubscribeBlocksRequest(from_block=self._height + 1, include_chunks=True)
+        async for resp in stub.SubscribeBlocks(request):
+            number = int(resp.block.header.number)
+            if number > self._height + 1:  # a gap: fill it by polling, then go on streaming
+                await self._poll(stub, number - 1)
+            await self._apply(number, resp)
+
+    def _failed(self, exc: Exception, wait: Wait, unreachable: Every) -> None:
+        """Log a failed round and take the state it sets (called in the `except` block)."""
+        if wait.status is not None:
+            if not self._held.state.final:
+                log.critical("this replica stops taking writes: %s", wait.status.reason)
+            self._held = after(self._held, wait.status)
+        if wait.say is Say.UNREACHABLE and unreachable.due():
+            what = exc.code().name if isinstance(exc, grpc.aio.AioRpcError) else str(exc)
+            log.warning("upstream %s: %s; polling", self.upstream, what)
+        elif wait.say is Say.TRACEBACK:
+            log.exception("following %s failed; retrying", self.upstream)
 
     async def _watch_upstream(self, stub: ChainServiceAsyncStub) -> None:
         while not self._stopping.is_set():

@@ -26,6 +26,8 @@ from node.chain import Chain
 from node.errors import StorageFailed
 from node.server.events import EventHub
 from node.server.ordering.applier import BlockApplier
+from node.server.ordering.cadence import BlockCadence
+from node.server.ordering.state import SERVING, MemberStatus, current
 from node.server.storage_health import StorageHealth
 from node.server.write.mempool import Mempool
 from node.server.write.pipeline import Outcome, Pipeline
@@ -96,9 +98,7 @@ class SoloOrderer:
         self._publisher = BlockApplier(chain, mempool, pipeline, hub, self.storage)
         self._task: asyncio.Task[None] | None = None
         self._building = 0
-        self.blocks_from_pending = 0  # blocks sealed from the pending state (their messages executed once)
-        self.blocks_executed_again = 0  # blocks built by executing the mempool's messages again
-        self._last_block = clock()
+        self.cadence = BlockCadence(block_interval, empty_block_interval, clock)
         self._stopping = asyncio.Event()
 
     @property
@@ -106,11 +106,26 @@ class SoloOrderer:
         return self._building
 
     leader = ""
-    serving = True
+
+    @property
+    def member_status(self) -> MemberStatus:
+        return current(SERVING, self.storage, "")
+
+    @property
+    def serving(self) -> bool:
+        return self.member_status.state.serving
 
     @property
     def log_height(self) -> int:
         return self.chain.height
+
+    @property
+    def blocks_from_pending(self) -> int:
+        return self.cadence.blocks_from_pending
+
+    @property
+    def blocks_executed_again(self) -> int:
+        return self.cadence.blocks_executed_again
 
     async def submit(self, msgs: Sequence[pb.Message], *, vouched: bool = False) -> list[Outcome]:
         self.storage.check()  # STORAGE_FAILED: never "accepted" for a block that cannot be written
@@ -126,21 +141,15 @@ class SoloOrderer:
             self._task = None
 
     async def _run(self) -> None:
-        next_start = self.clock() + self.block_interval
         while not self._stopping.is_set():
-            # blocks start one interval apart: the time spent building counts toward the wait
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stopping.wait(), max(0.0, next_start - self.clock()))
+                await asyncio.wait_for(self._stopping.wait(), self.cadence.wait())
             if self._stopping.is_set():
                 break
-            next_start = max(next_start + self.block_interval, self.clock())
-            due_empty = self.clock() - self._last_block >= self.empty_block_interval
-            if not len(self.mempool) and not due_empty:
-                continue
             try:
-                await self.produce()
+                await self.cadence.tick(len(self.mempool), self.produce)
             except StorageFailed as exc:
-                next_start = self.clock() + self.storage.failed(exc)  # retried with backoff, candidates kept
+                self.cadence.retry_in(self.storage.failed(exc))  # retried with backoff, candidates kept
             except Exception:  # a long-running loop never dies on one bad block
                 log.exception("block production failed; retrying next interval")
 
@@ -151,8 +160,7 @@ class SoloOrderer:
         try:
             now_ms = int(self.clock() * 1000)
             out, sealed = await self.pipeline.next_block(now_ms)  # sealed: the oldest open block, executed once
-            self.blocks_from_pending += int(sealed)
-            self.blocks_executed_again += int(not sealed)
+            self.cadence.built(sealed)
             built = time.perf_counter()
             record.built()
             await asyncio.to_thread(self.chain.commit, out)
@@ -168,7 +176,7 @@ class SoloOrderer:
             (time.perf_counter() - built) * 1000,
             len(self.mempool),
         )
-        self._last_block = self.clock()
+        self.cadence.committed()
         self._publisher.publish(out, record)  # span and metrics, mempool, pending state, events: as for any block
         if self.on_block is not None:
             self.on_block(out)

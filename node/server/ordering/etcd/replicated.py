@@ -39,14 +39,16 @@ from dataclasses import dataclass
 
 from chain.v1 import message_pb2 as pb
 from node.chain import Chain
-from node.errors import ChainError, InvalidBlock, InvariantBroken, MessageRejected, Reason, StorageFailed
+from node.errors import ChainError, InvariantBroken, MessageRejected, Reason
 from node.observability.logs import Every
 from node.server.ordering.applier import BlockApplier
+from node.server.ordering.cadence import BlockCadence
 from node.server.ordering.etcd.client import EtcdClient, EtcdFull, EtcdUnavailable, op_delete, prefix_end
 from node.server.ordering.etcd.election import UNAVAILABLE_LOG_EVERY, Election
 from node.server.ordering.etcd.join import served_snapshots, snapshot_doc
 from node.server.ordering.etcd.log import BlockLog, Keys
 from node.server.ordering.etcd.watch import KeyWatch
+from node.server.ordering.state import SERVING, MemberState, MemberStatus, Pacing, Say, Wait, after, current, wait_after
 from node.server.snapshots import SnapshotManager
 from node.server.write.forwarding import Forwarder, no_leader
 from node.server.write.mempool import Mempool
@@ -54,7 +56,6 @@ from node.server.write.pipeline import Outcome
 
 log = logging.getLogger("chain.replicated")
 PUBLISH_WAIT = 5.0  # how long a finished snapshot job waits for its listing in etcd (then the tick retries)
-LOG_FULL_RETRY = 1.0  # seconds between appends while etcd refuses them (its NOSPACE alarm)
 
 
 @dataclass(frozen=True)
@@ -99,17 +100,13 @@ class ReplicatedOrderer:
         self.log = BlockLog(client, keys, part_bytes=part_bytes)
         self.addr = ""  # the advertised gRPC address; set by the app once its listener is bound
         self.election: Election | None = None
-        self.halted = ""  # why this member stopped taking writes ("" while healthy)
-        self.leaving = ""  # why this member must restart to catch up (the log was compacted past it)
-        self.log_full = ""  # why etcd refuses this leader's appends (its NOSPACE alarm); "" while it takes them
+        self._held = SERVING  # HALTED, LEAVING (both final) or LOG_FULL, and why (state.py)
         self._log_full_since = 0.0
         self.on_leave = on_leave  # the app drains and exits, and the next start state-syncs
         self._next = 0  # the log's next number as last read (0: not read yet)
         self._height = chain.height
         self._building = 0
-        self.blocks_from_pending = 0  # blocks this leader sealed from its pending state (executed once)
-        self.blocks_executed_again = 0  # blocks it built by executing the mempool's messages again
-        self._last_block = clock()
+        self.cadence = BlockCadence(settings.block_interval, settings.empty_block_interval, clock)
         self._stopping = asyncio.Event()
         self._wake = asyncio.Event()  # the log moved (the watch), or stop
         self.watch = KeyWatch(client, keys.next, self._wake, what="log")
@@ -140,32 +137,47 @@ class ReplicatedOrderer:
         return max(self._building, self.log_height - self._height)
 
     @property
+    def member_status(self) -> MemberStatus:
+        """This member's state (state.py): what health, the election's `unfit` and `submit` read."""
+        return current(self._held, self.applier.storage, self._behind())
+
+    def _behind(self) -> str:
+        if self._next == 0:
+            return "the log has not been read yet"
+        lag, most = self.log_height - self._height, self.settings.max_lag_blocks
+        return f"{lag} blocks behind the log (more than {most})" if lag > most else ""
+
+    @property
     def serving(self) -> bool:
         """Healthy: not halted nor leaving, the log has been read, and no more than max_lag_blocks behind it."""
-        return (
-            not self.halted
-            and not self.leaving
-            and self._next > 0
-            and self.log_height - self._height <= self.settings.max_lag_blocks
-        )
+        return self.member_status.state.serving
+
+    @property
+    def blocks_from_pending(self) -> int:
+        return self.cadence.blocks_from_pending
+
+    @property
+    def blocks_executed_again(self) -> int:
+        return self.cadence.blocks_executed_again
 
     async def submit(self, msgs: Sequence[pb.Message], *, vouched: bool = False) -> list[Outcome]:
-        if self.halted:
-            raise MessageRejected(Reason.STATE_DIVERGED, f"this node stopped taking writes: {self.halted}")
-        if self.leaving:
-            raise MessageRejected(Reason.DRAINING, f"this node restarts to catch up: {self.leaving}")
         assert self.election is not None
-        current = self.election.current
-        if current is None:
-            self.applier.storage.check()  # this member cannot lead while its store fails: say so
+        status, leader = self.member_status, self.election.current
+        leads = leader is not None and self.election.is_leader
+        # halted: STATE_DIVERGED; leaving: DRAINING; a failing store: STORAGE_FAILED where this member would
+        # admit (it leads, or none does: it cannot lead while its store fails, so say that, not "no leader")
+        refused = status.refusal(admits=leader is None or leads, storage=self.applier.storage)
+        if refused is not None:
+            raise refused
+        if leader is None:
             if isinstance(self.election.failure, EtcdFull):  # no campaign can be written: say why
                 raise self._full(str(self.election.failure))
             raise no_leader("no leader is elected")
-        if self.election.is_leader:
-            self.applier.storage.check()  # STORAGE_FAILED while this leader cannot commit
-            self._check_log()  # STORAGE_FAILED while etcd refuses its appends
+        if leads:
+            if status.state is MemberState.LOG_FULL:  # what was admitted before stays and commits after
+                raise self._full(status.reason)
             return await self.applier.pipeline.submit(msgs, vouched=vouched)
-        return await self.forwarder.submit(msgs, current.addr, vouched=vouched)
+        return await self.forwarder.submit(msgs, leader.addr, vouched=vouched)
 
     async def start(self) -> None:
         if not self.addr:
@@ -203,77 +215,70 @@ class ReplicatedOrderer:
 
     # ---- the loop that owns the chain ----
     async def _run(self) -> None:
-        next_block_at = self.clock() + self.settings.block_interval
         unavailable = Every(UNAVAILABLE_LOG_EVERY)
         while not self._stopping.is_set():
             woken = self._wake.is_set()
             self._wake.clear()  # before the read: an append after it wakes the next round
             live = self.watch.live
-            wait = self.settings.resync_interval if live else self.settings.poll_interval
-            backoff = False  # after a failure: wait it out even if the log moves meanwhile
+            wait = Wait(self.settings.resync_interval if live else self.settings.poll_interval)
             try:
-                assert self.election is not None
-                if self.election.lease and self.election.lease != self._published_snapshot[1]:
-                    with contextlib.suppress(EtcdFull):  # a full etcd refuses the listing, not the catching up
-                        await self._publish_snapshot()  # a new lease: list our snapshot now, not a tick later
-                known = self._next
-                caught_up = not self.halted and not self.leaving and await self._catch_up()
-                if live and not woken and not self._wake.is_set() and known and self._next > known:
-                    log.info("the log moved without a word from the watch; opening it again")
-                    await self.watch.restart()
-                if not caught_up:
-                    wait = min(wait, self.settings.poll_interval)  # more to read, or the log is not there yet
-                else:
-                    assert self.election is not None
-                    if self.election.is_leader:
-                        now = self.clock()
-                        if now >= next_block_at:
-                            next_block_at = max(next_block_at + self.settings.block_interval, now)
-                            due_empty = now - self._last_block >= self.settings.empty_block_interval
-                            if len(self.mempool) or due_empty:
-                                await self._produce()
-                        wait = min(wait, max(0.0, next_block_at - self.clock()))
-            except EtcdFull as exc:  # the append is tried again once a second (an empty block is due anyway)
-                self._refused_by_log(exc)
-                wait, backoff = max(wait, LOG_FULL_RETRY), True
-            except EtcdUnavailable as exc:
-                wait = min(wait, self.settings.poll_interval)
-                if unavailable.due():
-                    log.warning("etcd unavailable; retrying: %s", exc)
-            except InvalidBlock as exc:
-                self._halt(f"STATE DIVERGED: block {exc.number} from the log does not match this node's state: {exc}")
-            except StorageFailed:  # logged once by StorageHealth; the block is retried from the log
-                wait, backoff = max(wait, self.applier.storage.retry_after_ms / 1000), True
-                if self.election is not None:
-                    self.election.reconsider()  # a leader that cannot commit gives up leadership now
-            except Exception:  # a long-running loop never dies on one bad round
-                log.exception("replication round failed; retrying")
-                wait, backoff = max(wait, 0.5), True
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for((self._stopping if backoff else self._wake).wait(), wait)
+                wait = Wait(await self._round(live, woken, wait.seconds))
+            except Exception as exc:  # a long-running loop never dies on one bad round
+                wait = wait_after(exc, Pacing(wait.seconds, self.settings.poll_interval, self._store_retry()))
+                self._failed(exc, wait, unavailable)
+            with contextlib.suppress(TimeoutError):  # after a failure (backoff): wait it out even if woken
+                await asyncio.wait_for((self._stopping if wait.backoff else self._wake).wait(), wait.seconds)
 
-    def _refused_by_log(self, exc: EtcdFull) -> None:
-        if not self.log_full:
+    async def _round(self, live: bool, woken: bool, wait: float) -> float:
+        """Read and apply the log; on the leader, once caught up, cut the next block when it is due. Returns
+        how long to wait for the next round (at most `wait`)."""
+        assert self.election is not None
+        if self.election.lease and self.election.lease != self._published_snapshot[1]:
+            with contextlib.suppress(EtcdFull):  # a full etcd refuses the listing, not the catching up
+                await self._publish_snapshot()  # a new lease: list our snapshot now, not a tick later
+        known = self._next
+        caught_up = not self._held.state.final and await self._catch_up()
+        if live and not woken and not self._wake.is_set() and known and self._next > known:
+            log.info("the log moved without a word from the watch; opening it again")
+            await self.watch.restart()
+        if not caught_up:
+            return min(wait, self.settings.poll_interval)  # more to read, or the log is not there yet
+        if self.election.is_leader:
+            return min(wait, await self.cadence.tick(len(self.mempool), self._produce))
+        return wait
+
+    def _store_retry(self) -> float:
+        return self.applier.storage.retry_after_ms / 1000
+
+    def _failed(self, exc: Exception, wait: Wait, unavailable: Every) -> None:
+        """Take the state a failed round sets and log it (called in the `except` block)."""
+        if wait.status is not None and wait.status.state is MemberState.HALTED:
+            self._halt(wait.status.reason)
+        elif wait.status is not None and wait.status.state is MemberState.LOG_FULL:
+            self._refused_by_log(wait.status)
+        if wait.reconsider and self.election is not None:
+            self.election.reconsider()  # e.g. a leader that cannot commit gives up leadership now
+        if wait.say is Say.UNREACHABLE and unavailable.due():
+            log.warning("etcd unavailable; retrying: %s", exc)
+        elif wait.say is Say.TRACEBACK:
+            log.exception("replication round failed; retrying")
+
+    def _refused_by_log(self, status: MemberStatus) -> None:
+        if self._held.state is not MemberState.LOG_FULL and not self._held.state.final:
             self._log_full_since = time.monotonic()
             log.error(
                 "ETCD FULL: no block can be appended (%s); refusing submissions with STORAGE_FAILED until etcd "
                 "takes appends again: free space, defragment, disarm the alarm "
                 "(docs/operations.md, EtcdDatabaseNearQuota)",
-                exc,
+                status.reason,
             )
-        self.log_full = str(exc)
+        self._held = after(self._held, status)
 
     def _appended(self) -> None:
-        if self.log_full:
+        if self._held.state is MemberState.LOG_FULL:
             waited = time.monotonic() - self._log_full_since
             log.warning("etcd takes appends again after %.1f s; submissions are admitted", waited)
-        self.log_full = ""
-
-    def _check_log(self) -> None:
-        """Refuse admissions while etcd refuses this leader's appends: a message accepted now could not commit
-        until an operator acts. What was admitted before stays in the mempool and commits after."""
-        if self.log_full:
-            raise self._full(self.log_full)
+        self._held = after(self._held, SERVING)
 
     def _full(self, why: str) -> MessageRejected:
         return MessageRejected(
@@ -283,36 +288,31 @@ class ReplicatedOrderer:
         )
 
     def _halt(self, why: str) -> None:
-        if not self.halted:
+        if not self._held.state.final:
             log.critical("this node stops taking writes: %s", why)
-        self.halted = why
+        self._held = after(self._held, MemberStatus(MemberState.HALTED, why))
         if self.election is not None:
             self.election.reconsider()  # a halted member must not lead
 
     def _leave(self, why: str) -> None:
         """The log no longer holds the blocks after ours: only a state sync, at the next start, brings this
         member back. Stop taking writes and leading, and ask the app to drain and exit."""
-        if self.leaving:
+        if self._held.state.final:
             return
         log.critical("this node restarts to state-sync from a member's snapshot: %s", why)
-        self.leaving = why
+        self._held = MemberStatus(MemberState.LEAVING, why)
         if self.election is not None:
             self.election.reconsider()
         self.on_leave(why)
 
     def _unfit(self) -> str:
         """Why this member must not lead ("" when it may): the election asks before each campaign, and a
-        leader that turns unfit gives up its key (election.py). A failing store counts only until its next
-        attempt is due: a member with nothing left in the log to retry (a one-member cluster, every member
-        failing, a failure before the append) would otherwise never lead, nor commit, again. Once due it
-        may campaign, but healthy members take a free key first (they campaign when the watch reports it)."""
-        if self.halted:
-            return f"it stopped taking writes: {self.halted}"
-        if self.leaving:
-            return f"it restarts to catch up: {self.leaving}"
-        if self.applier.storage.backing_off:
-            return f"its store cannot commit blocks: {self.applier.storage.failure}"
-        return ""
+        leader that turns unfit gives up its key (election.py). Halted, leaving, or its store backing off
+        (state.py). A failing store counts only until its next attempt is due: a member with nothing left in
+        the log to retry (a one-member cluster, every member failing, a failure before the append) would
+        otherwise never lead, nor commit, again. Once due it may campaign, but healthy members take a free
+        key first (they campaign when the watch reports it)."""
+        return self.member_status.unfit()
 
     async def _catch_up(self) -> bool:
         """Apply what the log holds after our height; True when nothing is left to apply."""
@@ -339,7 +339,7 @@ class ReplicatedOrderer:
 
     def _applied(self, number: int) -> None:
         self._height = number
-        self._last_block = self.clock()
+        self.cadence.committed()
         self._appended()  # the log moved: etcd takes appends again (another member led meanwhile)
 
     async def _produce(self) -> None:
@@ -351,8 +351,7 @@ class ReplicatedOrderer:
             now_ms = int(self.clock() * 1000)
             with self.applier.storage.counting():  # the writer that runs the tree update may be lost twice
                 out, sealed = await self.applier.pipeline.next_block(now_ms)  # sealed: executed once
-            self.blocks_from_pending += int(sealed)
-            self.blocks_executed_again += int(not sealed)
+            self.cadence.built(sealed)
             record.built()
             number = int(out.block.header.number)
             if not await self.log.append(out.block, lease):
@@ -364,7 +363,7 @@ class ReplicatedOrderer:
             self._building = 0
         self._height = number
         self._next = number + 1
-        self._last_block = self.clock()
+        self.cadence.committed()
         log.debug("block %d appended: %d messages (%d dropped)", number, len(out.applied), len(out.dropped))
 
     # ---- maintenance ----
