@@ -41,7 +41,7 @@ from node.server.config import NodeConfig
 from node.server.devnet import bootstrap_message
 from node.server.events import EventHub
 from node.server.listeners import CHAIN_SERVICE, Listeners, Ports
-from node.server.ordering.applier import BlockApplier
+from node.server.ordering.applier import BlockApplier, VerifyBlocks
 from node.server.ordering.etcd.log import Keys
 from node.server.ordering.etcd.replicated import ReplicatedOrderer, ReplicationSettings
 from node.server.ordering.follower import FollowOrderer
@@ -232,7 +232,8 @@ class NodeApp:
                 empty_block_interval=cfg.empty_block_interval,
                 storage=self.storage,
             )
-        applier = BlockApplier(chain, mempool, pipeline, hub, storage=self.storage)
+        mode: VerifyBlocks = "root" if cfg.blocks_verified == "root" else "full"
+        applier = BlockApplier(chain, mempool, pipeline, hub, storage=self.storage, verify_blocks=mode)
         members, proof = self.tls.members, MemberProof(cfg.cluster_secret)
         forwarder = Forwarder(pipeline, mempool, max_batch=cfg.max_batch, proof=proof, tls=members)
         if cfg.follow:

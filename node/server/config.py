@@ -79,6 +79,10 @@ class NodeConfig:
     advertise_addr: str = ""
     # read-replica mode: follow this node's blocks and forward writes to it
     follow: str = ""
+    # how blocks ordered elsewhere are applied (docs/replication.md, "What a member trusts"): "root" takes the
+    # leader's write set and checks the state root, "full" executes every block again; "": root for an etcd
+    # member, full otherwise (a --follow replica takes blocks from outside its cluster: always full)
+    verify_blocks: str = ""
     # health is NOT_SERVING while more than this many blocks behind the log (or the followed node)
     max_lag_blocks: int = 10
     # shared by the members of a cluster: forwarded batches carry proof, and are not verified again
@@ -95,6 +99,11 @@ class NodeConfig:
     etcd_key: Path | None = None
     # server streams (subscriptions) open at once on this node; more are refused RESOURCE_EXHAUSTED
     max_streams: int = C.MAX_STREAMS
+
+    @property
+    def blocks_verified(self) -> str:
+        """How this node applies blocks ordered elsewhere: `verify_blocks`, or its role's default."""
+        return self.verify_blocks or ("root" if self.orderer == "etcd" else "full")
 
     @property
     def tls(self) -> bool:
@@ -156,6 +165,13 @@ def _cluster_flags(p: argparse.ArgumentParser, d: NodeConfig) -> None:
         help="address of this member's internal listener that other members forward and state-sync to",
     )
     p.add_argument("--follow", default=d.follow, help="read replica of the node whose internal listener is here")
+    p.add_argument(
+        "--verify-blocks",
+        default="",
+        choices=["full", "root"],
+        help="blocks from the log: root applies the leader's write set and checks the state root, full executes "
+        "them again (default: root for an etcd member; a --follow replica is always full)",
+    )
     p.add_argument("--max-lag-blocks", type=int, default=d.max_lag_blocks, help="NOT_SERVING beyond this lag")
     p.add_argument(
         "--cluster-secret",
@@ -304,6 +320,11 @@ def _check(values: Mapping[str, Any]) -> None:
         raise ConfigError(f"--read-workers must be -1 (one per extra CPU), 0 or more, not {values['read_workers']}")
     if values["orderer"] == "etcd" and values["follow"]:
         raise ConfigError("--follow makes a read replica; it cannot also be an etcd member")
+    if values["follow"] and values["verify_blocks"] == "root":
+        raise ConfigError(
+            "--verify-blocks root takes the write sets of an etcd member's log; a --follow replica's blocks come "
+            "from outside its cluster without them and are always executed again (--verify-blocks full)"
+        )
     if values["orderer"] == "etcd" and not values["internal_addr"]:
         raise ConfigError("an etcd member needs --internal-addr: the other members forward and state-sync to it")
     if values["max_streams"] < 1:

@@ -86,8 +86,12 @@ class StorageHealth:
     def check(self) -> None:
         """Refuse admissions while commits fail."""
         if self.failure:
-            raise MessageRejected(
-                Reason.STORAGE_FAILED,
-                f"this node cannot write its store ({self.failure}); try again later or on another node",
-                retry_after_ms=self.retry_after_ms,
-            )
+            raise self.refusal()
+
+    def refusal(self) -> MessageRejected:
+        """The STORAGE_FAILED answer to a submission while commits fail."""
+        return MessageRejected(
+            Reason.STORAGE_FAILED,
+            f"this node cannot write its store ({self.failure}); try again later or on another node",
+            retry_after_ms=self.retry_after_ms,
+        )

@@ -15,6 +15,7 @@ from typing import Protocol
 from opentelemetry.metrics import CallbackOptions, Observation
 
 from node.observability.metrics import MetricsEndpoint, memo_lookups
+from node.server.ordering.state import MemberState, MemberStatus
 
 SECONDS_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 INTERVAL_BUCKETS = (0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.5, 0.75, 1.0, 2.0, 5.0, 10.0, 30.0)
@@ -228,14 +229,19 @@ def _answer_lookups(readers: ObservedReaders) -> list[Observation]:
     return [o for i, (hits, misses) in lookups for o in memo_lookups(hits, misses, {"chain.read_worker": str(i)})]
 
 
+def _in_state(node: ObservedNode, state: MemberState) -> list[Observation]:
+    status = getattr(node.orderer, "member_status", None)
+    return [Observation(1 if isinstance(status, MemberStatus) and status.state is state else 0)]
+
+
 def _diverged(node: ObservedNode) -> list[Observation]:
-    """The replicated and follower orderers set `halted` when a block's state root is not theirs."""
-    return [Observation(1 if getattr(node.orderer, "halted", "") else 0)]
+    """HALTED: a block's state root was not this member's (node/server/ordering/state.py)."""
+    return _in_state(node, MemberState.HALTED)
 
 
 def _no_space(node: ObservedNode) -> list[Observation]:
-    """The replicated orderer sets `log_full` while etcd refuses its appends (database over its quota)."""
-    return [Observation(1 if getattr(node.orderer, "log_full", "") else 0)]
+    """LOG_FULL: etcd refuses this member's appends (its database over its quota)."""
+    return _in_state(node, MemberState.LOG_FULL)
 
 
 def _leader_changes(node: ObservedNode) -> list[Observation]:

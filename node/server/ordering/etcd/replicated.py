@@ -2,17 +2,19 @@
 
 Every member runs one loop that owns its chain: it reads the log after its applied height when the log watch
 (watch.py) says it moved, and once per resync interval anyway (every poll interval while the watch is not
-live), applies each block in order (the transition checks the state root), and, when it is the elected leader
+live), applies each block in order (by the write set the leader wrote with it, or by executing it again:
+`--verify-blocks`, applier.py; either way the state root is checked), and, when it is the elected leader
 and has applied the whole log, builds the next block (sealing the oldest open block of its pending state,
-whose messages were executed at admission: node/server/write/pending.py) and appends it with the fenced
-transaction (etcd_log). Only after the append succeeded does the leader commit the block it built; if the
-append's answer is lost, the block is applied from the log like any other. A block whose state root differs
-from ours halts the member: it logs the difference, stops taking writes (STATE_DIVERGED) and reports
-NOT_SERVING; reads keep working. A halted member, and one whose store refuses commits (disk full), must not
-lead (`_unfit`): the election does not campaign for it, and gives up the leader key if it holds it. A member
-the log was compacted past while it ran (its lease had lapsed: a long pause, a partition from etcd) cannot
-catch up from the log: it leaves (`on_leave`; the node drains and exits with RESTART_EXIT_STATUS) so that its
-next start state-syncs from a snapshot a live member serves (join.py), instead of waiting for an operator.
+whose messages were executed at admission: node/server/write/pending.py) and appends it with its write set
+(node/state/writeset.py) in the fenced transaction (log.py). Only after the append succeeded does the leader
+commit the block it built; if the append's answer is lost, the block is applied from the log like any other. A
+block whose state root differs from ours (or whose write set is malformed) halts the member: it logs the
+difference, stops taking writes (STATE_DIVERGED) and reports NOT_SERVING; reads keep working. A halted member,
+and one whose store refuses commits (disk full), must not lead (`_unfit`): the election does not campaign for
+it, and gives up the leader key if it holds it. A member the log was compacted past while it ran (its lease
+had lapsed: a long pause, a partition from etcd) cannot catch up from the log: it leaves (`on_leave`; the node
+drains and exits with RESTART_EXIT_STATUS) so that its next start state-syncs from a snapshot a live member
+serves (join.py), instead of waiting for an operator.
 
 Followers forward accepted submissions to the leader (forwarding.py), which
 does not verify again what a member proves it verified (membership.py). With
@@ -53,6 +55,7 @@ from node.server.snapshots import SnapshotManager
 from node.server.write.forwarding import Forwarder, no_leader
 from node.server.write.mempool import Mempool
 from node.server.write.pipeline import Outcome
+from node.state.writeset import encode_write_set
 
 log = logging.getLogger("chain.replicated")
 PUBLISH_WAIT = 5.0  # how long a finished snapshot job waits for its listing in etcd (then the tick retries)
@@ -329,12 +332,13 @@ class ReplicatedOrderer:
         if tail.next_number <= self._height:
             self._halt(f"this node is at block {self._height} but the log ends at {tail.next_number - 1}")
             return False
-        blocks = []
+        entries = []
         for i, (number, value) in enumerate(tail.entries):
             if number != self._height + 1 + i:
                 raise InvariantBroken(f"the log skips from {self._height + i} to {number}")
-            blocks.append(await self.log.decode(number, value))
-        await self.applier.apply_run(blocks, self._applied)  # the pending state moves on once, after the last
+            entries.append(await self.log.entry(number, value))
+        blocks, write_sets = [e.block for e in entries], [e.write_set for e in entries]
+        await self.applier.apply_run(blocks, self._applied, write_sets)  # the pending state moves on once, at the end
         return self._height + 1 == self._next
 
     def _applied(self, number: int) -> None:
@@ -354,7 +358,7 @@ class ReplicatedOrderer:
             self.cadence.built(sealed)
             record.built()
             number = int(out.block.header.number)
-            if not await self.log.append(out.block, lease):
+            if not await self.log.append(out.block, lease, encode_write_set(out.writes)):
                 log.info("append of block %d refused (leadership lost or the log moved on)", number)
                 return
             self._appended()
