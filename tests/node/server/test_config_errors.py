@@ -46,6 +46,7 @@ def assert_one_line_exit_2(done: subprocess.CompletedProcess[str], says: str) ->
         (["--network", "testnet"], "needs --genesis"),
         (["--orderer", "etcd"], "needs --etcd-endpoints"),
         (["--orderer", "etcd", "--etcd-endpoints", "http://127.0.0.1:1", "--follow", "x:1"], "cannot also be"),
+        (["--follow", "127.0.0.1:1", "--verify-blocks", "root"], "a --follow replica's blocks come from outside"),
         (["--metrics-addr", "nowhere"], "--metrics-addr"),
         (["--read-workers", "-2"], "--read-workers must be -1"),
         (["--tree-cache-nodes", "-1"], "--tree-cache-nodes must be 0 or more"),
@@ -57,6 +58,11 @@ def assert_one_line_exit_2(done: subprocess.CompletedProcess[str], says: str) ->
 def test_bad_flag_combination_is_one_line_and_exit_2(tmp_path: Path, args: list[str], says: str) -> None:
     assert_one_line_exit_2(run_node(tmp_path, *args), says)
     assert not (tmp_path / "data" / "data.mdb").exists()
+
+
+def test_verify_blocks_root_from_the_environment_is_refused_on_a_replica(tmp_path: Path) -> None:
+    done = run_node(tmp_path, "--follow", "127.0.0.1:1", env={"CHAIN_NODE_VERIFY_BLOCKS": "root"})
+    assert_one_line_exit_2(done, "--verify-blocks root")
 
 
 def test_restore_from_a_directory_that_is_no_snapshot(tmp_path: Path) -> None:
