@@ -125,6 +125,8 @@ class NodeApp:
         self.devnet_authority = opened.devnet_authority
         if cfg.verify_workers < 0:  # sized here from the CPUs and memory this process may use
             log.info("verify workers: %d (%s)", verify_workers, resources.describe())
+        if cfg.read_workers < 0:
+            log.info("read workers: %d (%s)", readers, resources.describe())
         state = await self._parts(stack, opened, verify_workers)
         listeners = Listeners(cfg, self.tls, self._health, self.metrics, self.ports)
         chain_servicer = ChainServicer(state)

@@ -55,8 +55,9 @@ class NodeConfig:
     verify_stall_seconds: float = 10.0
     cpu_limit: float = 0.0  # CPUs this node may use (chart: the pod's limits.cpu); 0: cgroup quota and affinity
     # processes serving reads beside the main one on the same gRPC port (docs/node.md, "Read workers");
-    # 0: the main process serves everything, its port bound exclusively; -1: one per extra CPU, at most 4
-    read_workers: int = 0
+    # -1: sized from the CPUs and memory the node may use (one per whole CPU, none on one CPU, at most 4;
+    # readers/supervisor.py auto_read_workers); 0: the main process serves everything, its port bound exclusively
+    read_workers: int = -1
     # bytes of answers each read worker keeps per snapshot of the store (node/server/readers/answers.py); 0: none
     read_answer_bytes: int = C.READ_ANSWER_BYTES
     # "process": block commits run in a child process that owns the store's write transactions
@@ -131,7 +132,8 @@ def _worker_flags(p: argparse.ArgumentParser, d: NodeConfig) -> None:
         "--read-workers",
         type=int,
         default=d.read_workers,
-        help="processes answering reads on the gRPC port beside the main one; -1: one per extra CPU, at most 4",
+        help="processes answering reads on the gRPC port beside the main one; -1: one per CPU (none on one CPU), "
+        "at most 4, within the memory limit; 0: none",
     )
     p.add_argument(
         "--read-answer-bytes",
@@ -317,7 +319,7 @@ def _check(values: Mapping[str, Any]) -> None:
     if values["read_answer_bytes"] < 0:
         raise ConfigError(f"--read-answer-bytes must be 0 or more, not {values['read_answer_bytes']}")
     if values["read_workers"] < -1:
-        raise ConfigError(f"--read-workers must be -1 (one per extra CPU), 0 or more, not {values['read_workers']}")
+        raise ConfigError(f"--read-workers must be -1 (sized from the CPUs), 0 or more, not {values['read_workers']}")
     if values["orderer"] == "etcd" and values["follow"]:
         raise ConfigError("--follow makes a read replica; it cannot also be an etcd member")
     if values["follow"] and values["verify_blocks"] == "root":

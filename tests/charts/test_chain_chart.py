@@ -172,16 +172,16 @@ def test_node_verify_workers_follow_the_pods_cpu_limit(rendered):
 
 def test_node_read_workers_and_tree_cache_reach_the_node(default):
     env = env_of(node_container(default))
-    assert env["CHAIN_NODE_READ_WORKERS"] == "0"  # the node's default: the main process serves every call
+    assert env["CHAIN_NODE_READ_WORKERS"] == "-1"  # the node's default: sized by the node, as verifyWorkers
     assert env["CHAIN_NODE_TREE_CACHE_NODES"] == "250000"
     assert env["CHAIN_NODE_READ_ANSWER_BYTES"] == "8388608"  # the node's default, written out (not 8.388608e+06)
     tuned = Manifests(
         template(
-            "--set", "node.readWorkers=-1", "--set", "node.treeCacheNodes=1000000", "--set", "node.readAnswerBytes=0"
+            "--set", "node.readWorkers=0", "--set", "node.treeCacheNodes=1000000", "--set", "node.readAnswerBytes=0"
         )
     )
     env = env_of(node_container(tuned))
-    assert env["CHAIN_NODE_READ_WORKERS"] == "-1"  # sized by the node, as verifyWorkers
+    assert env["CHAIN_NODE_READ_WORKERS"] == "0"  # the main process serves every call
     assert env["CHAIN_NODE_TREE_CACHE_NODES"] == "1000000"
     assert env["CHAIN_NODE_READ_ANSWER_BYTES"] == "0"
 

@@ -55,6 +55,7 @@ async def start_stack(data_dir: Path, tracing: Tracing | None) -> AsyncIterator[
         block_interval=0.05,
         empty_block_interval=3600,
         verify_workers=0,
+        read_workers=0,
         drain_seconds=0,
         metrics_addr="",
     )

@@ -28,7 +28,7 @@ from node.listen import ListenError
 from node.observability.histogram import Histogram
 from node.server.readers.shipping import replay
 from node.server.readers.worker import WorkerSettings
-from node.server.write.sizing import Resources, auto_workers
+from node.server.write.sizing import Resources, whole_cpus, workers_in_memory
 
 log = logging.getLogger("chain.node")
 MAX_AUTO_READ_WORKERS = 4
@@ -38,9 +38,22 @@ PAUSE_MIN, PAUSE_MAX, SETTLED = 0.5, 10.0, 30.0  # restart pauses; a worker aliv
 
 
 def read_worker_count(flag: int, resources: Resources, verify_workers: int = 0) -> int:
-    """`--read-workers`: -1 is one per whole usable CPU beyond the first, at most 4, within the memory limit
-    less what the node's `verify_workers` take (sized first: both -1 under a tight limit leaves reads fewer)."""
-    return min(auto_workers(resources.after(verify_workers)), MAX_AUTO_READ_WORKERS) if flag < 0 else flag
+    """`--read-workers`: -1 (the default) is `auto_read_workers` of what the node's `verify_workers` leave of
+    the memory limit (they are sized first: both -1 under a tight limit leaves reads fewer); a number is
+    taken as given, 0 none."""
+    return auto_read_workers(resources.after(verify_workers)) if flag < 0 else flag
+
+
+def auto_read_workers(res: Resources) -> int:
+    """One per whole usable CPU, at most 4, within the memory limit; none on fewer than two CPUs.
+
+    Not one per CPU beyond the first as verify workers are: with workers the main process takes no public
+    connection, so the workers are every process that reads, busy under reads while the verify workers are
+    busy under writes. On two cores two workers read at about the ceiling of two bare echo processes, one
+    worker at about one echo (docs/performance.md, "Reads"); on one CPU a worker only adds a process that
+    competes with the main one."""
+    cpus = whole_cpus(res)
+    return 0 if cpus < 2 else min(cpus, workers_in_memory(res), MAX_AUTO_READ_WORKERS)
 
 
 class ReadWorkers:

@@ -6,8 +6,9 @@ process may use are the least of: the CPUs it may run on (`sched_getaffinity`), 
 (v2 `cpu.max`, v1 `cpu.cfs_quota_us / cpu.cfs_period_us`, the smallest along the cgroup's ancestors), and
 a limit the operator states (`--cpu-limit`, which the chart sets from the pod's `limits.cpu`). Workers are
 one per whole CPU beyond the first, no more than the cgroup memory limit leaves room for, at most
-`MAX_AUTO_WORKERS`. Read workers (`--read-workers -1`, readers/supervisor.py) are sized the same way from
-what the verify workers leave of the memory limit (`Resources.after`).
+`MAX_AUTO_WORKERS`. Read workers (`--read-workers -1`, the default; readers/supervisor.py) are one per whole
+CPU (none on fewer than two), at most 4, within what the verify workers leave of the memory limit
+(`Resources.after`).
 
     res = Resources.detect(cpu_limit=2.0)
     verify = verify_worker_count(-1, res)
@@ -74,11 +75,19 @@ def verify_worker_count(flag: int, res: Resources) -> int:
 
 def auto_workers(res: Resources) -> int:
     """One worker per whole CPU beyond the first, within the memory limit and MAX_AUTO_WORKERS."""
-    by_cpu = math.floor(res.cpus + 1e-9) - 1
-    by_memory = (
-        MAX_AUTO_WORKERS if res.memory_bytes is None else (res.memory_bytes - MAIN_PROCESS_BYTES) // WORKER_BYTES
-    )
-    return max(0, min(by_cpu, by_memory, MAX_AUTO_WORKERS))
+    return max(0, min(whole_cpus(res) - 1, workers_in_memory(res), MAX_AUTO_WORKERS))
+
+
+def whole_cpus(res: Resources) -> int:
+    return math.floor(res.cpus + 1e-9)
+
+
+def workers_in_memory(res: Resources) -> int:
+    """Workers (WORKER_BYTES each) the memory limit has room for beside the main process; MAX_AUTO_WORKERS
+    without a limit."""
+    if res.memory_bytes is None:
+        return MAX_AUTO_WORKERS
+    return max(0, (res.memory_bytes - MAIN_PROCESS_BYTES) // WORKER_BYTES)
 
 
 def _affinity() -> int:

@@ -136,6 +136,7 @@ def _free_port() -> int:
 def _in_process(data_dir: Path, *argv: str) -> NodeApp:
     flags = ["--data-dir", str(data_dir), "--grpc-addr", "127.0.0.1:0", "--web-addr", "127.0.0.1:0"]
     flags += ["--admin-addr", "127.0.0.1:0", "--internal-addr", "127.0.0.1:0", "--verify-workers", "0"]
+    flags += ["--read-workers", "0"]  # one process unless a test asks for workers (the default sizes them)
     return NodeApp(parse_config([*flags, "--drain-seconds", "0", "--block-interval", "0.05", *argv], {}))
 
 

@@ -1,9 +1,10 @@
-"""Verify workers sized from what the process may use (CPU quota, memory limit), read from fake cgroup trees."""
+"""Verify and read workers sized from what the process may use (CPU quota, memory limit), from fake cgroup trees."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from node.server.config import NodeConfig
 from node.server.readers.supervisor import MAX_AUTO_READ_WORKERS, read_worker_count
 from node.server.write.sizing import (
     MAX_AUTO_WORKERS,
@@ -89,14 +90,31 @@ def test_missing_files_mean_no_limit(tmp_path: Path) -> None:
     assert memory_limit(tmp_path / "none", tmp_path / "none") is None
 
 
-def test_read_workers_auto_is_one_per_extra_cpu_at_most_four() -> None:
+def test_read_workers_auto_is_one_per_cpu_at_most_four_none_on_one_cpu() -> None:
     assert read_worker_count(-1, Resources(1.0, None, "affinity")) == 0  # a 1-CPU devnet: none
-    assert read_worker_count(-1, Resources(2.0, None, "affinity")) == 1
-    assert read_worker_count(-1, Resources(3.5, None, "cgroup quota")) == 2
+    assert read_worker_count(-1, Resources(1.9, None, "cgroup quota")) == 0  # whole CPUs only
+    assert read_worker_count(-1, Resources(2.0, None, "affinity")) == 2  # the 2-core machine: one per core
+    assert read_worker_count(-1, Resources(3.5, None, "cgroup quota")) == 3
     assert read_worker_count(-1, Resources(64.0, None, "affinity")) == MAX_AUTO_READ_WORKERS == 4
     assert read_worker_count(-1, Resources(64.0, 640 * 2**20, "affinity")) == 2  # memory bounds it
-    assert read_worker_count(0, Resources(64.0, None, "affinity")) == 0  # the default: the main process alone
+    assert read_worker_count(-1, Resources(2.0, 600 * 2**20, "cgroup quota")) == 1  # (600-512)//64
+    assert read_worker_count(0, Resources(64.0, None, "affinity")) == 0  # 0: the main process alone
     assert read_worker_count(6, Resources(1.0, None, "affinity")) == 6  # a number is taken as given
+
+
+def test_the_default_read_workers_are_sized_from_a_cgroup_quota_and_memory(tmp_path: Path) -> None:
+    files = {"cpu.max": "300000 100000", "memory.max": str(GiB)}
+    root, proc = tree(tmp_path, files, "0::/\n")
+    res = Resources.detect(cgroup_root=root, proc_cgroup=proc, affinity=64)
+    verify = verify_worker_count(NodeConfig().verify_workers, res)
+    assert verify == 2  # one per CPU beyond the first of the 3-CPU quota
+    assert read_worker_count(NodeConfig().read_workers, res, verify) == 3  # one per CPU of the quota
+    files["memory.max"] = str(704 * 2**20)  # 512 MiB for the node, 2 x 64 for verify: room for one reader
+    root, proc = tree(tmp_path / "tight", files, "0::/\n")
+    res = Resources.detect(cgroup_root=root, proc_cgroup=proc, affinity=64)
+    assert read_worker_count(-1, res, verify_worker_count(-1, res)) == 1
+    pinned = Resources.detect(cgroup_root=root, proc_cgroup=proc, affinity=1)  # taskset / cpuset to one CPU
+    assert read_worker_count(-1, pinned, verify_worker_count(-1, pinned)) == 0
 
 
 def test_verify_workers_auto_is_sized_and_a_number_is_taken_as_given() -> None:
