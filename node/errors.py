@@ -37,6 +37,13 @@ REASON_CODE = "reason-code"
 REASON_VALUES = "reason-values"
 RETRY_AFTER_MS = "retry-after-ms"
 FIELD = "field"
+# Consistent reads (docs/replication.md): the applied height a read's answer reflects (trailer), and what a
+# read may ask for (request metadata): a state at or past a block, or the ordered log's height (linearizable).
+CHAIN_HEIGHT = "chain-height"
+CHAIN_MIN_HEIGHT = "chain-min-height"
+CHAIN_READ_CONSISTENCY = "chain-read-consistency"
+LINEARIZABLE = "linearizable"
+SERIALIZABLE = "serializable"
 # The details gRPC gives a call whose deadline passed (what a call answered some other way says too).
 DEADLINE_DETAILS = "Deadline Exceeded"
 
@@ -124,6 +131,12 @@ class Reason(StrEnum):
     STATE_DIVERGED = "STATE_DIVERGED"
     # the store failed an integrity check while serving (a hash mismatch, a damaged LMDB page)
     DATA_CORRUPTED = "DATA_CORRUPTED"
+    # a read asked for a state at or past a block (`chain-min-height`, or the log's height for a linearizable
+    # read) that this node had not applied within the call's deadline: retry after `retry-after-ms`, or elsewhere
+    HEIGHT_NOT_REACHED = "HEIGHT_NOT_REACHED"
+    # a linearizable read (`chain-read-consistency: linearizable`) could not learn the ordered log's height
+    # (etcd, or the followed upstream, did not answer in time): retry, or read at the default consistency
+    CONSISTENCY_UNAVAILABLE = "CONSISTENCY_UNAVAILABLE"
     # reads and transport (typed errors other than rejections; the gateway's own answers)
     NOT_FOUND = "NOT_FOUND"
     INVALID_ARGUMENT = "INVALID_ARGUMENT"

@@ -130,6 +130,8 @@ _GROUPS: Mapping[Category, tuple[Reason, ...]] = MappingProxyType(
             R.UNAVAILABLE,
             R.STREAM_GAP,
             R.HISTORY_UNAVAILABLE,
+            R.HEIGHT_NOT_REACHED,
+            R.CONSISTENCY_UNAVAILABLE,
         ),
         C.CORRUPTED: (R.DATA_CORRUPTED,),
         C.DEADLINE: (R.DEADLINE_EXCEEDED, R.OUTCOME_UNKNOWN),  # the outcome of a write is not known

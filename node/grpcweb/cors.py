@@ -19,9 +19,10 @@ Rules (docs/grpc-web.md, docs/rest.md):
 - A request without `Origin` is not a cross-origin browser request: it gets no CORS headers.
 
 Both listeners use the same header lists: the union of what a gRPC-web client sends (`x-grpc-web`,
-`x-user-agent`, `grpc-timeout`), what an SSE client resuming a stream sends (`last-event-id`), and the
-gateway's JSON error details (`reason-code`, `reason-values`, `field`). Only the methods differ, because
-only the gateway serves GET.
+`x-user-agent`, `grpc-timeout`), what an SSE client resuming a stream sends (`last-event-id`), what a
+consistent read asks (`chain-min-height`, `chain-read-consistency`), the gateway's JSON error details
+(`reason-code`, `reason-values`, `field`) and the height a read reflects (`chain-height`). Only the
+methods differ, because only the gateway serves GET.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from node.errors import FIELD, REASON_CODE, REASON_VALUES
+from node.errors import CHAIN_HEIGHT, CHAIN_MIN_HEIGHT, CHAIN_READ_CONSISTENCY, FIELD, REASON_CODE, REASON_VALUES
 
 # Request headers browsers may send: gRPC-web clients (connect-web and grpc-web both stay within these),
 # SSE clients resuming a stream, and bearer tokens.
@@ -40,6 +41,8 @@ ALLOWED_REQUEST_HEADERS = (
     "x-user-agent",
     "grpc-timeout",
     "authorization",
+    CHAIN_MIN_HEIGHT,
+    CHAIN_READ_CONSISTENCY,
 )
 # Response headers browser code must be able to read: the gRPC status, and the reason code and its
 # details, sent as trailers-only metadata by gRPC-web and as headers by the gateway's errors.
@@ -50,6 +53,7 @@ EXPOSED_RESPONSE_HEADERS = (
     REASON_CODE,
     REASON_VALUES,
     FIELD,
+    CHAIN_HEIGHT,
 )
 DEFAULT_MAX_AGE = 600
 

@@ -245,7 +245,7 @@ REASON_FAMILY: Mapping[str, type[ChainError]] = _families(
         ),
         Unavailable: (
             *(R.NOT_LEADER, R.STATE_DIVERGED, R.STORAGE_FAILED, R.DRAINING, R.UNAVAILABLE, R.BAD_GATEWAY),
-            *(R.STREAM_GAP, R.HISTORY_UNAVAILABLE),
+            *(R.STREAM_GAP, R.HISTORY_UNAVAILABLE, R.HEIGHT_NOT_REACHED, R.CONSISTENCY_UNAVAILABLE),
         ),
         NotFound: (R.NOT_FOUND,),
         Dropped: (R.MESSAGE_DROPPED, CliCode.DROPPED),

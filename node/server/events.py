@@ -49,9 +49,35 @@ class Subscriber:
         return item
 
 
+class Heights:
+    """The newest block published, and waits for a block number (the consistent reads of
+    node/server/rpc/consistency.py wait on it: woken by the commit, never polling)."""
+
+    def __init__(self) -> None:
+        self.height = -1  # none published yet
+        self._waiting: dict[int, asyncio.Future[None]] = {}  # block number -> woken when it is published
+
+    def advance(self, number: int) -> None:
+        self.height = max(self.height, number)
+        for wanted in [w for w in self._waiting if w <= number]:
+            future = self._waiting.pop(wanted)
+            if not future.done():
+                future.set_result(None)
+
+    async def reach(self, number: int) -> None:
+        """Return once block `number` (or a later one) has been published."""
+        if self.height >= number:
+            return
+        future = self._waiting.get(number)
+        if future is None or future.done():
+            future = self._waiting[number] = asyncio.get_running_loop().create_future()
+        await asyncio.shield(future)  # one waiter cancelled (its deadline) does not cancel the others'
+
+
 class EventHub:
     def __init__(self, queue_size: int, max_subscribers: int = 0) -> None:
         """`max_subscribers`: streams open at once at most (0: no limit)."""
+        self.heights = Heights()
         self.queue_size = queue_size
         self.max_subscribers = max_subscribers
         self._subscribers: set[Subscriber] = set()
@@ -86,6 +112,7 @@ class EventHub:
                 continue
             for item in items:
                 sub.queue.put_nowait(item)
+        self.heights.advance(int(block.header.number))
 
     def _drop(self, sub: Subscriber) -> None:
         self._subscribers.discard(sub)

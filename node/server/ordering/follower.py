@@ -22,6 +22,7 @@ import grpc
 from chain.v1 import message_pb2 as pb
 from chain.v1 import rpc_pb2, service_pb2_grpc
 from node.chain import Chain
+from node.errors import CHAIN_READ_CONSISTENCY, LINEARIZABLE, InvariantBroken
 from node.observability.logs import Every
 from node.server.ordering.applier import BlockApplier
 from node.server.ordering.state import SERVING, MemberStatus, Pacing, Say, Wait, after, current, wait_after
@@ -95,6 +96,17 @@ class FollowOrderer:
     @property
     def serving(self) -> bool:
         return self.member_status.state.serving
+
+    async def read_index(self) -> int:
+        """A replica has no log of its own: the upstream's height after a linearizable read there (GetNodeStatus
+        with `chain-read-consistency: linearizable`, which an etcd member answers once it has applied the log's
+        height, and a solo node at once). grpc.aio.AioRpcError when the upstream does not answer."""
+        if self._channel is None:
+            raise InvariantBroken("the replica reads its upstream only once started")
+        stub: ChainServiceAsyncStub = service_pb2_grpc.ChainServiceStub(self._channel)
+        wish = ((CHAIN_READ_CONSISTENCY, LINEARIZABLE),)
+        response = await stub.GetNodeStatus(rpc_pb2.GetNodeStatusRequest(), metadata=wish)
+        return int(response.status.block_height)
 
     async def submit(self, msgs: Sequence[pb.Message], *, vouched: bool = False) -> list[Outcome]:
         refused = self.member_status.refusal(admits=False, storage=self.applier.storage)  # it forwards all

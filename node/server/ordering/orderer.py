@@ -69,6 +69,11 @@ class Orderer(Protocol):
         member verified them and proved it sent them (node/server/write/membership.py)."""
         ...
 
+    async def read_index(self) -> int:
+        """The height every block committed anywhere is at or below, learnt now (a linearizable read reads
+        at or past it: node/server/rpc/consistency.py). Raises when it cannot be learnt."""
+        ...
+
 
 class SoloOrderer:
     role = "solo"
@@ -126,6 +131,10 @@ class SoloOrderer:
     @property
     def blocks_executed_again(self) -> int:
         return self.cadence.blocks_executed_again
+
+    async def read_index(self) -> int:
+        """Solo orders every block itself: what it has committed is all there is."""
+        return self.chain.height
 
     async def submit(self, msgs: Sequence[pb.Message], *, vouched: bool = False) -> list[Outcome]:
         self.storage.check()  # STORAGE_FAILED: never "accepted" for a block that cannot be written

@@ -4,7 +4,8 @@ Not part of the public interface. The gateway coalesces the REST reads that arri
 (gateway/upstream/batching.py) instead of paying one gRPC round trip each. Every item names a pure read method of
 ChainService or KeychainService and is answered by that method's own handler, in this process, wrapped
 by the same interceptors the server runs per call (the error mapping, the RPC metrics): the same response
-bytes, or the same status, details and trailing metadata (`reason-code`, `field`, ...). Items are
+bytes and trailers (`chain-height`), or the same status, details and trailing metadata (`reason-code`,
+`field`, ...). Items are
 answered one after the other; one item's failure is its own result, never the batch's.
 
 A method that is not a batchable read answers UNIMPLEMENTED for that item. An item's `timeout_ms` is its
@@ -148,15 +149,17 @@ class ReadBatchServicer(pb_grpc.ReadBatchServiceServicer):
         add = out.results.add  # each result made in place (a list of results would be copied in)
         for item in request.items:
             answer = await self._one(item, received, loop)
-            if isinstance(answer, bytes):
-                add(response=answer)
+            if isinstance(answer, tuple):
+                result = add(response=answer[0])
+                for key, value in answer[1]:  # `chain-height`: the height the answer was read at
+                    result.trailers.add(key=key, value=value if isinstance(value, str) else value.decode())
             else:
                 add().CopyFrom(answer)
 
     async def _one(
         self, item: pb.ReadBatchItem, received: float, loop: asyncio.AbstractEventLoop
-    ) -> bytes | pb.ReadBatchResult:
-        """The item's response bytes, or its failed result."""
+    ) -> tuple[bytes, Metadata] | pb.ReadBatchResult:
+        """The item's response bytes and trailers, or its failed result."""
         handler = self._handlers.get(item.method)
         if handler is None or handler.unary_unary is None:
             return _failed(grpc.StatusCode.UNIMPLEMENTED, f"{item.method} is not a batchable read")
@@ -184,7 +187,7 @@ class ReadBatchServicer(pb_grpc.ReadBatchServiceServicer):
             return _failed(grpc.StatusCode.DEADLINE_EXCEEDED, DEADLINE_DETAILS)
         serialize = handler.response_serializer
         answer: bytes = serialize(response) if serialize is not None else response
-        return answer
+        return answer, context.trailing_metadata()
 
 
 def add_read_batch(server: grpc.aio.Server, handlers: Mapping[str, Handler]) -> ReadBatchServicer:

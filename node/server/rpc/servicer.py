@@ -26,10 +26,11 @@ from chain.v1 import (
 from chain.v1 import message_pb2 as pb
 from node.chain import Chain
 from node.crypto.webauthn import COSE_ES256
-from node.errors import MessageDropped, MessageRejected, NotFound, Reason
+from node.errors import CHAIN_HEIGHT, MessageDropped, MessageRejected, NotFound, Reason
 from node.query.reader import Reader
 from node.server.events import Draining, EventHub, Overflowed, Subscriber
 from node.server.ordering.orderer import Orderer
+from node.server.rpc.consistency import Reads, wish_of
 from node.server.rpc.status import reason_trailers
 from node.server.snapshots import SnapshotManager
 from node.server.storage_health import StorageHealth
@@ -73,11 +74,14 @@ class ChainServicer(service_pb2_grpc.ChainServiceServicer):
     def __init__(self, node: NodeState, *, internal: bool = False) -> None:
         self.node = node
         self.internal = internal
+        self.reads = Reads(node.chain, node.orderer, node.hub.heights)
 
-    def _read(self, fn: Callable[[Reader], T]) -> T:
-        chain = self.node.chain
-        with chain.read() as (view, nodes):
-            return fn(Reader(view, chain.read_tree(nodes), chain.heads))
+    async def _read(self, context: ServicerContext[Any, Any], fn: Callable[[Reader], T]) -> T:
+        return await self.reads.answer(context, fn)  # the consistency asked for; `chain-height` (consistency.py)
+
+    def _read_now(self, fn: Callable[[Reader], T]) -> T:
+        with self.node.chain.read() as (view, nodes):
+            return fn(Reader(view, self.node.chain.read_tree(nodes), self.node.chain.heads))
 
     # ---- writes ----
     async def SubmitMessage(
@@ -126,49 +130,49 @@ class ChainServicer(service_pb2_grpc.ChainServiceServicer):
         request: rpc_pb2.GetProjectRequest,
         context: ServicerContext[rpc_pb2.GetProjectRequest, rpc_pb2.GetProjectResponse],
     ) -> rpc_pb2.GetProjectResponse:
-        return self._read(lambda r: r.get_project(request))
+        return await self._read(context, lambda r: r.get_project(request))
 
     async def GetProjectByName(
         self,
         request: rpc_pb2.GetProjectByNameRequest,
         context: ServicerContext[rpc_pb2.GetProjectByNameRequest, rpc_pb2.GetProjectByNameResponse],
     ) -> rpc_pb2.GetProjectByNameResponse:
-        return self._read(lambda r: r.get_project_by_name(request))
+        return await self._read(context, lambda r: r.get_project_by_name(request))
 
     async def SearchProjects(
         self,
         request: rpc_pb2.SearchProjectsRequest,
         context: ServicerContext[rpc_pb2.SearchProjectsRequest, rpc_pb2.SearchProjectsResponse],
     ) -> rpc_pb2.SearchProjectsResponse:
-        return self._read(lambda r: r.search_projects(request))
+        return await self._read(context, lambda r: r.search_projects(request))
 
     async def ListProjects(
         self,
         request: rpc_pb2.ListProjectsRequest,
         context: ServicerContext[rpc_pb2.ListProjectsRequest, rpc_pb2.ListProjectsResponse],
     ) -> rpc_pb2.ListProjectsResponse:
-        return self._read(lambda r: r.list_projects(request))
+        return await self._read(context, lambda r: r.list_projects(request))
 
     async def GetProjectActivity(
         self,
         request: rpc_pb2.GetProjectActivityRequest,
         context: ServicerContext[rpc_pb2.GetProjectActivityRequest, rpc_pb2.GetProjectActivityResponse],
     ) -> rpc_pb2.GetProjectActivityResponse:
-        return self._read(lambda r: r.get_project_activity(request))
+        return await self._read(context, lambda r: r.get_project_activity(request))
 
     async def GetMergeRequest(
         self,
         request: rpc_pb2.GetMergeRequestRequest,
         context: ServicerContext[rpc_pb2.GetMergeRequestRequest, rpc_pb2.GetMergeRequestResponse],
     ) -> rpc_pb2.GetMergeRequestResponse:
-        return self._read(lambda r: r.get_merge_request(request))
+        return await self._read(context, lambda r: r.get_merge_request(request))
 
     async def ListMergeRequests(
         self,
         request: rpc_pb2.ListMergeRequestsRequest,
         context: ServicerContext[rpc_pb2.ListMergeRequestsRequest, rpc_pb2.ListMergeRequestsResponse],
     ) -> rpc_pb2.ListMergeRequestsResponse:
-        return self._read(lambda r: r.list_merge_requests(request))
+        return await self._read(context, lambda r: r.list_merge_requests(request))
 
     async def ListMergeRequestsByRequester(
         self,
@@ -177,55 +181,55 @@ class ChainServicer(service_pb2_grpc.ChainServiceServicer):
             rpc_pb2.ListMergeRequestsByRequesterRequest, rpc_pb2.ListMergeRequestsByRequesterResponse
         ],
     ) -> rpc_pb2.ListMergeRequestsByRequesterResponse:
-        return self._read(lambda r: r.list_merge_requests_by_requester(request))
+        return await self._read(context, lambda r: r.list_merge_requests_by_requester(request))
 
     # ---- git objects ----
     async def GetRef(
         self, request: rpc_pb2.GetRefRequest, context: ServicerContext[rpc_pb2.GetRefRequest, rpc_pb2.GetRefResponse]
     ) -> rpc_pb2.GetRefResponse:
-        return self._read(lambda r: r.get_ref(request))
+        return await self._read(context, lambda r: r.get_ref(request))
 
     async def ListRefs(
         self,
         request: rpc_pb2.ListRefsRequest,
         context: ServicerContext[rpc_pb2.ListRefsRequest, rpc_pb2.ListRefsResponse],
     ) -> rpc_pb2.ListRefsResponse:
-        return self._read(lambda r: r.list_refs(request))
+        return await self._read(context, lambda r: r.list_refs(request))
 
     async def GetRefLog(
         self,
         request: rpc_pb2.GetRefLogRequest,
         context: ServicerContext[rpc_pb2.GetRefLogRequest, rpc_pb2.GetRefLogResponse],
     ) -> rpc_pb2.GetRefLogResponse:
-        return self._read(lambda r: r.get_ref_log(request))
+        return await self._read(context, lambda r: r.get_ref_log(request))
 
     async def GetCommit(
         self,
         request: rpc_pb2.GetCommitRequest,
         context: ServicerContext[rpc_pb2.GetCommitRequest, rpc_pb2.GetCommitResponse],
     ) -> rpc_pb2.GetCommitResponse:
-        return self._read(lambda r: r.get_commit(request))
+        return await self._read(context, lambda r: r.get_commit(request))
 
     async def ListCommits(
         self,
         request: rpc_pb2.ListCommitsRequest,
         context: ServicerContext[rpc_pb2.ListCommitsRequest, rpc_pb2.ListCommitsResponse],
     ) -> rpc_pb2.ListCommitsResponse:
-        return self._read(lambda r: r.list_commits(request))
+        return await self._read(context, lambda r: r.list_commits(request))
 
     async def GetCommitAncestors(
         self,
         request: rpc_pb2.GetCommitAncestorsRequest,
         context: ServicerContext[rpc_pb2.GetCommitAncestorsRequest, rpc_pb2.GetCommitAncestorsResponse],
     ) -> rpc_pb2.GetCommitAncestorsResponse:
-        return self._read(lambda r: r.get_commit_ancestors(request))
+        return await self._read(context, lambda r: r.get_commit_ancestors(request))
 
     async def ListCollaborators(
         self,
         request: rpc_pb2.ListCollaboratorsRequest,
         context: ServicerContext[rpc_pb2.ListCollaboratorsRequest, rpc_pb2.ListCollaboratorsResponse],
     ) -> rpc_pb2.ListCollaboratorsResponse:
-        return self._read(lambda r: r.list_collaborators(request))
+        return await self._read(context, lambda r: r.list_collaborators(request))
 
     # ---- accounts ----
     async def GetAccount(
@@ -233,61 +237,61 @@ class ChainServicer(service_pb2_grpc.ChainServiceServicer):
         request: rpc_pb2.GetAccountRequest,
         context: ServicerContext[rpc_pb2.GetAccountRequest, rpc_pb2.GetAccountResponse],
     ) -> rpc_pb2.GetAccountResponse:
-        return self._read(lambda r: r.get_account(request))
+        return await self._read(context, lambda r: r.get_account(request))
 
     async def GetAccountActivity(
         self,
         request: rpc_pb2.GetAccountActivityRequest,
         context: ServicerContext[rpc_pb2.GetAccountActivityRequest, rpc_pb2.GetAccountActivityResponse],
     ) -> rpc_pb2.GetAccountActivityResponse:
-        return self._read(lambda r: r.get_account_activity(request))
+        return await self._read(context, lambda r: r.get_account_activity(request))
 
     async def GetKey(
         self, request: rpc_pb2.GetKeyRequest, context: ServicerContext[rpc_pb2.GetKeyRequest, rpc_pb2.GetKeyResponse]
     ) -> rpc_pb2.GetKeyResponse:
-        return self._read(lambda r: r.get_key(request))
+        return await self._read(context, lambda r: r.get_key(request))
 
     async def ListKeys(
         self,
         request: rpc_pb2.ListKeysRequest,
         context: ServicerContext[rpc_pb2.ListKeysRequest, rpc_pb2.ListKeysResponse],
     ) -> rpc_pb2.ListKeysResponse:
-        return self._read(lambda r: r.list_keys(request))
+        return await self._read(context, lambda r: r.list_keys(request))
 
     async def ListVerifications(
         self,
         request: rpc_pb2.ListVerificationsRequest,
         context: ServicerContext[rpc_pb2.ListVerificationsRequest, rpc_pb2.ListVerificationsResponse],
     ) -> rpc_pb2.ListVerificationsResponse:
-        return self._read(lambda r: r.list_verifications(request))
+        return await self._read(context, lambda r: r.list_verifications(request))
 
     async def ListLinks(
         self,
         request: rpc_pb2.ListLinksRequest,
         context: ServicerContext[rpc_pb2.ListLinksRequest, rpc_pb2.ListLinksResponse],
     ) -> rpc_pb2.ListLinksResponse:
-        return self._read(lambda r: r.list_links(request))
+        return await self._read(context, lambda r: r.list_links(request))
 
     async def ListLinksByTarget(
         self,
         request: rpc_pb2.ListLinksByTargetRequest,
         context: ServicerContext[rpc_pb2.ListLinksByTargetRequest, rpc_pb2.ListLinksByTargetResponse],
     ) -> rpc_pb2.ListLinksByTargetResponse:
-        return self._read(lambda r: r.list_links_by_target(request))
+        return await self._read(context, lambda r: r.list_links_by_target(request))
 
     async def ListReactions(
         self,
         request: rpc_pb2.ListReactionsRequest,
         context: ServicerContext[rpc_pb2.ListReactionsRequest, rpc_pb2.ListReactionsResponse],
     ) -> rpc_pb2.ListReactionsResponse:
-        return self._read(lambda r: r.list_reactions(request))
+        return await self._read(context, lambda r: r.list_reactions(request))
 
     async def ListReactionsByTarget(
         self,
         request: rpc_pb2.ListReactionsByTargetRequest,
         context: ServicerContext[rpc_pb2.ListReactionsByTargetRequest, rpc_pb2.ListReactionsByTargetResponse],
     ) -> rpc_pb2.ListReactionsByTargetResponse:
-        return self._read(lambda r: r.list_reactions_by_target(request))
+        return await self._read(context, lambda r: r.list_reactions_by_target(request))
 
     # ---- blocks and messages ----
     async def GetBlock(
@@ -295,14 +299,14 @@ class ChainServicer(service_pb2_grpc.ChainServiceServicer):
         request: rpc_pb2.GetBlockRequest,
         context: ServicerContext[rpc_pb2.GetBlockRequest, rpc_pb2.GetBlockResponse],
     ) -> rpc_pb2.GetBlockResponse:
-        return self._read(lambda r: r.get_block(request))
+        return await self._read(context, lambda r: r.get_block(request))
 
     async def ListBlocks(
         self,
         request: rpc_pb2.ListBlocksRequest,
         context: ServicerContext[rpc_pb2.ListBlocksRequest, rpc_pb2.ListBlocksResponse],
     ) -> rpc_pb2.ListBlocksResponse:
-        return self._read(lambda r: r.list_blocks(request))
+        return await self._read(context, lambda r: r.list_blocks(request))
 
     async def GetMessage(
         self,
@@ -310,7 +314,7 @@ class ChainServicer(service_pb2_grpc.ChainServiceServicer):
         context: ServicerContext[rpc_pb2.GetMessageRequest, rpc_pb2.GetMessageResponse],
     ) -> rpc_pb2.GetMessageResponse:
         try:
-            return self._read(lambda r: r.get_message(request))
+            return await self._read(context, lambda r: r.get_message(request))
         except NotFound:
             dropped = self.node.pipeline.dropped.get(bytes(request.hash))  # admitted here, then dropped: why
             if dropped is not None:
@@ -322,7 +326,7 @@ class ChainServicer(service_pb2_grpc.ChainServiceServicer):
         request: rpc_pb2.ListMessagesRequest,
         context: ServicerContext[rpc_pb2.ListMessagesRequest, rpc_pb2.ListMessagesResponse],
     ) -> rpc_pb2.ListMessagesResponse:
-        return self._read(lambda r: r.list_messages(request))
+        return await self._read(context, lambda r: r.list_messages(request))
 
     # ---- proofs ----
     async def GetOperationProof(
@@ -330,28 +334,28 @@ class ChainServicer(service_pb2_grpc.ChainServiceServicer):
         request: rpc_pb2.GetOperationProofRequest,
         context: ServicerContext[rpc_pb2.GetOperationProofRequest, rpc_pb2.GetOperationProofResponse],
     ) -> rpc_pb2.GetOperationProofResponse:
-        return self._read(lambda r: r.get_operation_proof(request))
+        return await self._read(context, lambda r: r.get_operation_proof(request))
 
     async def GetExclusionProof(
         self,
         request: rpc_pb2.GetExclusionProofRequest,
         context: ServicerContext[rpc_pb2.GetExclusionProofRequest, rpc_pb2.GetExclusionProofResponse],
     ) -> rpc_pb2.GetExclusionProofResponse:
-        return self._read(lambda r: r.get_exclusion_proof(request))
+        return await self._read(context, lambda r: r.get_exclusion_proof(request))
 
     async def VerifyOperationProof(
         self,
         request: rpc_pb2.VerifyOperationProofRequest,
         context: ServicerContext[rpc_pb2.VerifyOperationProofRequest, rpc_pb2.VerifyOperationProofResponse],
     ) -> rpc_pb2.VerifyOperationProofResponse:
-        return self._read(lambda r: r.verify_operation_proof(request))
+        return await self._read(context, lambda r: r.verify_operation_proof(request))
 
     async def GetStorageQuotaProof(
         self,
         request: rpc_pb2.GetStorageQuotaProofRequest,
         context: ServicerContext[rpc_pb2.GetStorageQuotaProofRequest, rpc_pb2.GetStorageQuotaProofResponse],
     ) -> rpc_pb2.GetStorageQuotaProofResponse:
-        return self._read(lambda r: r.get_storage_quota_proof(request))
+        return await self._read(context, lambda r: r.get_storage_quota_proof(request))
 
     # ---- node operations ----
     async def GetNodeStatus(
@@ -359,7 +363,10 @@ class ChainServicer(service_pb2_grpc.ChainServiceServicer):
         request: rpc_pb2.GetNodeStatusRequest,
         context: ServicerContext[rpc_pb2.GetNodeStatusRequest, rpc_pb2.GetNodeStatusResponse],
     ) -> rpc_pb2.GetNodeStatusResponse:
+        if (wish := wish_of(context.invocation_metadata())) is not None:  # a --follow replica's read index
+            await self.reads.settle(wish, context.time_remaining())
         head = self.node.chain.head().header
+        context.set_trailing_metadata(((CHAIN_HEIGHT, str(head.number)),))
         status = node_info_pb2.NodeStatus(
             block_height=head.number,
             mempool_size=len(self.node.mempool),
@@ -394,7 +401,7 @@ class ChainServicer(service_pb2_grpc.ChainServiceServicer):
         request: rpc_pb2.GetChainStatsRequest,
         context: ServicerContext[rpc_pb2.GetChainStatsRequest, rpc_pb2.GetChainStatsResponse],
     ) -> rpc_pb2.GetChainStatsResponse:
-        return rpc_pb2.GetChainStatsResponse(stats=self._read(lambda r: r.chain_stats()))
+        return await self._read(context, lambda r: rpc_pb2.GetChainStatsResponse(stats=r.chain_stats()))
 
     async def GetSnapshotInfo(
         self,
@@ -469,8 +476,8 @@ class ChainServicer(service_pb2_grpc.ChainServiceServicer):
         if request.after_event_id:
             return int(request.after_event_id)
         if request.from_block:
-            return self._read(lambda r: _last_event_before(r, int(request.from_block)))
-        return int(self._read(lambda r: r.chain_stats()).total_messages)
+            return self._read_now(lambda r: _last_event_before(r, int(request.from_block)))
+        return int(self._read_now(lambda r: r.chain_stats()).total_messages)
 
     async def SubscribeBlocks(
         self,
@@ -556,22 +563,21 @@ def _last_event_before(r: Reader, block_number: int) -> int:
 class KeychainServicer(keychain_service_pb2_grpc.KeychainServiceServicer):
     def __init__(self, node: NodeState) -> None:
         self.node = node
+        self.reads = Reads(node.chain, node.orderer, node.hub.heights)
 
     async def ListCustodyKeys(
         self,
         request: rpc_pb2.ListCustodyKeysRequest,
         context: ServicerContext[rpc_pb2.ListCustodyKeysRequest, rpc_pb2.ListCustodyKeysResponse],
     ) -> rpc_pb2.ListCustodyKeysResponse:
-        with self.node.chain.read() as (view, nodes):
-            return Reader(view, nodes).list_custody_keys(request)
+        return await self.reads.answer(context, lambda r: r.list_custody_keys(request))
 
     async def GetCustodyKey(
         self,
         request: rpc_pb2.GetCustodyKeyRequest,
         context: ServicerContext[rpc_pb2.GetCustodyKeyRequest, rpc_pb2.GetCustodyKeyResponse],
     ) -> rpc_pb2.GetCustodyKeyResponse:
-        with self.node.chain.read() as (view, nodes):
-            return Reader(view, nodes).get_custody_key(request)
+        return await self.reads.answer(context, lambda r: r.get_custody_key(request))
 
     async def GetWebAuthnPolicy(
         self,

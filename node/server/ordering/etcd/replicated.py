@@ -135,6 +135,13 @@ class ReplicatedOrderer:
     def log_height(self) -> int:
         return max(self._next - 1, 0)
 
+    async def read_index(self) -> int:
+        """The log's height read from etcd now (`next` - 1; etcd answers a range linearizably unless asked
+        otherwise, as its ReadIndex does): every block any member has committed is at or below it (a leader
+        commits a block only after appending it). EtcdUnavailable when etcd does not answer."""
+        kv = await self.client.get(self.keys.next)
+        return int(kv.value) - 1 if kv is not None else self.chain.height  # no log yet: nothing ordered beyond
+
     @property
     def pending_blocks(self) -> int:
         return max(self._building, self.log_height - self._height)
