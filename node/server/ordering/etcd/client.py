@@ -1,8 +1,9 @@
 """A small async client for etcd's v3 gRPC API (the subset in rpc.proto beside this file).
 
 Only what the replicated orderer needs: range, put, delete, txn, leases,
-compaction and a watch on one key. Every call goes to the endpoint that answered last; when that
-member cannot answer (UNAVAILABLE, a timeout, no leader, an internal error) it
+compaction and a watch on one key; and what the operator's member management needs: member list, add and
+remove, and one member's status (`member_status`, asked of that member alone). Every call goes to the
+endpoint that answered last; when that member cannot answer (UNAVAILABLE, a timeout, no leader, an internal error) it
 tries the next one, and raises `EtcdUnavailable` when none answers (no quorum,
 all members down). A request etcd refuses for what it is (a compacted revision,
 an invalid argument) raises `ChainError` without trying the others.
@@ -39,6 +40,7 @@ from node.tls import ClientTLS, TLSFileError, tls_failure
 Compare = rpc_pb2.Compare
 RequestOp = rpc_pb2.RequestOp
 KeyValue = rpc_pb2.KeyValue  # key, value, create_revision, mod_revision, version, lease
+Member = rpc_pb2.Member  # ID, name (empty until the member first started), peerURLs, clientURLs
 T = TypeVar("T")
 
 # etcd's answers when the member asked cannot serve now: another member may.
@@ -132,6 +134,8 @@ class _Endpoint:
     kv: rpc_pb2_grpc.KVAsyncStub
     lease: rpc_pb2_grpc.LeaseAsyncStub
     watch: rpc_pb2_grpc.WatchAsyncStub
+    cluster: rpc_pb2_grpc.ClusterAsyncStub
+    maintenance: rpc_pb2_grpc.MaintenanceAsyncStub
 
 
 def _target(url: str, *, secure: bool = False) -> tuple[str, bool]:
@@ -186,7 +190,9 @@ class EtcdClient:
             kv: rpc_pb2_grpc.KVAsyncStub = rpc_pb2_grpc.KVStub(channel)
             lease: rpc_pb2_grpc.LeaseAsyncStub = rpc_pb2_grpc.LeaseStub(channel)
             watch: rpc_pb2_grpc.WatchAsyncStub = rpc_pb2_grpc.WatchStub(channel)
-            self._open[index] = _Endpoint(channel, kv, lease, watch)
+            cluster: rpc_pb2_grpc.ClusterAsyncStub = rpc_pb2_grpc.ClusterStub(channel)
+            maintenance: rpc_pb2_grpc.MaintenanceAsyncStub = rpc_pb2_grpc.MaintenanceStub(channel)
+            self._open[index] = _Endpoint(channel, kv, lease, watch, cluster, maintenance)
         return self._open[index]
 
     def _tls_refused(self, index: int, details: str) -> str | None:
@@ -288,6 +294,33 @@ class EtcdClient:
     async def revoke(self, lease: int) -> None:
         request = rpc_pb2.LeaseRevokeRequest(ID=lease)
         await self.call("lease revoke", lambda e: e.lease.LeaseRevoke(request, timeout=self.timeout))
+
+    # ---- cluster membership ----
+    async def member_list(self) -> list[Member]:
+        """The members as the cluster's leader knows them (a linearizable list)."""
+        request = rpc_pb2.MemberListRequest(linearizable=True)
+        response = await self.call("member list", lambda e: e.cluster.MemberList(request, timeout=self.timeout))
+        return list(response.members)
+
+    async def member_add(self, peer_urls: Sequence[str]) -> Member:
+        """Add a voting member reachable at `peer_urls`; it has no name until it starts and joins."""
+        request = rpc_pb2.MemberAddRequest(peerURLs=list(peer_urls))
+        response = await self.call("member add", lambda e: e.cluster.MemberAdd(request, timeout=self.timeout))
+        return response.member
+
+    async def member_remove(self, member_id: int) -> None:
+        request = rpc_pb2.MemberRemoveRequest(ID=member_id)
+        await self.call("member remove", lambda e: e.cluster.MemberRemove(request, timeout=self.timeout))
+
+    async def member_status(self, index: int) -> rpc_pb2.StatusResponse:
+        """The status of the member at endpoint `index` (its leader, raft index, errors), asked of it alone:
+        EtcdUnavailable when it does not answer."""
+        try:
+            endpoint = self._endpoint(index)
+            return await endpoint.maintenance.Status(rpc_pb2.StatusRequest(), timeout=self.timeout)
+        except (grpc.aio.AioRpcError, TLSFileError) as err:
+            detail = f"{err.code().name} {err.details()}" if isinstance(err, grpc.aio.AioRpcError) else str(err)
+            raise EtcdUnavailable(f"status of {self.endpoints[index]}: {detail}") from err
 
     # ---- watch ----
     async def watch(self, key: bytes) -> AsyncIterator[rpc_pb2.WatchResponse]:

@@ -454,3 +454,233 @@ class Watch:
             timeout,
             metadata,
             _registered_method=True)
+
+
+class ClusterStub:
+    """Missing associated documentation comment in .proto file."""
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.MemberAdd = channel.unary_unary(
+                '/etcdserverpb.Cluster/MemberAdd',
+                request_serializer=node_dot_server_dot_ordering_dot_etcd_dot_rpc__pb2.MemberAddRequest.SerializeToString,
+                response_deserializer=node_dot_server_dot_ordering_dot_etcd_dot_rpc__pb2.MemberAddResponse.FromString,
+                _registered_method=True)
+        self.MemberRemove = channel.unary_unary(
+                '/etcdserverpb.Cluster/MemberRemove',
+                request_serializer=node_dot_server_dot_ordering_dot_etcd_dot_rpc__pb2.MemberRemoveRequest.SerializeToString,
+                response_deserializer=node_dot_server_dot_ordering_dot_etcd_dot_rpc__pb2.MemberRemoveResponse.FromString,
+                _registered_method=True)
+        self.MemberList = channel.unary_unary(
+                '/etcdserverpb.Cluster/MemberList',
+                request_serializer=node_dot_server_dot_ordering_dot_etcd_dot_rpc__pb2.MemberListRequest.SerializeToString,
+                response_deserializer=node_dot_server_dot_ordering_dot_etcd_dot_rpc__pb2.MemberListResponse.FromString,
+                _registered_method=True)
+
+
+class ClusterServicer:
+    """Missing associated documentation comment in .proto file."""
+
+    def MemberAdd(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def MemberRemove(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def MemberList(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_ClusterServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'MemberAdd': grpc.unary_unary_rpc_method_handler(
+                    servicer.MemberAdd,
+                    request_deserializer=node_dot_server_dot_ordering_dot_etcd_dot_rpc__pb2.MemberAddRequest.FromString,
+                    response_serializer=node_dot_server_dot_ordering_dot_etcd_dot_rpc__pb2.MemberAddResponse.SerializeToString,
+            ),
+            'MemberRemove': grpc.unary_unary_rpc_method_handler(
+                    servicer.MemberRemove,
+                    request_deserializer=node_dot_server_dot_ordering_dot_etcd_dot_rpc__pb2.MemberRemoveRequest.FromString,
+                    response_serializer=node_dot_server_dot_ordering_dot_etcd_dot_rpc__pb2.MemberRemoveResponse.SerializeToString,
+            ),
+            'MemberList': grpc.unary_unary_rpc_method_handler(
+                    servicer.MemberList,
+                    request_deserializer=node_dot_server_dot_ordering_dot_etcd_dot_rpc__pb2.MemberListRequest.FromString,
+                    response_serializer=node_dot_server_dot_ordering_dot_etcd_dot_rpc__pb2.MemberListResponse.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'etcdserverpb.Cluster', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('etcdserverpb.Cluster', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class Cluster:
+    """Missing associated documentation comment in .proto file."""
+
+    @staticmethod
+    def MemberAdd(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/etcdserverpb.Cluster/MemberAdd',
+            node_dot_server_dot_ordering_dot_etcd_dot_rpc__pb2.MemberAddRequest.SerializeToString,
+            node_dot_server_dot_ordering_dot_etcd_dot_rpc__pb2.MemberAddResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def MemberRemove(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/etcdserverpb.Cluster/MemberRemove',
+            node_dot_server_dot_ordering_dot_etcd_dot_rpc__pb2.MemberRemoveRequest.SerializeToString,
+            node_dot_server_dot_ordering_dot_etcd_dot_rpc__pb2.MemberRemoveResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def MemberList(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/etcdserverpb.Cluster/MemberList',
+            node_dot_server_dot_ordering_dot_etcd_dot_rpc__pb2.MemberListRequest.SerializeToString,
+            node_dot_server_dot_ordering_dot_etcd_dot_rpc__pb2.MemberListResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+
+class MaintenanceStub:
+    """Missing associated documentation comment in .proto file."""
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.Status = channel.unary_unary(
+                '/etcdserverpb.Maintenance/Status',
+                request_serializer=node_dot_server_dot_ordering_dot_etcd_dot_rpc__pb2.StatusRequest.SerializeToString,
+                response_deserializer=node_dot_server_dot_ordering_dot_etcd_dot_rpc__pb2.StatusResponse.FromString,
+                _registered_method=True)
+
+
+class MaintenanceServicer:
+    """Missing associated documentation comment in .proto file."""
+
+    def Status(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_MaintenanceServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'Status': grpc.unary_unary_rpc_method_handler(
+                    servicer.Status,
+                    request_deserializer=node_dot_server_dot_ordering_dot_etcd_dot_rpc__pb2.StatusRequest.FromString,
+                    response_serializer=node_dot_server_dot_ordering_dot_etcd_dot_rpc__pb2.StatusResponse.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'etcdserverpb.Maintenance', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('etcdserverpb.Maintenance', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class Maintenance:
+    """Missing associated documentation comment in .proto file."""
+
+    @staticmethod
+    def Status(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/etcdserverpb.Maintenance/Status',
+            node_dot_server_dot_ordering_dot_etcd_dot_rpc__pb2.StatusRequest.SerializeToString,
+            node_dot_server_dot_ordering_dot_etcd_dot_rpc__pb2.StatusResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
