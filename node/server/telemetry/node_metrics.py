@@ -168,6 +168,12 @@ class NodeMetrics:
             description="1 while this member refuses writes after a block whose state root differs (STATE_DIVERGED)",
         )
         self.meter.create_observable_gauge(
+            "chain.member.state",
+            [gauge(_member_state)],
+            unit="{state}",
+            description="1 for the state this member is in (HALTED ... SERVING: docs/replication.md), 0 for the others",
+        )
+        self.meter.create_observable_gauge(
             "chain.etcd.no_space",
             [gauge(_no_space)],
             unit="{state}",
@@ -232,6 +238,12 @@ def _answer_lookups(readers: ObservedReaders) -> list[Observation]:
 def _in_state(node: ObservedNode, state: MemberState) -> list[Observation]:
     status = getattr(node.orderer, "member_status", None)
     return [Observation(1 if isinstance(status, MemberStatus) and status.state is state else 0)]
+
+
+def _member_state(node: ObservedNode) -> list[Observation]:
+    status = getattr(node.orderer, "member_status", None)
+    now = status.state if isinstance(status, MemberStatus) else None
+    return [Observation(int(state is now), {"chain.member.state": state.name}) for state in MemberState]
 
 
 def _diverged(node: ObservedNode) -> list[Observation]:

@@ -158,6 +158,8 @@ def test_metrics_after_a_workload(node: NodeProcess):
     assert value(m, "chain_stream_subscribers") == 1  # the blocks stream, still open
     assert value(m, "chain_stream_subscribers_dropped_total") == 1
     assert value(m, "chain_etcd_leader_changes_total") == 0  # solo: no elections
+    assert value(m, "chain_member_state", chain_member_state="SERVING") == 1  # one state at a time
+    assert value(m, "chain_member_state") == 1 and len(m["chain_member_state"]) == 7
 
 
 def test_metrics_port_flag_and_off(tmp_path: Path):
