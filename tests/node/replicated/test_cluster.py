@@ -19,6 +19,7 @@ from tests.fixtures.replicaset import (
     status,
     wait_height,
 )
+from tests.fixtures.scrape import scrape, value
 
 
 def test_steady_state_load_on_every_node(three: ReplicaSet) -> None:
@@ -72,6 +73,10 @@ def test_leader_kill_under_load(tmp_path: Path, etcd3: EtcdCluster) -> None:
         counts = committed_counts(chain)
         assert all(counts.get(h) == 1 for h in load.sent), "an acknowledged message is missing or repeated"
         assert len(load.sent) >= 50
+        # the blocks went with their write sets, and members applied them so (the restarted one as it caught up)
+        for node in (survivor, nodes.nodes[old]):
+            samples = scrape(node.ready["metrics_port"])
+            assert value(samples, "chain_blocks_committed_total", chain_block_source="writeset") > 0
     finally:
         nodes.stop()
 
