@@ -102,6 +102,8 @@ async def _serve(
 ) -> None:
     app = build_app(config, metrics)
     guard = ConnectionGuard(config.header_timeout, config.max_connections)
+    if metrics is not None:
+        metrics.watch_connections(guard)  # chain.http.connections: what the chart's HPA scales on
     app.middlewares.insert(0, guard.middleware)  # outermost: marks a request's headers complete
     runner = web.AppRunner(
         app,

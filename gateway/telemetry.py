@@ -9,6 +9,8 @@
   middleware maps is counted with its final status. SSE streams are recorded when they end.
 - `chain.sse.clients` (by `chain.stream.kind`): open SSE streams; `chain.sse.clients.dropped`: streams
   ended because the client fell behind.
+- `chain.http.connections`: open HTTP connections of this process (SSE streams hold one each), what
+  --max-connections caps: the per-pod gauge the chart's HPA scales on (docs/deploy.md "Gateway scaling").
 - `chain.relay.lag` (s): for each block the relay writes to Redis, the time from the block's timestamp
   (set by the node that built it) to the XADD; `chain.relay.events` (by `chain.relay.result`: written /
   duplicate): what the relays appended, and what another relay had written first.
@@ -26,6 +28,7 @@ from aiohttp import web
 from opentelemetry.metrics import CallbackOptions, Observation
 
 from chain.v1 import block_pb2
+from gateway.connections import ConnectionGuard
 from gateway.errors import Handler
 from gateway.events.model import Event, Kind
 from gateway.events.service import EventService
@@ -93,6 +96,13 @@ class GatewayMetrics:
         )
         self._service: EventService | None = None
         self._memo: BodyMemo | None = None
+        self._guard: ConnectionGuard | None = None
+        meter.create_observable_up_down_counter(
+            "chain.http.connections",
+            [self._connections],
+            unit="{connection}",
+            description="Open HTTP connections (SSE streams included), at most --max-connections",
+        )
         meter.create_observable_counter(
             "chain.rest.memo.lookups",
             [self._memo_lookups],
@@ -148,6 +158,13 @@ class GatewayMetrics:
                 header = block_pb2.Block.FromString(event.payload).header
                 if header.timestamp_ms:
                     self.relay_lag.record(max(0.0, (now_ms - header.timestamp_ms) / 1000))
+
+    def watch_connections(self, guard: ConnectionGuard) -> None:
+        """Observe the listener's connections (gateway/connections.py)."""
+        self._guard = guard
+
+    def _connections(self, _options: CallbackOptions) -> list[Observation]:
+        return [] if self._guard is None else [Observation(len(self._guard.open))]
 
     def watch_memo(self, memo: BodyMemo) -> None:
         """Observe this app's REST body memo (gateway/rest/memo.py)."""

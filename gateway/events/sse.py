@@ -169,7 +169,9 @@ class _Stream:
             if after is None or after >= self.sub.boundary or await self._history(after):
                 await self._live()
             ended = self.sub.ended
-            if ended is not None and ended is not EndReason.SHUTDOWN:
+            if ended is EndReason.SHUTDOWN:
+                await self._final(self._shutdown_frame())
+            elif ended is not None:
                 await self._final(self._end_frame(ended))
             if not self.aborted:
                 try:
@@ -294,6 +296,16 @@ class _Stream:
             )
         message = "the gateway's event source skipped events; reconnect with Last-Event-ID"
         return error_frame(Reason.UNAVAILABLE, message, reason=Reason.STREAM_GAP, **self._at())
+
+    def _shutdown_frame(self) -> bytes:
+        """The gateway stops (SIGTERM: scale-in, a rollout): no event, only what EventSource keeps for its
+        reconnect, which another gateway behind the Service answers: the last id sent on this stream (the one
+        it already has; nothing when it sent none) and the retry delay."""
+        lines = [": the gateway is shutting down; reconnect with Last-Event-ID"]
+        if self.delivered is not None:
+            lines.append(f"id: {self.delivered}")
+        lines.append(f"retry: {RETRY_MS}")
+        return ("\n".join(lines) + "\n\n").encode()
 
     def _at(self) -> dict[str, str]:
         return {"last_event_id": str(self.delivered)} if self.delivered is not None else {}
