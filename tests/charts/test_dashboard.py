@@ -1,7 +1,9 @@
-"""The Grafana dashboard charts/chain/dashboards/chain.json: a dashboard over exactly the metrics the node
-and the gateway serve (the Prometheus names documented in docs/observability.md, which
-tests/node/telemetry and tests/gateway/test_telemetry_metrics.py scrape from real processes), shipped by
-the chart in the ConfigMap the Grafana sidecar picks up (the template: test_chain_chart.py)."""
+"""The Grafana dashboard charts/chain/dashboards/chain.json: a dashboard over exactly the metrics the node,
+the gateway and the operator serve (the Prometheus names documented in docs/observability.md, which
+tests/node/telemetry and tests/gateway/test_telemetry_metrics.py scrape from real processes) and the etcd,
+Envoy, cAdvisor and kube-state-metrics names that document lists for it, every query narrowed by a namespace
+variable; shipped by the chart in the ConfigMap the Grafana sidecar picks up (the template:
+test_chain_chart.py)."""
 
 from __future__ import annotations
 
@@ -22,6 +24,17 @@ def documented() -> set[str]:
         cells = [c.strip() for c in line.split("|")]
         if len(cells) > 3 and re.fullmatch(r"`[a-z_]+`", cells[2]):
             names.add(cells[2].strip("`"))
+    return names
+
+
+def listed_first() -> set[str]:
+    """Prometheus names in the first column of docs/observability.md's tables: the operator's metrics and the
+    other programs' metrics the dashboard reads."""
+    names = set()
+    for line in (ROOT / "docs" / "observability.md").read_text().splitlines():
+        cells = [c.strip() for c in line.split("|")]
+        if len(cells) > 3 and re.fullmatch(r"`[a-z_]+`", cells[1]) and not re.fullmatch(r"`[a-z_]+`", cells[2]):
+            names.add(cells[1].strip("`"))
     return names
 
 
@@ -46,15 +59,32 @@ def test_dashboard_shows_every_documented_metric_and_nothing_else():
     assert doc["uid"] and doc["title"] and doc["schemaVersion"] >= 30
     names = documented()
     assert {"rpc_server_duration_milliseconds", "chain_block_height", "chain_relay_lag_seconds"} <= names
-    assert len(names) == 29  # 22 node metrics, 7 gateway metrics
-    used = {metric(n, names) for e in exprs(doc) for n in re.findall(r"\b([a-z][a-z0-9_]*)\{", e)}
-    assert used == names, (used - names, names - used)
+    assert len(names) == 31  # 23 node metrics, 8 gateway metrics
+    others = listed_first()
+    assert {"chain_operator_rollout_phase", "etcd_server_has_leader", "envoy_cluster_membership_healthy"} <= others
+    assert "container_memory_working_set_bytes" in others and len(others) == 21  # 4 operator, 17 other programs'
+    known = names | others
+    used = {metric(n, known) for e in exprs(doc) for n in re.findall(r"\b([a-z][a-z0-9_]*)\{", e)}
+    assert used == known, (used - known, known - used)
     panels = [p for p in doc["panels"] if p["type"] != "row"]
     assert all(p["targets"] and p["datasource"]["uid"] == "${datasource}" for p in panels)
     assert len({p["id"] for p in doc["panels"]}) == len(doc["panels"])
     variables = {v["name"]: v for v in doc["templating"]["list"]}
     assert variables["datasource"]["query"] == "prometheus"
     assert "target_info" in variables["job"]["definition"]  # served by both processes
+    assert "target_info" in variables["namespace"]["definition"]
+    rows = [p["title"] for p in doc["panels"] if p["type"] == "row"]
+    for component in ("etcd", "Envoy", "Redis", "Operator"):
+        assert any(title.startswith(component) for title in rows), (component, rows)
+
+
+def test_every_query_is_narrowed_by_the_namespace():
+    """Every selector of every query carries namespace=~"$namespace": one release's panels, not a mix of all."""
+    doc = json.loads(DASHBOARD.read_text())
+    selectors = [s for e in exprs(doc) for s in re.findall(r"\b[a-z][a-z0-9_]*(\{[^}]*\})", e)]
+    assert len(selectors) > 60
+    for selector in selectors:
+        assert 'namespace=~"$namespace"' in selector, selector
 
 
 def test_chart_ships_the_dashboard_for_the_grafana_sidecar():
