@@ -126,7 +126,8 @@ def test_named_objects_are_granted_by_name(profile):
     for verb in ("get", "patch"):
         assert granted[("apps", "statefulsets", verb)] == [sts["metadata"]["name"]]
     pods = granted[("", "pods", "get")]
-    assert pods == [f"{FULL}-node-{i}" for i in range(sts["spec"]["replicas"])]
+    # every node pod by name: the ones rendered, and those a `kubectl scale` adds up to operator.rbac.podOrdinals
+    assert pods == [f"{FULL}-node-{i}" for i in range(max(sts["spec"]["replicas"], 16))]
     # Verbs Kubernetes cannot restrict by name stay unnamed (a resourceNames there would deny everything).
     for key in (("chain.dev", "chainsnapshots", "create"), ("chain.dev", "chainsnapshots", "list")):
         assert granted[key] == []
@@ -136,3 +137,14 @@ def test_no_other_role_or_cluster_role():
     m = Manifests(template(*PROFILES["replicated"]))
     assert not m.kind("ClusterRole") and not m.kind("ClusterRoleBinding")
     assert [r["metadata"]["name"] for r in m.kind("Role")] == [f"{FULL}-operator"]
+
+
+@pytest.mark.parametrize(("replicas", "ordinals", "covered"), [(3, 16, 16), (5, 4, 5), (1, 1, 1)])
+def test_pods_a_kubectl_scale_adds_are_granted(replicas, ordinals, covered):
+    """`kubectl scale statefulset/<release>-chain-node --replicas 7` (docs/operations.md) makes pods -3 to -6 before
+    any helm upgrade renders this Role again: the operator reads them by name as it does the first ones."""
+    args = ["--set", "node.orderer=etcd", "--set", "etcd.enabled=true", "--set", f"node.replicaCount={replicas}"]
+    m = Manifests(template(*args, "--set", f"operator.rbac.podOrdinals={ordinals}"))
+    pods = grants(m)[("", "pods", "get")]
+    assert pods == [f"{FULL}-node-{i}" for i in range(covered)]
+    assert f"{FULL}-node-{replicas - 1}" in pods  # never fewer than the StatefulSet renders
