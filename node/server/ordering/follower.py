@@ -7,6 +7,9 @@ transition (which checks the state root) and commits it. A gap in the stream
 GetBlock polling until the replica has caught up, then it subscribes again.
 Writes are verified and validated locally and forwarded upstream
 (forwarding.py). The upstream height is read with GetNodeStatus for the lag.
+A block that does not match the replica's state halts it (HALTED in state.py:
+writes STATE_DIVERGED, NOT_SERVING, reads go on); a failed round's wait is
+decided by state.wait_after, as in the replicated orderer.
 """
 
 from __future__ import annotations

@@ -64,6 +64,11 @@ class Orderer(Protocol):
         """False while this node is too far behind or stopped (health turns NOT_SERVING)."""
         ...
 
+    @property
+    def member_status(self) -> MemberStatus:
+        """The state this node is in, and why (state.py): what `serving` and `submit` read."""
+        ...
+
     async def submit(self, msgs: Sequence[pb.Message], *, vouched: bool = False) -> list[Outcome]:
         """Admit submitted messages (a follower also forwards them to the leader). `vouched`: a cluster
         member verified them and proved it sent them (node/server/write/membership.py)."""
