@@ -1,10 +1,10 @@
 """A member's state: one value, with its reason, that health, leadership fitness and admissions all read.
 
-    status = orderer.member_status          # MemberStatus(MemberState.HALTED, "block 12 ...")
-    status.state.serving                    # readiness (with the store's own health: storage_health.py)
-    status.state.fit_to_lead                # the election's `unfit` (election.py)
-    status.refusal(leading=..., storage=...)  # why a submission is refused here (None: admit or forward)
-    wait = wait_after(exc, pacing)          # how long a round that raised `exc` waits, and the state it sets
+    status = orderer.member_status           # MemberStatus(MemberState.HALTED, "block 12 ...")
+    status.state.serving                     # readiness (with the store's own health: storage_health.py)
+    status.state.fit_to_lead                 # the election's `unfit` (election.py)
+    status.refusal(admits=..., storage=...)  # why a submission is refused here (None: admit or forward)
+    wait = wait_after(exc, pacing)           # how long a round that raised `exc` waits, and the state it sets
 
 The states, strongest first: a member in two at once is in the first.
 
@@ -74,13 +74,9 @@ class MemberStatus:
 
     def unfit(self) -> str:
         """Why this member must not lead ("" when it may), in the election's log line."""
-        if self.state is MemberState.HALTED:
-            return f"it stopped taking writes: {self.reason}"
-        if self.state is MemberState.LEAVING:
-            return f"it restarts to catch up: {self.reason}"
-        if self.state is MemberState.STORE_BACKING_OFF:
-            return f"its store cannot commit blocks: {self.reason}"
-        return ""
+        if self.state.fit_to_lead:
+            return ""
+        return f"{UNFIT[self.state]}: {self.reason}"
 
     def refusal(self, *, admits: bool, storage: StorageHealth) -> MessageRejected | None:
         """Why a submission is refused in this state (None: go on). `admits`: this member would admit it
@@ -95,6 +91,11 @@ class MemberStatus:
 
 
 SERVING = MemberStatus(MemberState.SERVING)
+UNFIT = {
+    MemberState.HALTED: "it stopped taking writes",
+    MemberState.LEAVING: "it restarts to catch up",
+    MemberState.STORE_BACKING_OFF: "its store cannot commit blocks",
+}
 
 
 def after(held: MemberStatus, event: MemberStatus) -> MemberStatus:
