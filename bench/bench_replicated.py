@@ -14,7 +14,13 @@ spread over the members, client i on member i mod 3, as behind Envoy's round rob
   work out);
 - node CPU per committed message: user + system CPU of every node's processes (its main process and its
   children: the store writer, any verify workers) over the saturated phase, divided by the messages
-  committed; etcd's three members' CPU is given beside it (it shares the machine);
+  committed; etcd's three members' CPU is given beside it (it shares the machine). Each member's own is kept
+  too: a follower's ÷ the leader's is the cost of applying the leader's write sets against executing and
+  admitting (the followers average);
+- the same cluster with every member `--verify-blocks full` (each follower executes every block again, as
+  before write sets), measured in the same rounds: its follower CPU ratio and throughput beside the default's;
+- etcd log bytes per message: after the phase, every log entry and part of the cluster (blocks and their
+  write sets) over the messages their blocks hold, and the write sets' share of those bytes;
 - leader admission CPU: one node given the cluster secret takes batches as a leader takes forwarded ones,
   alternately with the member proof (not verified again) and without (verified), node CPU per committed
   message of each, rounds interleaved so drifting load from other tenants falls on both alike;
@@ -60,6 +66,8 @@ from bench.table import Row, emit
 from chain.v1 import message_pb2 as pb
 from chain.v1 import rpc_pb2, service_pb2_grpc
 from node.constants import UNIT_LINKS
+from node.server.ordering.etcd.client import EtcdClient, prefix_end
+from node.server.ordering.etcd.log import BlockLog, Keys
 from node.server.write.forwarding import RETRY_AFTER_MS
 from node.server.write.membership import MemberProof
 from tests.fixtures.etcdproc import EtcdCluster
@@ -68,7 +76,7 @@ from tests.fixtures.replicaset import ENV, ReplicaSet, funded_actors, leader_ind
 
 COMMON = ("--web-addr", "", "--verify-workers", "0", "--block-interval", "0.2")
 PACED_BATCH = 5  # messages per batch in the paced (latency) phase
-Round = dict[str, dict[str, float]]  # "solo", "secret", "plain" -> that phase's figures
+Round = dict[str, dict[str, float]]  # "solo", "secret", "plain", "full" -> that phase's figures
 
 
 def signed_load(node: NodeProcess, clients: int, total: int, batch: int = BATCH) -> list[list[list[pb.Message]]]:
@@ -157,15 +165,16 @@ def measure(
         for pid in pids:
             limits.confine(pid)
     etcd_pids = [m.proc.pid for m in etcd.members if m.proc is not None] if etcd is not None else []
-    before, etcd_before = node_cpu(pids), total_cpu(etcd_pids)
+    before, etcd_before = [tree_cpu_seconds(p) for p in pids], total_cpu(etcd_pids)
     saturated = phase(targets, targets[0], load)
     committed = max(saturated["committed"], 1)
-    cpu_ms = tree_cpu_delta(before, node_cpu(pids)) * 1000 / committed
+    each = [tree_cpu_delta(b, tree_cpu_seconds(p)) * 1000 / committed for b, p in zip(before, pids, strict=True)]
     out = {
         "rate": saturated["rate"],
-        "cpu_ms": cpu_ms,
+        "cpu_ms": sum(each),
         "etcd_ms": (total_cpu(etcd_pids) - etcd_before) * 1000 / committed,
     }
+    out |= {f"cpu_ms_{i}": ms for i, ms in enumerate(each)}
     if paced:
         # small batches: a batch of 100 per client a second made where it fell against the block interval
         # decide the p50 (76-236 ms between runs of the same code)
@@ -191,11 +200,37 @@ def replicated(
         if spy is not None:
             spy.mkdir(parents=True, exist_ok=True)
             spies = profile([n.proc.pid for n in nodes.nodes if n.proc is not None], spy, 12)
-        return measure(targets, nodes.nodes, ns.messages, ns.clients, paced, etcd, limits)
+        out = measure(targets, nodes.nodes, ns.messages, ns.clients, paced, etcd, limits)
+        leader = leader_index(nodes)
+        followers = [out[f"cpu_ms_{i}"] for i in range(len(nodes.nodes)) if i != leader]
+        out["follower_ratio"] = statistics.mean(followers) / out[f"cpu_ms_{leader}"]
+        prefix = extra[extra.index("--etcd-prefix") + 1]
+        out["log_bytes"], out["write_set_share"] = asyncio.run(log_bytes(etcd, prefix))
+        return out
     finally:
         for p in spies:
             p.wait()
         nodes.stop()
+
+
+async def log_bytes(etcd: EtcdCluster, prefix: str) -> tuple[float, float]:
+    """Bytes of the cluster's log in etcd (entries and parts) per message its blocks hold, and the share of
+    those bytes its write sets take."""
+    client = EtcdClient(etcd.endpoints)
+    try:
+        keys = Keys(prefix.encode())
+        log = BlockLog(client, keys)
+        entries = await client.range(keys.log_prefix, prefix_end(keys.log_prefix))
+        parts = await client.range(keys.part_floor(0), prefix_end(keys.prefix + b"part/"))
+        total = sum(len(kv.value) for kv in [*entries, *parts])
+        messages = written = 0
+        for kv in entries:
+            entry = await log.entry(int(kv.key.rsplit(b"/", 1)[1]), kv.value)
+            messages += int(entry.block.header.message_count)
+            written += len(entry.write_set or b"")
+        return total / max(messages, 1), written / max(total, 1)
+    finally:
+        await client.close()
 
 
 async def submit_proved(target: str, batches: list[list[pb.Message]], proof: MemberProof) -> None:
@@ -294,8 +329,9 @@ def profile(pids: list[int], out: Path, seconds: float) -> list[subprocess.Popen
 def round_of(
     work: Path, etcd: EtcdCluster, ns: argparse.Namespace, r: int, latency: bool, limits: CpuLimits | None = None
 ) -> Round:
-    """One round: solo, three members with a cluster secret, three without, one after another (with `limits`:
-    each node in a CPU quota of its own)."""
+    """One round: solo, three members with a cluster secret, three without, three with the secret executing
+    every block (`--verify-blocks full`), one after another (with `limits`: each node in a CPU quota of its
+    own)."""
     paced = ns.paced_rate if latency else 0.0
     tag = "confined-" if limits is not None else ""
     out: Round = {}
@@ -307,7 +343,8 @@ def round_of(
     ttl = ("--lease-ttl", str(ns.lease_ttl))
     secret = work / "cluster-secret"
     secret.write_text(os.urandom(16).hex())
-    configs = (("secret", ("--cluster-secret-file", str(secret))), ("plain", ()))
+    proof = ("--cluster-secret-file", str(secret))
+    configs = (("secret", proof), ("plain", ()), ("full", (*proof, "--verify-blocks", "full")))
     for name, extra in configs if r % 2 == 0 else configs[::-1]:  # alternate which one goes first
         print(f"  round {r + 1}: {tag}{name}...", file=sys.stderr, flush=True)
         spy = Path(ns.profile) / f"{name}{r}" if ns.profile and r == 0 and limits is None else None
@@ -407,6 +444,17 @@ def report(
         f"etcd CPU per committed message (3 members), with the secret: {statistics.median(etcd_us):.0f} µs "
         f"({min(etcd_us):.0f}-{max(etcd_us):.0f}), beside the nodes' {statistics.median(node_us):.0f} µs"
     )
+    follower = [x["secret"]["follower_ratio"] for x in rounds]
+    follower_full = [x["full"]["follower_ratio"] for x in rounds]
+    by_full = [x["secret"]["rate"] / x["full"]["rate"] for x in rounds]
+    log_b = [x["secret"]["log_bytes"] for x in rounds]
+    share = statistics.median(x["secret"]["write_set_share"] for x in rounds)
+    print(
+        f"follower CPU per committed message ÷ the leader's, applying write sets: {spread(follower)}; executing "
+        f"every block (--verify-blocks full): {spread(follower_full)}; committed msgs/s, write sets ÷ full: "
+        f"{spread(by_full)}"
+    )
+    print(f"etcd log bytes per message (blocks and write sets): {spread(log_b)}, write sets {share:.0%} of them")
     for key, label in (("p50_ms", "p50"), ("p99_ms", "p99")):
         print(
             f"commit latency {label}, paced {ns.paced_rate:.0f} msgs/s (round 1): solo {s[key]:.0f} ms, "
@@ -439,6 +487,15 @@ def report(
     elif skipped:
         print(f"\n(the rounds with each node in a CPU quota of its own were skipped: {skipped})")
     emit(Row("replicated_ratio", statistics.median(ratio), how))
+    emit(
+        Row(
+            "follower_cpu_ratio",
+            statistics.median(follower),
+            f"median of {len(rounds)} rounds {spread(follower)}; executing every block (--verify-blocks full) "
+            f"{spread(follower_full)}",
+        )
+    )
+    emit(Row("log_bytes_per_message", statistics.median(log_b), f"{spread(log_b)} B; write sets {share:.0%}"))
 
 
 def ratios(rounds: Sequence[Round], cluster: str) -> list[float]:
@@ -448,15 +505,17 @@ def ratios(rounds: Sequence[Round], cluster: str) -> list[float]:
 
 def print_rounds(rounds: Sequence[Round]) -> None:
     print(
-        "| round | solo msgs/s | 3 nodes, secret | ratio | 3 nodes, no secret | ratio "
-        "| CPU ms/msg solo / secret / none | etcd µs/msg secret / none |"
+        "| round | solo msgs/s | 3 nodes, secret | ratio | 3 nodes, no secret | ratio | 3 nodes, full | ratio "
+        "| CPU ms/msg solo / secret / none / full | follower ÷ leader CPU secret / full | etcd µs/msg secret / none |"
     )
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for i, x in enumerate(rounds):
-        a, b, c = x["solo"], x["secret"], x["plain"]
+        a, b, c, f = x["solo"], x["secret"], x["plain"], x["full"]
         print(
             f"| {i + 1} | {a['rate']:,.0f} | {b['rate']:,.0f} | {b['rate'] / a['rate']:.2f} | {c['rate']:,.0f} | "
-            f"{c['rate'] / a['rate']:.2f} | {a['cpu_ms']:.2f} / {b['cpu_ms']:.2f} / {c['cpu_ms']:.2f} | "
+            f"{c['rate'] / a['rate']:.2f} | {f['rate']:,.0f} | {f['rate'] / a['rate']:.2f} | "
+            f"{a['cpu_ms']:.2f} / {b['cpu_ms']:.2f} / {c['cpu_ms']:.2f} / {f['cpu_ms']:.2f} | "
+            f"{b['follower_ratio']:.2f} / {f['follower_ratio']:.2f} | "
             f"{b['etcd_ms'] * 1000:.0f} / {c['etcd_ms'] * 1000:.0f} |"
         )
 

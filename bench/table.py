@@ -113,6 +113,19 @@ GOALS: tuple[Goal, ...] = (
         "3 replicated nodes ÷ solo, committed msgs/s",
         0.8, Bound.AT_LEAST, "", "bench.bench_replicated", "0.55",
     ),
+    # followers apply the leader's write sets instead of executing the blocks again
+    Goal(
+        "follower_cpu_ratio",
+        "follower CPU per committed message ÷ the leader's (3 replicated nodes)",
+        0.25, Bound.AT_MOST, "", "bench.bench_replicated", "(measure)",
+    ),
+    # what the log holds per message until compaction: at 2,000 msgs/s and a 30 s compaction interval,
+    # 2 KiB a message is 120 MB between compactions, a twentieth of etcd's default 2 GiB quota
+    Goal(
+        "log_bytes_per_message",
+        "etcd log bytes per committed message (block and write set)",
+        2048.0, Bound.AT_MOST, "B", "bench.bench_replicated", "(measure)",
+    ),
     Goal(
         "start_serving",
         "chain-node start → SERVING, empty store, idle machine",
