@@ -81,6 +81,12 @@ RUNS: tuple[Run, ...] = (
         ("--seconds", "3", "--rounds", "1"),
         ("h2load", "wrk"),
     ),
+    Run(
+        "bench.bench_commit_latency",
+        ("--messages", "20000", "--seconds", "10"),
+        ("--messages", "10000", "--seconds", "5"),
+        ("etcd",),
+    ),
     Run("bench.bench_statesync", ("--keys", "1000000"), ("--keys", "100000"), ("etcd",)),
     Run("bench.bench_tracing", ("--messages", "10000", "--rounds", "2"), ("--messages", "5000", "--rounds", "2")),
     Run(

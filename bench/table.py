@@ -142,6 +142,17 @@ GOALS: tuple[Goal, ...] = (
         "GetAccount QPS (h2load) over TLS ÷ the same node in plaintext",
         0.9, Bound.AT_LEAST, "", "bench.bench_tls", "(measure)",
     ),
+    # a client waiting for its commit under load: p99 at half the saturated rate, in block intervals
+    Goal(
+        "commit_p99_solo",
+        "submit → committed p99 at 50% of the saturated rate, solo, in block intervals",
+        3.0, Bound.AT_MOST, "intervals", "bench.bench_commit_latency", "(measure)",
+    ),
+    Goal(
+        "commit_p99_replicated",
+        "the same, 3 replicated members and etcd on the same machine",
+        3.0, Bound.AT_MOST, "intervals", "bench.bench_commit_latency", "(measure)",
+    ),
 )  # fmt: skip
 
 
