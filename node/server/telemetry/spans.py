@@ -102,7 +102,8 @@ class NodeTelemetry:
             self.metrics.messages_submitted.add(n, attributes)
 
     def block(self, source: str) -> BlockRecorder:
-        """Start recording a block: `source` is "local" (built here) or "log" (ordered elsewhere, re-executed)."""
+        """Start recording a block: `source` is "local" (built here), "log" (ordered elsewhere, re-executed) or
+        "writeset" (ordered elsewhere, applied by its leader's write set)."""
         return BlockRecorder(self, source)
 
 
