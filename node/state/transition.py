@@ -161,7 +161,8 @@ def apply_write_set(
     start = start_block(base)
     validate_header(start.parent, params, block)
     messages = block_messages(block)
-    validate_messages(block.header, messages)
+    projects = [project_of(m.data, m.hash) for m in messages]
+    validate_messages(block.header, messages, projects)
     _expect(block.header, "message_count", block.header.message_count, len(messages))
     _expect(block.header, "distinct messages", len(messages), len({bytes(m.hash) for m in messages}))
     overlay = start.overlay
@@ -172,7 +173,7 @@ def apply_write_set(
             message=msg, block_number=start.number, index=index, event_id=start.first_event_id + index
         )
         applied.append(record)
-        _record_message(overlay, record, project_of(msg.data, msg.hash))
+        _record_message(overlay, record, projects[index])
     root, tree_nodes = finish_block(start, nodes, messages, block.header)
     check_result(block.header, applied, root)
     return record_block(start, block, tree_nodes, applied, [])
@@ -221,11 +222,16 @@ def validate_header(parent: block_pb2.Block, params: ChainParams, block: block_p
         raise InvalidBlock(h.number, "timestamp_ms", f">= {parent.header.timestamp_ms}", str(h.timestamp_ms))
 
 
-def validate_messages(h: block_pb2.BlockHeader, messages: Sequence[pb.Message]) -> None:
-    """The block's messages against the header, before any runs: limits, chunks, message root."""
+def validate_messages(
+    h: block_pb2.BlockHeader, messages: Sequence[pb.Message], projects: Sequence[bytes] | None = None
+) -> None:
+    """The block's messages against the header, before any runs: limits, chunks, message root. `projects`:
+    each message's `project_of`, when the caller has them."""
     if len(messages) > MAX_BLOCK_MESSAGES:
         raise InvalidBlock(h.number, "message_count", f"<= {MAX_BLOCK_MESSAGES}", str(len(messages)))
-    busiest = Counter(p for p in (project_of(m.data, m.hash) for m in messages) if p)
+    if projects is None:
+        projects = [project_of(m.data, m.hash) for m in messages]
+    busiest = Counter(p for p in projects if p)
     if busiest and max(busiest.values()) > MAX_BLOCK_MESSAGES_PER_PROJECT:
         raise InvalidBlock(
             h.number, "messages per project", f"<= {MAX_BLOCK_MESSAGES_PER_PROJECT}", str(max(busiest.values()))
