@@ -14,7 +14,9 @@
   gateway costs the node, and the gateway's own CPU per message;
 - read QPS of GetAccount and GetProject;
 - the same traffic shapes against a bare grpc.aio echo server (no work behind it) in the same run.
-The workload mixes follows (to random accounts) and single-commit bundles.
+The workload mixes follows (to random accounts) and single-commit bundles. The node runs with its default
+flags (no gRPC-web listener aside): read workers sized from the machine's CPUs, so every call enters through a
+worker and the writes are relayed to the main process, as on a node started with no flags.
 """
 
 from __future__ import annotations
@@ -41,9 +43,11 @@ from bench.procstat import tree_cpu_delta, tree_cpu_seconds
 from bench.table import Row, emit
 from chain.v1 import message_pb2 as pb
 from chain.v1 import rpc_pb2, service_pb2_grpc
+from node.server.readers.supervisor import WORKER_MODULE
 from tests.fixtures.actors import RemoteActor, new_account
 from tests.fixtures.gwproc import GatewayProcess
 from tests.fixtures.nodeproc import NodeProcess
+from tests.fixtures.procs import children_running
 from tests.harness import commit_meta
 
 BATCH = 100
@@ -301,11 +305,15 @@ def main() -> None:
     ns = parser.parse_args()
     depth = ns.in_flight
     with tempfile.TemporaryDirectory() as d:
-        node = NodeProcess(Path(d) / "data", "--web-addr", "", "--block-interval", "0.2", *ns.node_args.split()).start()
+        # the node's default flags (read workers sized by the node; the block interval the fixture shortens)
+        node = NodeProcess(
+            Path(d) / "data", "--web-addr", "", "--block-interval", "0.2", *ns.node_args.split(), read_workers=None
+        ).start()
         try:
             print("preparing and signing the workload...", file=sys.stderr, flush=True)
             per_client = workload(node, ns.clients, ns.messages)
             assert node.proc is not None
+            readers = len(children_running(node.proc.pid, WORKER_MODULE))
             # the ingest rows' unit, one core's bare Ed25519 verifies/s, taken just before and just after the
             # phase they divide (the node idle meanwhile) and averaged: this host's speed moves within a minute,
             # and one figure taken after the phase alone can move the rows by a quarter
@@ -412,7 +420,8 @@ def main() -> None:
     )
     how = (
         f"{w['commit_rate']:,.0f} msgs/s ÷ {verify_rate:,.0f} verifies/s, {w['messages']:,} msgs; machine busy "
-        f"{cores.machine_cores:.2f} of {cores.cores} cores, the node {cores.node_cores:.2f}"
+        f"{cores.machine_cores:.2f} of {cores.cores} cores, the node {cores.node_cores:.2f}; the node's default "
+        f"flags ({readers} read workers)"
     )
     emit(Row("ingest_ratio", w["commit_rate"] / verify_rate, how))
     emit(Row("cpu_per_message", per_message * verify_rate, f"{per_message * 1e6:.0f} µs of node CPU per message"))

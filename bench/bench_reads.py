@@ -5,13 +5,15 @@
 Baseline: a single-process grpc.aio server (no interceptors) whose one unary method answers a precomputed
 response of the size of the node's GetAccount response, measured alternately with each row: the row's time is
 cut in slices, each the echo then the node (the machine is shared and its load moves within seconds: a
-baseline taken once says little). Then GetAccount, GetProject and GetOperationProof
-(of the account's state key) against one node store, served first by the main process alone
-(`--read-workers 0`), then by N read workers (`--read-workers N`, the main process restarted on the same
-store). Every row is QPS ÷ the echo's QPS, all in one run. `h2load` (Debian `nghttp2-client`, installed by
-`make bench`) sends each call as a framed gRPC request read from a file: the 5-byte prefix (not
-compressed, big-endian length) and the serialised request; one checked call through a gRPC client before
-each row proves the request is answered OK (h2load sees HTTP 200 whatever the grpc-status).
+baseline taken once says little). Then GetAccount, GetProject and GetOperationProof (of the account's state
+key) against one node store, served first by the main process alone (`--read-workers 0`), then by the node
+with its default flags (read workers sized from the CPUs and memory it may use,
+node/server/readers/supervisor.py; `--read-workers N` here runs N instead), the main process restarted on
+the same store. The rows are the defaults'. Every row is QPS ÷ the echo's QPS, all in one run. `h2load`
+(Debian `nghttp2-client`, installed by `make bench`) sends each call as a framed gRPC request read from a
+file: the 5-byte prefix (not compressed, big-endian length) and the serialised request; one checked call
+through a gRPC client before each row proves the request is answered OK (h2load sees HTTP 200 whatever the
+grpc-status).
 
 Then, with the read workers still serving, GetAccount through the real Envoy (envoy/envoy.yaml's cluster
 settings, one Envoy worker thread as in tests/envoy) and through the same Envoy with the cluster settings
@@ -212,12 +214,22 @@ def interleaved(node_qps: Callable[[float], float], echo: Echo, ns: argparse.Nam
     return node_sum / ns.slices, echo_sum / ns.slices
 
 
-def measure(
-    ns: argparse.Namespace,
-) -> tuple[dict[int, dict[str, Pair]], int, Pair, dict[str, EnvoyRun], dict[str, Pair]]:
+class Measured(NamedTuple):
+    alone: dict[str, Pair]  # --read-workers 0
+    rows: dict[str, Pair]  # the node's defaults (or --read-workers N)
+    workers: int  # read workers the node ran for `rows`
+    unkept: dict[str, Pair]  # the same workers with --read-answer-bytes 0
+
+
+def workers_of(node: NodeProcess) -> set[int]:
+    assert node.proc is not None
+    return children_running(node.proc.pid, WORKER_MODULE)
+
+
+def measure(ns: argparse.Namespace) -> tuple[Measured, int, Pair, dict[str, EnvoyRun]]:
     with tempfile.TemporaryDirectory() as d:
         work, data = Path(d), Path(d) / "node"
-        node = NodeProcess(data, "--read-workers", "0").start()
+        node = NodeProcess(data, read_workers=0).start()
         echo: Echo | None = None
         try:
             calls = populate(node)
@@ -225,16 +237,15 @@ def measure(
                 stub = service_pb2_grpc.ChainServiceStub(channel)
                 response_size = len(calls["GetAccount"][1](stub).SerializeToString())
             echo = Echo(b"\x00" * response_size, calls["GetAccount"][0], work)
-            rows = {0: node_rows(node, calls, echo, work, ns)}
+            alone = node_rows(node, calls, echo, work, ns)
             node.stop()
-            node = NodeProcess(data, "--read-workers", str(ns.read_workers)).start(timeout=180)
-            rows[ns.read_workers] = node_rows(node, calls, echo, work, ns)
+            node = NodeProcess(data, read_workers=ns.read_workers).start(timeout=180)
+            workers = len(workers_of(node))
+            measured = node_rows(node, calls, echo, work, ns)
             envoy = through_envoy(node, calls["GetAccount"][0], work, ns)
             node.stop()
             # the same workers keeping no answers: every call read, as the first call after a write is
-            node = NodeProcess(data, "--read-workers", str(ns.read_workers), "--read-answer-bytes", "0").start(
-                timeout=180
-            )
+            node = NodeProcess(data, "--read-answer-bytes", "0", read_workers=ns.read_workers).start(timeout=180)
             unkept = node_rows(node, calls, echo, work, ns)
             node.stop()
             pair = Echo(b"\x00" * response_size, calls["GetAccount"][0], work, processes=2)
@@ -247,7 +258,7 @@ def measure(
             node.stop()
             if echo is not None:
                 echo.close()
-    return rows, response_size, ceiling, envoy, unkept
+    return Measured(alone, measured, workers, unkept), response_size, ceiling, envoy
 
 
 PROTOCOL_OPTIONS = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions"
@@ -256,8 +267,7 @@ PROTOCOL_OPTIONS = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions"
 def through_envoy(node: NodeProcess, request: bytes, work: Path, ns: argparse.Namespace) -> dict[str, EnvoyRun]:
     """GetAccount through Envoy in front of `node` (read workers serving), with the shipped cluster settings
     and with the old ones: calls/s and each read worker's CPU seconds over the run."""
-    assert node.proc is not None
-    workers = sorted(children_running(node.proc.pid, WORKER_MODULE))
+    workers = sorted(workers_of(node))
     body = work / "envoy-GetAccount.bin"
     body.write_bytes(frame(request))
     out: dict[str, EnvoyRun] = {}
@@ -286,40 +296,48 @@ def main() -> None:
     parser.add_argument("--connections", type=int, default=32)
     parser.add_argument("--streams", type=int, default=8, help="concurrent calls per connection (h2load -m)")
     parser.add_argument("--threads", type=int, default=1, help="h2load threads")
-    parser.add_argument("--read-workers", type=int, default=2)
+    parser.add_argument(
+        "--read-workers", type=int, default=None, help="read workers of the measured node (default: the node's own)"
+    )
     parser.add_argument("--slices", type=int, default=3, help="echo/node alternations per row (see interleaved)")
     ns = parser.parse_args()
     assert shutil.which("h2load"), "h2load is not installed (make bench installs the Debian package nghttp2-client)"
-    rows, size, (two, one), envoy, unkept = measure(ns)
+    m, size, (two, one), envoy = measure(ns)
+    flags = "default flags" if ns.read_workers is None else f"--read-workers {ns.read_workers}"
     print(f"h2load -c {ns.connections} -m {ns.streams} -t {ns.threads}, {ns.seconds:g} s per row; baseline: a bare")
     print(f"grpc.aio echo (one process, {size}-byte response) measured alternately with each row, {ns.slices} slices\n")
     print("| call | read workers | calls/s | echo calls/s | ÷ echo |")
     print("|---|---:|---:|---:|---:|")
-    for workers, by_method in rows.items():
+    for label, by_method in (
+        ("0", m.alone),
+        (f"{m.workers} ({flags})", m.rows),
+        (f"{m.workers}, no answers kept", m.unkept),
+    ):
         for method, (qps, echo) in by_method.items():
-            print(f"| {method} | {workers} | {qps:,.0f} | {echo:,.0f} | {qps / echo:.2f} |")
-    for method, (qps, echo) in unkept.items():
-        print(f"| {method} | {ns.read_workers}, no answers kept | {qps:,.0f} | {echo:,.0f} | {qps / echo:.2f} |")
+            print(f"| {method} | {label} | {qps:,.0f} | {echo:,.0f} | {qps / echo:.2f} |")
     print(
         f"\nceiling: two bare echo processes on one port (SO_REUSEPORT, uvloop, as the read workers) "
         f"{two:,.0f} calls/s ÷ the echo {one:,.0f} = {two / one:.2f}: what any two grpc.aio processes get "
         "on this machine, with no work behind a call"
     )
-    print(f"\nGetAccount through Envoy (one worker thread), --read-workers {ns.read_workers}, same h2load load:")
+    print(f"\nGetAccount through Envoy (one worker thread), {flags} ({m.workers} read workers), same h2load load:")
     for name, run in envoy.items():
         cpu = " / ".join(f"{c:.2f}" for c in run.worker_cpu)
         print(f"- {name} cluster settings: {run.qps:,.0f} calls/s; read workers' CPU {cpu} s")
     load = f"h2load -c{ns.connections} -m{ns.streams} -t{ns.threads} -D{ns.seconds:g}"
-    alone = rows[0]
     for method, key in TABLE_KEYS.items():
-        qps, echo = rows[ns.read_workers][method]
+        qps, echo = m.rows[method]
         how = (
-            f"{qps:,.0f} ÷ {echo:,.0f} calls/s with --read-workers {ns.read_workers} ({load}, echo and node "
-            f"alternating in {ns.slices} slices); main process alone {alone[method][0] / alone[method][1]:.2f}; "
+            f"{qps:,.0f} ÷ {echo:,.0f} calls/s, {flags} ({m.workers} read workers; {load}, echo and node "
+            f"alternating in {ns.slices} slices); main process alone {ratio(m.alone[method]):.2f}; "
             f"ceiling (two bare echo processes ÷ echo) {two / one:.2f}; "
-            f"no answers kept (--read-answer-bytes 0) {unkept[method][0] / unkept[method][1]:.2f}"
+            f"no answers kept (--read-answer-bytes 0) {ratio(m.unkept[method]):.2f}"
         )
         emit(Row(key, qps / echo, how))
+
+
+def ratio(pair: Pair) -> float:
+    return pair[0] / pair[1]
 
 
 if __name__ == "__main__":

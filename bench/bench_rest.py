@@ -2,7 +2,8 @@
 
     python -m bench.bench_rest [--seconds S] [--connections C] [--workers 1,2] [--profile out.txt]
 
-A node (with a populated account: delegated keys, a custody key), `chain-gateway` in front of it (once per
+A node with its default flags (read workers sized from the machine; with a populated account: delegated keys,
+a custody key), `chain-gateway` in front of it (once per
 `--workers` count: one process, then `--workers 2`) and a bare aiohttp app answering the gateway's own
 response bytes from memory in as many serving processes, each its own process on loopback; `wrk` (Debian
 package, installed by `make bench`) is the load generator for all, in the same run: the gateway and the bare
@@ -52,7 +53,9 @@ import aiohttp
 from bench.bench_gateway import Bare, bare_main, start_gateway
 from bench.bench_sse import cpu_seconds, family
 from bench.table import Row, emit
+from node.server.readers.supervisor import WORKER_MODULE
 from tests.fixtures.nodeproc import ROOT, NodeProcess
+from tests.fixtures.procs import children_running
 from tests.fixtures.replicaset import funded_actors
 
 
@@ -275,7 +278,9 @@ async def main_async(ns: argparse.Namespace) -> None:
     assert shutil.which("wrk"), "wrk is not installed (make bench installs the Debian package)"
     pairs: list[Pair] = []
     with tempfile.TemporaryDirectory() as d:
-        node = NodeProcess(Path(d) / "node", "--block-interval", "0.1").start()
+        node = NodeProcess(Path(d) / "node", "--block-interval", "0.1", read_workers=None).start()  # the defaults
+        assert node.proc is not None
+        readers = len(children_running(node.proc.pid, WORKER_MODULE))
         try:
             actors = funded_actors(node.client(), node.authority(), ns.accounts)
             paths = [f"/v1/accounts/0x{a.address.hex()}" for a in actors]
@@ -318,7 +323,8 @@ async def main_async(ns: argparse.Namespace) -> None:
     off = "".join(f"; {p.label}: {p.ratio:.3f}" for p in pairs if p.extra)
     how = (
         f"{best.label}: {best.gw_rps:,.0f} ÷ {best.bare_rps:,.0f} req/s of a {best.workers}-process bare app "
-        f"({load}); gateway {best.gw_us:,.0f} µs CPU per GET, bare {best.bare_us:,.0f} µs{instructions}{off}"
+        f"({load}); gateway {best.gw_us:,.0f} µs CPU per GET, bare {best.bare_us:,.0f} µs{instructions}{off}; "
+        f"the node's default flags ({readers} read workers)"
     )
     emit(Row("rest_ratio", best.ratio, how))
 
