@@ -13,18 +13,26 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, NamedTuple, TypeVar
 
+import grpc
 import orjson
 from aiohttp import hdrs, web
 from google.protobuf.message import Message
 
+from gateway.errors import invalid_argument
 from gateway.keys import BODIES
 from gateway.rest.memo import Shaped
 from gateway.rest.shapes import Json, Schema, SchemaFragment, ref
 from gateway.upstream import NodePool, Read, Upstream
+from gateway.upstream.batching import Metadata, height_of
 from node.constants import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
+from node.errors import CHAIN_MIN_HEIGHT, CHAIN_READ_CONSISTENCY
 
 T = TypeVar("T")
 M = TypeVar("M", bound=Message)
+HEIGHT_HEADER = "Chain-Height"  # the applied height a read's answer reflects (the node's `chain-height`)
+# the consistency a read may ask for: the request header and the node call's metadata of the same name
+WISH_HEADERS = (("Chain-Min-Height", CHAIN_MIN_HEIGHT), ("Chain-Read-Consistency", CHAIN_READ_CONSISTENCY))
+HEIGHT_KEY = web.RequestKey("chain_height", str)  # the height of the stub read `Call.read` made
 
 
 @dataclass(frozen=True)
@@ -60,10 +68,26 @@ NO_VALUES: Mapping[str, Any] = MappingProxyType({})  # no parameters (shared: re
 JSON_TYPE = "application/json; charset=utf-8"
 
 
-def json_body(body: bytes, status: int = 200) -> web.Response:
-    """A JSON answer of serialised `body`. The Content-Type header is given whole (what
-    `content_type=…, charset=…` would build, without building it)."""
+def json_body(body: bytes, status: int = 200, height: str = "") -> web.Response:
+    """A JSON answer of serialised `body`; with `height`, the `Chain-Height` it was read at. The
+    Content-Type header is given whole (what `content_type=…, charset=…` would build, without building it)."""
+    if height:
+        return web.Response(body=body, status=status, headers={hdrs.CONTENT_TYPE: JSON_TYPE, HEIGHT_HEADER: height})
     return web.Response(body=body, status=status, headers={hdrs.CONTENT_TYPE: JSON_TYPE})
+
+
+def wish_of(headers: Mapping[str, str]) -> Metadata:
+    """The consistency a request asks for (`Chain-Min-Height`, `Chain-Read-Consistency`) as the metadata of
+    its node call; the node checks the values (INVALID_ARGUMENT naming the header), the gateway only that
+    they can be sent (printable ASCII)."""
+    out: Metadata = ()
+    for header, name in WISH_HEADERS:
+        value = headers.get(header)
+        if value is not None:
+            if not (value.isascii() and value.isprintable()):
+                raise invalid_argument(name, f"{header} must be printable ASCII", **{"in": "header"})
+            out += ((name, value),)
+    return out
 
 
 class Inputs(NamedTuple):
@@ -118,27 +142,42 @@ class Call(NamedTuple):
         return self.nodes.timeout
 
     async def read(self, rpc: Callable[[Upstream, float], Awaitable[T]]) -> T:
-        """A read through a stub of the next public node (retried on another node when one is UNAVAILABLE)."""
-        return await self.nodes.read(rpc)
+        """A read through a stub of the next public node (retried on another node when one is UNAVAILABLE);
+        the `chain-height` its call named is kept for `json`'s `Chain-Height`."""
+        made: list[object] = []
+
+        def kept(upstream: Upstream, timeout: float) -> Awaitable[T]:
+            made.append(call := rpc(upstream, timeout))
+            return call
+
+        out = await self.nodes.read(kept)
+        if made and isinstance(made[-1], grpc.aio.Call):
+            self.request[HEIGHT_KEY] = height_of(await made[-1].trailing_metadata())
+        return out
 
     async def fetch(self, rpc: Read[M], request: Message) -> M:
         """A read by method path, coalesced with the reads of the same loop turn on a node's internal listener
-        (gateway/upstream/batching.py), or a plain call without one."""
-        return await self.nodes.fetch(rpc, request)
+        (gateway/upstream/batching.py), or a plain call without one; at the consistency the request asked."""
+        raw, _height = await self.nodes.fetch_answer(
+            rpc.path, request.SerializeToString(), wish_of(self.request.headers)
+        )
+        return rpc.response.FromString(raw)
 
     async def answer(self, shaped: Shaped[M], request: Message) -> web.Response:
         """`fetch` answered with its REST body, made from the node's answer or remembered from the same
-        answer before (gateway/rest/memo.py)."""
-        raw = await self.nodes.fetch_bytes(shaped.read.path, request.SerializeToString())
-        return json_body(self.request.app[BODIES].body(shaped, raw))
+        answer before (gateway/rest/memo.py), and the height it was read at (`Chain-Height`)."""
+        wish = wish_of(self.request.headers)
+        raw, height = await self.nodes.fetch_answer(shaped.read.path, request.SerializeToString(), wish)
+        return json_body(self.request.app[BODIES].body(shaped, raw), height=height)
 
     async def write(self, rpc: Callable[[Upstream, float], Awaitable[T]]) -> T:
         """A write RPC (never retried)."""
         return await self.nodes.write(rpc)
 
     def json(self, value: Json) -> web.Response:
-        """`value` as the JSON answer with the route's status, serialised by orjson (compact, UTF-8)."""
-        return json_body(orjson.dumps(value), self.status)
+        """`value` as the JSON answer with the route's status, serialised by orjson (compact, UTF-8), and the
+        `Chain-Height` of the read it came from (`read`), if any."""
+        return json_body(orjson.dumps(value), self.status, self.request.get(HEIGHT_KEY, ""))
 
 
 # Every REST handler: the request in, the response out.

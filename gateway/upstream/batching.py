@@ -26,6 +26,10 @@ module raises as the same `grpc.aio.AioRpcError` so gateway/errors.py maps it as
 - `max_items` 0 (`--read-batch 0`) sends every read as a direct call; so does a channel made while
   tracing is on (`traced()`), so every GET's trace keeps its own span of the node call (one batch call
   carries one trace context).
+- A read with metadata (the consistency a REST request asked for: `chain-min-height`,
+  `chain-read-consistency`) goes as a direct call carrying it: a batch item carries none.
+- Every answer comes with the height the node read it at (`chain-height`: the direct call's trailer, a
+  batch item's own trailer), "" when the node named none (`Answer`).
 
 No answer is kept: every read goes to the node (no cache).
 """
@@ -45,7 +49,7 @@ from google.protobuf.message import Message
 
 from chain.v1 import read_batch_service_pb2 as pb
 from gateway.upstream.readstream import REPROBE, ReadStream, Resend
-from node.errors import DEADLINE_DETAILS
+from node.errors import CHAIN_HEIGHT, DEADLINE_DETAILS
 
 M = TypeVar("M", bound=Message)
 
@@ -63,12 +67,26 @@ class Read(Generic[M]):
     response: type[M]
 
 
+Answer = tuple[bytes, str]
+"""A read's response bytes and the height the node read it at (its `chain-height`; "" when not named)."""
+Metadata = tuple[tuple[str, str], ...]
+
+
 @dataclass
 class _Item:
     method: str
     request: bytes
     deadline: float
-    future: asyncio.Future[bytes]
+    future: asyncio.Future[Answer]
+
+
+def height_of(trailers: Any) -> str:
+    """The `chain-height` of a call's trailing metadata (or a batch item's trailers), "" without one."""
+    for pair in trailers or ():
+        key, value = (pair.key, pair.value) if isinstance(pair, pb.ReadBatchTrailer) else pair
+        if key == CHAIN_HEIGHT:
+            return value if isinstance(value, str) else value.decode()
+    return ""
 
 
 def _error(
@@ -127,10 +145,14 @@ class ReadBatcher:
         return rpc.response.FromString(raw)
 
     async def call(self, method: str, request: bytes, timeout: float) -> bytes:
+        return (await self.answer(method, request, timeout))[0]
+
+    async def answer(self, method: str, request: bytes, timeout: float, metadata: Metadata = ()) -> Answer:
+        """The read's answer and its height; with `metadata`, a direct call carrying it."""
         loop = asyncio.get_running_loop()
         now = loop.time()
-        if self.max_items <= 0 or now < self._direct_until:
-            return await self.direct(method, request, timeout)
+        if metadata or self.max_items <= 0 or now < self._direct_until:
+            return await self.direct_answer(method, request, timeout, metadata)
         item = _Item(method, request, now + timeout, loop.create_future())
         self._pending.append(item)
         if len(self._pending) >= self.max_items:
@@ -141,11 +163,15 @@ class ReadBatcher:
         return await item.future
 
     async def direct(self, method: str, request: bytes, timeout: float) -> bytes:
-        call = self._direct.get(method)
-        if call is None:
-            call = self._direct[method] = self._channel.unary_unary(method, None, None)  # bytes as they are
-        raw: bytes = await call(request, timeout=timeout)
-        return raw
+        return (await self.direct_answer(method, request, timeout))[0]
+
+    async def direct_answer(self, method: str, request: bytes, timeout: float, metadata: Metadata = ()) -> Answer:
+        multicallable = self._direct.get(method)
+        if multicallable is None:
+            multicallable = self._direct[method] = self._channel.unary_unary(method, None, None)  # bytes as they are
+        call = multicallable(request, timeout=timeout, metadata=metadata or None)
+        raw: bytes = await call
+        return raw, height_of(await call.trailing_metadata())
 
     def _turn_ended(self) -> None:
         self._scheduled = False
@@ -216,7 +242,7 @@ class ReadBatcher:
                 continue
             result = response.results[n]
             if result.code == 0:
-                item.future.set_result(result.response)
+                item.future.set_result((result.response, height_of(result.trailers)))
             else:
                 code = STATUS.get(result.code, grpc.StatusCode.UNKNOWN)
                 trailers = tuple((t.key, t.value) for t in result.trailers)
@@ -225,7 +251,7 @@ class ReadBatcher:
     async def _fall_back(self, item: _Item, now: float) -> None:
         """One item of a batch the node did not take, as a direct call."""
         try:
-            raw = await self.direct(item.method, item.request, max(0.001, item.deadline - now))
+            raw = await self.direct_answer(item.method, item.request, max(0.001, item.deadline - now))
         except grpc.aio.AioRpcError as err:
             if not item.future.done():
                 item.future.set_exception(err)

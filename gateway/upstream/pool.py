@@ -34,7 +34,7 @@ from google.protobuf.message import Message
 
 from chain.v1 import keychain_service_pb2_grpc, service_pb2_grpc
 from gateway.config import GatewayConfig
-from gateway.upstream.batching import Read, ReadBatcher
+from gateway.upstream.batching import Answer, Metadata, Read, ReadBatcher
 from node.tls import ClientTLS, aio_channel, parse_target
 
 T = TypeVar("T")
@@ -202,9 +202,14 @@ class NodePool:
 
     async def fetch_bytes(self, method: str, request: bytes) -> bytes:
         """`fetch` with the request and the answer as the bytes on the wire (what the REST body memo keys on)."""
+        return (await self.fetch_answer(method, request))[0]
+
+    async def fetch_answer(self, method: str, request: bytes, metadata: Metadata = ()) -> Answer:
+        """`fetch_bytes` with the height the node read the answer at (`chain-height`); `metadata` (the
+        consistency asked for) goes with a direct call (gateway/upstream/batching.py)."""
         timeout = self.timeout
         return await self._retried(
-            self.readers, next(self._next_reader), lambda u: u.batcher.call(method, request, timeout)
+            self.readers, next(self._next_reader), lambda u: u.batcher.answer(method, request, timeout, metadata)
         )
 
     async def _retried(self, upstreams: Sequence[Upstream], first: int, call: Callable[[Upstream], Awaitable[T]]) -> T:
