@@ -42,7 +42,9 @@ class NodeConfig:
     # a restore (--restore, or state sync in the replicated mode) has its own budget, apart from catching up
     restore_timeout: float = 3600.0
     snapshot_chunk_bytes: int = 1024 * 1024  # chunk size of the manifests of new snapshots (state sync)
-    state_sync_rate: int = 0  # bytes/s one state-sync stream this node serves may send; 0: no limit
+    # bytes/s this node sends to every member state-syncing from it together (0: no limit); 32 MiB/s is a
+    # quarter of a 1 Gbit/s link and moves a 100 GiB store in 53 min (docs/operations.md, "State sync")
+    state_sync_rate: int = 32 * 1024 * 1024
     block_interval: float = 0.2
     empty_block_interval: float = 5.0
     cors_origins: tuple[str, ...] = ()
@@ -230,7 +232,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--snapshot-chunk-bytes", type=int, default=d.snapshot_chunk_bytes, help="state-sync chunk size")
     p.add_argument(
-        "--state-sync-rate", type=int, default=d.state_sync_rate, help="bytes/s per served stream; 0: no limit"
+        "--state-sync-rate",
+        type=int,
+        default=d.state_sync_rate,
+        help="bytes/s this node serves state sync at, all streams together; 0: no limit",
     )
     p.add_argument("--block-interval", type=float, default=d.block_interval, help="seconds between blocks")
     p.add_argument(

@@ -64,23 +64,26 @@ async def members_healthy(etcd: EtcdCluster) -> bool:
         await client.close()
 
 
-async def scale(etcd: EtcdCluster, size: int, *, replace_after: float = 300.0) -> list[Change]:
-    client = EtcdClient(etcd.endpoints[:3])
-    host = Host(etcd)
-    reconciler = Members(client, replace_after=replace_after)
-    original = reconciler.reconcile
+class Checked(Members):
+    """The reconciler, asserting that each member added or removed was added or removed on a healthy cluster."""
 
-    async def checked(grid: Callable[[int], Wanted], wanted_size: int) -> Change:
-        before = await members_healthy(etcd)
-        change = await original(grid, wanted_size)
+    def __init__(self, client: EtcdClient, etcd: EtcdCluster, replace_after: float) -> None:
+        super().__init__(client, replace_after=replace_after)
+        self.etcd = etcd
+
+    async def reconcile(self, grid: Callable[[int], Wanted], size: int) -> Change:
+        before = await members_healthy(self.etcd)
+        change = await super().reconcile(grid, size)
         if change.kind in (Kind.ADD, Kind.REMOVE):
             assert before, f"{change.kind} {change.member} on an unhealthy cluster"
         return change
 
-    reconciler.reconcile = checked  # type: ignore[method-assign]
+
+async def scale(etcd: EtcdCluster, size: int, *, replace_after: float = 300.0) -> list[Change]:
+    client = EtcdClient(etcd.endpoints[:3])
     try:
         etcd.grow(size)
-        return await converge(reconciler, layout(etcd), size, host.apply, timeout=60)
+        return await converge(Checked(client, etcd, replace_after), layout(etcd), size, Host(etcd).apply, timeout=60)
     finally:
         await client.close()
 

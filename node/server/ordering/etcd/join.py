@@ -3,12 +3,18 @@
 Before a member opens its store it compares what it holds with the log in etcd:
 
 - a store the log continues (its height + 1 is still in the log): nothing to do, the log is replayed;
-- no store, or a store the log was compacted past (a lost or retained old volume): it fetches the newest
-  snapshot a live member serves (`snapshot/<id>` keys, attached to the members' leases), checks the
+- no store, or a store the log was compacted past (a lost or retained old volume): it fetches a snapshot a
+  live member serves (`snapshot/<id>` keys, attached to the members' leases; chosen by `sources`), checks the
   snapshot's header hash and state root against the block the log holds at that number, fetches and checks
   every chunk, verifies the store and renames it into place (node/server/snapshots/);
 - no store, no snapshot served anywhere and a log that still starts at block 1: a new member replays the
   whole log from genesis.
+
+Which member it syncs from (`sources`): the snapshots within `SPREAD_BLOCKS` of the newest are fresh enough
+(the log replays the difference), and among those each joiner ranks the members by a hash of its own id and
+theirs, so members joining at once spread over the members that serve instead of all pulling from one; the
+older ones follow, newest first, and each is tried in that order. What a member sends is capped by its
+`--state-sync-rate` (node/server/snapshots/sync_server.py).
 
 The whole step has its own budget (`--restore-timeout`), separate from catching up afterwards; chunks
 already fetched stay in `DATA_DIR/.restore` for the next try.
@@ -17,8 +23,10 @@ already fetched stay in `DATA_DIR/.restore` for the next try.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import logging
+from collections.abc import Sequence
 from pathlib import Path
 
 import grpc
@@ -38,6 +46,7 @@ from node.tls import ClientTLS
 
 log = logging.getLogger("chain.statesync")
 MAX_ROUNDS = 3
+SPREAD_BLOCKS = 20_000  # snapshots this close to the newest count as equally fresh: joiners spread over them
 
 
 def snapshot_doc(block_number: int, name: str, addr: str) -> bytes:
@@ -56,6 +65,22 @@ async def served_snapshots(client: EtcdClient, keys: Keys) -> list[Peer]:
         except (ValueError, KeyError, TypeError):
             continue
     return sorted(peers, key=lambda p: p.block_number, reverse=True)
+
+
+def sources(peers: Sequence[Peer], node_id: str, spread: int = SPREAD_BLOCKS) -> list[Peer]:
+    """The order `node_id` tries `peers` in: the fresh ones (within `spread` blocks of the newest) ranked by a
+    hash of the joiner's id and the member's (each joiner its own order, the same one at every try), then
+    the others newest first."""
+    if not peers:
+        return []
+    newest = max(p.block_number for p in peers)
+    fresh = [p for p in peers if p.block_number >= newest - spread]
+    older = sorted((p for p in peers if p.block_number < newest - spread), key=lambda p: -p.block_number)
+
+    def rank(p: Peer) -> bytes:
+        return hashlib.blake2b(f"{node_id}/{p.node_id}".encode(), digest_size=8).digest()
+
+    return [*sorted(fresh, key=rank), *older]
 
 
 async def bind_to_log(blocks: BlockLog, manifest: pb.SnapshotManifest) -> Expected:
@@ -114,7 +139,8 @@ async def _join_round(
             " and no live member serves a snapshot to state-sync from: take a snapshot on a healthy member"
             " (AdminService.CreateSnapshot) and start this one again"
         )
-    return await _sync(peers, blocks, data_dir, replace=(data_dir / STORE_FILE).exists(), tls=tls), False
+    ordered = sources(peers, node_id)
+    return await _sync(ordered, blocks, data_dir, replace=(data_dir / STORE_FILE).exists(), tls=tls), False
 
 
 async def _sync(peers: list[Peer], blocks: BlockLog, data_dir: Path, *, replace: bool, tls: ClientTLS | None) -> str:
