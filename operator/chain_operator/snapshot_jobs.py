@@ -1,7 +1,9 @@
 """A scheduled snapshot as a job on a node, followed across timer ticks.
 
-When a snapshot is due, the operator starts a job on the first ready pod that answers (AdminService
-StartSnapshot answers at once) and records it in `status.snapshots.job` (id, pod, state, start time). Every
+When a snapshot is due, the operator starts a job on a ready pod that answers (AdminService StartSnapshot
+answers at once), rotating over the pods: the first ready one after the pod of the last job, in ordinal
+order, so the snapshots (and the members that serve state sync from them) spread over the members instead of
+piling onto one volume, and records it in `status.snapshots.job` (id, pod, state, start time). Every
 tick after that polls the job (GetSnapshotJob) until it ends: SUCCEEDED records the ChainSnapshot and the
 schedule advances; FAILED, a job the node no longer knows (it restarted: a node keeps its jobs in memory and
 removes an interrupted copy at start-up) or a job running past `--snapshot-job-timeout` count as one failure
@@ -98,13 +100,24 @@ async def step(kube: KubeApi, config: OperatorConfig, net: Network, status: dict
     if job is None or job.state is not JobState.RUNNING:
         if not is_due(net.spec, status, datetime.datetime.now(tz=datetime.UTC)):
             return Step(Outcome.IDLE)
-        job = await start(kube, config, net)
+        job = await start(kube, config, net, after=job.pod if job is not None else "")
     return await follow(kube, config, net, job)
 
 
-async def start(kube: KubeApi, config: OperatorConfig, net: Network) -> JobRecord:
-    """Start a job on the first ready pod that answers (or adopt the one it runs)."""
-    candidates = [p for p in await pods(kube, net) if p.ready and p.ip]
+def rotated(names: list[str], after: str) -> list[str]:
+    """`names` (ordinal order) starting with the one after `after`, wrapping around; as they are without it."""
+    if after not in names:
+        return names
+    i = names.index(after) + 1
+    return names[i:] + names[:i]
+
+
+async def start(kube: KubeApi, config: OperatorConfig, net: Network, *, after: str = "") -> JobRecord:
+    """Start a job on the first ready pod after `after` (the last job's) that answers (or adopt the one it
+    runs)."""
+    ready = {p.name: p for p in await pods(kube, net) if p.ready and p.ip}
+    order = rotated([net.spec.pod_name(i) for i in range(net.spec.replicas)], after)
+    candidates = [ready[name] for name in order if name in ready]
     if not candidates:
         message = f"no ready node pod of {net.spec.statefulset}"
         raise Retry(message, reason=ConditionReason.NO_READY_NODE, delay=config.snapshot_tick)

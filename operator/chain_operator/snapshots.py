@@ -1,5 +1,6 @@
-"""Scheduled snapshots: the schedule, ChainSnapshot objects, and pruning the oldest beyond retention (the
-node deletes the directory, then the object goes). Taking one is a job on a node (snapshot_jobs.py).
+"""Scheduled snapshots: the schedule, ChainSnapshot objects, and pruning the oldest beyond retention and
+beyond what one pod's volume keeps (`perMember`; the node deletes the directory, then the object goes).
+Taking one is a job on a node (snapshot_jobs.py), on the pods in turn.
 
 A snapshot stays on the volume of the pod that took it; the ChainSnapshot says which pod and which
 directory (`spec.snapshotName`), so restoring is `chain-node --restore <snapshot dir>` on that volume
@@ -97,10 +98,17 @@ def _order(obj: Obj) -> tuple[int, str]:
 
 
 async def prune(kube: KubeApi, config: OperatorConfig, net: Network) -> list[str]:
-    """Delete the oldest ChainSnapshots beyond retention; returns the names deleted."""
+    """Delete the oldest ChainSnapshots beyond retention, and the oldest of a pod beyond `per_member`;
+    returns the names deleted."""
     objs = await kube.list(custom_path(SNAPSHOTS, net.namespace), {NETWORK_LABEL: net.name})
     objs.sort(key=_order, reverse=True)
     doomed = objs[net.spec.snapshots.retention :]
+    on_pod: dict[str, int] = {}
+    for obj in objs[: net.spec.snapshots.retention]:
+        pod_name = str(obj.get("spec", {}).get("pod", ""))
+        on_pod[pod_name] = on_pod.get(pod_name, 0) + 1
+        if on_pod[pod_name] > net.spec.per_member:
+            doomed.append(obj)
     by_name = {p.name: p for p in await pods(kube, net)}
     deleted: list[str] = []
     for obj in doomed:

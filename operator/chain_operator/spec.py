@@ -10,6 +10,8 @@ spec:
   snapshots:
     every: 6h                    # schedule: a duration (s, m, h, d); "" or absent = no snapshots
     retention: 7                 # ChainSnapshot objects (and snapshot directories) kept
+    perMember: 3                 # at most this many on one pod's volume (0 or absent: retention / replicas,
+                                 # rounded up): the operator rotates the pod that takes them
 """
 
 from __future__ import annotations
@@ -75,6 +77,7 @@ def parse_duration(text: str) -> float:
 class SnapshotPolicy:
     every_seconds: float
     retention: int
+    per_member: int = 0  # 0: retention / replicas, rounded up (NetworkSpec.per_member)
 
     @property
     def enabled(self) -> bool:
@@ -96,6 +99,11 @@ class NetworkSpec:
         """The full reference the nodes must run: `repo@sha256:...` when pinned (as the chart renders it),
         else `repo:version`."""
         return f"{self.image}@{self.digest}" if self.digest else f"{self.image}:{self.version}"
+
+    @property
+    def per_member(self) -> int:
+        """Snapshots kept on one pod's volume at most."""
+        return self.snapshots.per_member or -(-self.snapshots.retention // self.replicas)
 
     def pod_name(self, ordinal: int) -> str:
         return f"{self.statefulset}-{ordinal}"
@@ -144,6 +152,7 @@ def parse_spec(spec: Mapping[str, Any]) -> NetworkSpec:
         snapshots=SnapshotPolicy(
             every_seconds=parse_duration(every),
             retention=_int(snaps, "retention", 7, 1, 1000),
+            per_member=_int(snaps, "perMember", 0, 0, 1000),
         ),
         digest=digest,
     )
