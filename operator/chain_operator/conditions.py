@@ -38,6 +38,7 @@ class ConditionReason(StrEnum):
     UP_TO_DATE = "UpToDate"
     WAITING_FOR_POD = "WaitingForPod"
     REPLACING_POD = "ReplacingPod"
+    SNAPSHOT_BEFORE_ROLLOUT = "SnapshotBeforeRollout"  # the rollout waits for its snapshot (rollout_snapshot.py)
     # rollout holds (gates.py): the rollout waits, it has not failed
     MEMBER_MISSING = "MemberMissing"
     MEMBER_NOT_READY = "MemberNotReady"

@@ -49,6 +49,11 @@ class OperatorConfig:
     # before the next pod is released.
     stable_checks: int = 3
     stable_interval: float = 10.0
+    # How often each ChainNetwork's StatefulSet is compared with its pods: a pod template changed by anyone
+    # (helm, a GitOps sync, kubectl) starts the same gated rollout as a new version (revisions.py).
+    rollout_check: float = 30.0
+    # Take a snapshot before a rollout releases its first pod (rollout_snapshot.py).
+    rollout_snapshot: bool = True
     # A snapshot job running longer than this on a node counts as failed (the schedule then retries).
     snapshot_job_timeout: float = 6 * 3600.0
     # kopf's liveness endpoint (e.g. http://0.0.0.0:8080/healthz); empty disables it.
@@ -66,7 +71,15 @@ class OperatorConfig:
 
 LIST_FLAGS = frozenset({"namespaces"})
 # Periods and deadlines (seconds): each must be positive.
-POSITIVE = ("snapshot_tick", "rpc_timeout", "upgrade_poll", "pod_timeout", "stable_interval", "snapshot_job_timeout")
+POSITIVE = (
+    "snapshot_tick",
+    "rpc_timeout",
+    "upgrade_poll",
+    "pod_timeout",
+    "stable_interval",
+    "snapshot_job_timeout",
+    "rollout_check",
+)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -102,6 +115,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--snapshot-job-timeout", type=float, default=d.snapshot_job_timeout, help="seconds a snapshot job may run"
     )
+    p.add_argument("--rollout-check", type=float, default=d.rollout_check, help="seconds between pod template checks")
+    p.add_argument(
+        "--rollout-snapshot",
+        choices=("on", "off"),
+        default="on" if d.rollout_snapshot else "off",
+        help="take a snapshot before a rollout releases its first pod",
+    )
     p.add_argument("--liveness", default=d.liveness, help="liveness endpoint URL, e.g. http://0.0.0.0:8080/healthz")
     p.add_argument("--metrics-addr", default=d.metrics_addr, help="Prometheus metrics host:port; '' disables")
     p.add_argument("--log-level", default=d.log_level, help="debug, info, warning or error")
@@ -116,6 +136,7 @@ def parse_config(argv: Sequence[str] | None = None, env: Mapping[str, str] | Non
     env_defaults(parser, ENV_PREFIX, env, lists=LIST_FLAGS)
     values = vars(parser.parse_args(argv))
     values["namespaces"] = tuple(values["namespaces"] or ())
+    values["rollout_snapshot"] = values["rollout_snapshot"] == "on"
     for name in POSITIVE:
         if not values[name] > 0:
             flag = "--" + name.replace("_", "-")

@@ -7,6 +7,7 @@ our typed errors into kopf's retry-or-stop errors in one place (`errors.to_kopf`
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Mapping
@@ -20,6 +21,7 @@ from chain_operator.config import OperatorConfig
 from chain_operator.errors import KubeNotFound, OperatorError, SpecInvalid, Stop, UpgradeFailed, to_kopf
 from chain_operator.kube import GROUP, NETWORKS, VERSION, KubeApi, Obj, statefulset_path
 from chain_operator.metrics import OperatorMetrics
+from chain_operator.revisions import partition_body
 from chain_operator.snapshot_jobs import Outcome, Step
 from chain_operator.spec import Network, parse_spec, parse_time
 from chain_operator.upgrade import ConditionUpdate, UpgradeProgress
@@ -93,6 +95,13 @@ async def handle_upgrade(runtime: Runtime, body: Mapping[str, Any]) -> None:
 
 
 async def _upgrade_step(runtime: Runtime, fresh: Obj) -> None:
+    result = await _upgrade_move(runtime, fresh)
+    if not result.done:
+        raise kopf.TemporaryError("upgrade in progress", delay=result.wait)
+
+
+async def _upgrade_move(runtime: Runtime, fresh: Obj) -> upgrade.Step:
+    """One step of the upgrade, its outcome written to the status and the rollout metric."""
     current: Mapping[str, Any] = fresh.get("status") or {}
     kube = runtime.kube
     try:
@@ -107,8 +116,33 @@ async def _upgrade_step(runtime: Runtime, fresh: Obj) -> None:
         raise
     await status.write(kube, fresh, result.status, result.conditions)
     _record_rollout(runtime, fresh, result.status)
-    if not result.done:
-        raise kopf.TemporaryError("upgrade in progress", delay=result.wait)
+    return result
+
+
+async def handle_template_check(runtime: Runtime, body: Mapping[str, Any]) -> None:
+    """The periodic check (`--rollout-check`): a pod template changed by anyone (helm, a GitOps sync, kubectl)
+    leaves pods outdated behind the hold; drive the same rollout as a new version until it is done. A rollout
+    that failed stays failed until the template (or the version) changes again."""
+    try:
+        while True:
+            async with fresh_body(runtime, body) as fresh:
+                if fresh is None:
+                    return
+                net = network_of(fresh)
+                if not await upgrade.pending(runtime.kube, runtime.config, net):
+                    return
+                progress = UpgradeProgress.from_status((fresh.get("status") or {}).get("upgrade"))
+                rollout = await upgrade.rollout_of(runtime.kube, runtime.config, net)
+                if progress.phase is upgrade.Phase.FAILED and progress.revision == rollout.revision:
+                    return
+                result = await _upgrade_move(runtime, fresh)
+            if result.done:
+                return
+            await asyncio.sleep(result.wait or runtime.config.upgrade_poll)
+    except UpgradeFailed:
+        return  # recorded by _upgrade_move
+    except OperatorError as exc:
+        raise to_kopf(exc) from exc
 
 
 def _record_rollout(runtime: Runtime, body: Mapping[str, Any], fields: Mapping[str, Any]) -> None:
@@ -206,7 +240,11 @@ async def handle_scale(runtime: Runtime, body: Mapping[str, Any]) -> None:
                 delay = runtime.config.upgrade_poll
                 raise kopf.TemporaryError("scaling waits for the upgrade in progress", delay=delay)
             path = statefulset_path(net.namespace, net.spec.statefulset)
-            await runtime.kube.merge_patch(path, {"spec": {"replicas": net.spec.replicas}})
+            # The hold follows the replica count: a pod added above an old partition would take the next
+            # template without the operator.
+            body = partition_body(net.spec.replicas)
+            body["spec"]["replicas"] = net.spec.replicas
+            await runtime.kube.merge_patch(path, body)
     except OperatorError as exc:
         raise to_kopf(exc) from exc
 
@@ -249,6 +287,10 @@ def build_registry(config: OperatorConfig) -> kopf.OperatorRegistry:
     @kopf.on.update(*res, id="scale", field="spec.replicas", registry=registry)
     async def scale_handler(body: kopf.Body, memo: Any, **_: Any) -> None:
         await handle_scale(runtime_of(memo), body)
+
+    @kopf.timer(*res, id="rollout", interval=config.rollout_check, registry=registry)
+    async def template_timer(body: kopf.Body, memo: Any, **_: Any) -> None:
+        await handle_template_check(runtime_of(memo), body)
 
     @kopf.timer(*res, id="snapshots", interval=config.snapshot_tick, registry=registry)
     async def snapshot_timer(body: kopf.Body, memo: Any, **_: Any) -> None:

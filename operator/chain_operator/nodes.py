@@ -42,6 +42,7 @@ class PodView:
     namespace: str = ""
     hostname: str = ""  # spec.hostname (a StatefulSet's pod: its name)
     subdomain: str = ""  # spec.subdomain (a StatefulSet's pod: its headless Service)
+    revision: str = ""  # the controller-revision-hash label: the StatefulSet revision the pod was made from
 
     def server_name(self, template: str) -> str:
         """The name its certificate must carry ("" = the IP dialled)."""
@@ -78,6 +79,7 @@ def pod_view(pod: Obj, container: str) -> PodView:
         namespace=meta.get("namespace", ""),
         hostname=spec.get("hostname", ""),
         subdomain=spec.get("subdomain", ""),
+        revision=str((meta.get("labels") or {}).get("controller-revision-hash", "")),
     )
 
 

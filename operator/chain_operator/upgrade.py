@@ -1,8 +1,12 @@
 """Rolling upgrade of the node StatefulSet, one pod at a time, driven by the StatefulSet partition.
 
-Kubernetes replaces the pods whose ordinal is >= `spec.updateStrategy.rollingUpdate.partition`. To change
-the version the operator first sets the partition to `replicas` (nothing may move) together with the new
-image, then lowers it by one: the highest ordinal is replaced. Before each release every member must pass
+Kubernetes replaces the pods whose ordinal is >= `spec.updateStrategy.rollingUpdate.partition`. Outside a
+rollout the partition is `replicas` (the chart renders it so, and the operator puts it back after each rollout):
+no pod moves when the pod template changes. Any change of the template starts a rollout, whoever made it
+(revisions.py: pods whose revision or image is not the template's are outdated): a new version in the
+ChainNetwork (the operator sets the image), or a helm upgrade or GitOps sync that changed the image, the
+labels, the configuration. The operator lowers the partition by one: the highest ordinal is replaced. Before
+the first release it takes a snapshot (rollout_snapshot.py). Before each release every member must pass
 the rollout gates (gates.py: Ready, SERVING, within `--max-lag-blocks` of the leader) on `--stable-checks`
 observations spaced `--stable-interval` apart; a failing gate holds the rollout with an `Upgrading`
 condition whose reason (`MemberNotReady`, `MemberNotServing`, `MemberLagging`, ...) and message say why.
@@ -13,8 +17,10 @@ and keep serving) and the ChainNetwork says so in its `Upgrading` condition. Eac
 thing and says whether to come back; progress lives in the ChainNetwork status (`status.upgrade`, an
 `UpgradeProgress`) and in the partition itself, so a restarted operator resumes.
 
-`step` picks one of four phases: `begin` (hold the pods, change the image), `up_to_date` (nothing to do),
-`check_released` (the pod last released: still coming back, too late, or the last one), `release_next`.
+`step` picks one of four phases: `begin` (hold the pods, change the image), `up_to_date` (every pod runs the
+template: hold them), `check_released` (the pod last released: still coming back, too late, or the last one),
+`release_next`. A render applied during a rollout puts the partition back to `replicas`; `lower_to` takes it
+back down to where every pod above is already current (replacing nothing) and the rollout carries on.
 """
 
 from __future__ import annotations
@@ -30,10 +36,12 @@ from typing import Any
 
 from chain_operator.conditions import ConditionReason, ConditionType, now_iso
 from chain_operator.config import OperatorConfig
-from chain_operator.errors import KubeNotFound, SpecInvalid, UpgradeFailed
+from chain_operator.errors import SpecInvalid, UpgradeFailed
 from chain_operator.gates import Member, first_problem, leader_height, member_problem, observe
-from chain_operator.kube import KubeApi, Obj, pod_path, statefulset_path
-from chain_operator.nodes import pod_view
+from chain_operator.kube import KubeApi, Obj, statefulset_path
+from chain_operator.nodes import PodView
+from chain_operator.revisions import is_current, outdated, partition_body, pod_views, settled, update_revision
+from chain_operator.rollout_snapshot import RolloutSnapshot, advance
 from chain_operator.spec import Network, parse_time, same_image
 
 log = logging.getLogger("chain.operator.upgrade")
@@ -72,6 +80,8 @@ class UpgradeProgress:
     started_at: str = ""
     message: str = ""
     finished_at: str = ""  # written once the upgrade completed or failed
+    revision: str = ""  # the StatefulSet's update revision being rolled out ("" when it reports none)
+    snapshot: RolloutSnapshot = field(default_factory=RolloutSnapshot)  # taken before the first release
 
     @classmethod
     def from_status(cls, raw: Mapping[str, Any] | None) -> UpgradeProgress:
@@ -90,6 +100,8 @@ class UpgradeProgress:
             started_at=str(raw.get("startedAt") or ""),
             message=str(raw.get("message") or ""),
             finished_at=str(raw.get("finishedAt") or ""),
+            revision=str(raw.get("revision") or ""),
+            snapshot=RolloutSnapshot.from_status(raw.get("snapshot")),
         )
 
     def to_status(self) -> dict[str, Any]:
@@ -104,6 +116,8 @@ class UpgradeProgress:
             "podSince": self.pod_since,
             "startedAt": self.started_at,
             "message": self.message,
+            "revision": self.revision,
+            "snapshot": self.snapshot.to_status(),  # always written: a merge patch would keep an older one
         }
         if self.finished_at:
             out["finishedAt"] = self.finished_at
@@ -141,6 +155,7 @@ class Rollout:
     replicas: int
     image: str  # the container image of the StatefulSet's template
     partition: int
+    revision: str = ""  # the StatefulSet's update revision ("" when it reports none)
 
     @property
     def sts_path(self) -> str:
@@ -170,14 +185,19 @@ def with_image(sts: Obj, container: str, image: str) -> list[Obj]:
     return containers
 
 
-def why_not_done(net: Network, members: list[Member], ordinal: int, target: int, max_lag: int) -> str:
-    """'' when the released pod runs the new image and passes every gate (Ready, SERVING, within `max_lag`
-    blocks of the leader) and has reached `target`; else what it is still missing."""
+def why_not_done(
+    net: Network, members: list[Member], ordinal: int, target: int, max_lag: int, revision: str = ""
+) -> str:
+    """'' when the released pod runs the new image (and the template's `revision`, when known) and passes
+    every gate (Ready, SERVING, within `max_lag` blocks of the leader) and has reached `target`; else what it
+    is still missing."""
     member = members[ordinal]
     if member.pod is None:
         return "the pod does not exist yet"
     if not same_image(member.pod.image, net.spec.desired_image):
         return f"it still runs {member.pod.image or 'no image'}"
+    if not is_current(member.pod, net.spec.desired_image, revision):
+        return f"it still runs revision {member.pod.revision}, the template is at {revision}"
     problem = member_problem(member, leader_height(members), max_lag)
     if problem is not None:
         return problem.message
@@ -186,28 +206,62 @@ def why_not_done(net: Network, members: list[Member], ordinal: int, target: int,
     return ""
 
 
-async def step(kube: KubeApi, config: OperatorConfig, net: Network, status: Mapping[str, Any]) -> Step:
-    """One move of the upgrade (or none), chosen from the StatefulSet and `status.upgrade`."""
+async def rollout_of(kube: KubeApi, config: OperatorConfig, net: Network) -> Rollout:
     sts = await kube.get(statefulset_path(net.namespace, net.spec.statefulset))
     replicas = int(sts.get("spec", {}).get("replicas", 1))
     image = container_image(sts, net.spec.container)
-    rollout = Rollout(kube, config, net, sts, replicas, image, min(partition_of(sts), replicas))
+    partition = min(partition_of(sts), replicas)
+    return Rollout(kube, config, net, sts, replicas, image, partition, update_revision(sts))
+
+
+async def pending(kube: KubeApi, config: OperatorConfig, net: Network) -> bool:
+    """Whether `step` has anything to do: a new image asked for, a pod not at the template, the hold not
+    in place (what the periodic template check looks at before it steps)."""
+    r = await rollout_of(kube, config, net)
+    if not same_image(r.image, net.spec.desired_image) or r.partition < r.replicas:
+        return True
+    return bool(outdated(await pod_views(kube, net, r.replicas), r.image, r.revision))
+
+
+async def step(kube: KubeApi, config: OperatorConfig, net: Network, status: Mapping[str, Any]) -> Step:
+    """One move of the upgrade (or none), chosen from the StatefulSet, its pods and `status.upgrade`."""
+    rollout = await rollout_of(kube, config, net)
     progress = UpgradeProgress.from_status(status.get("upgrade"))
     desired = net.spec.desired_image
-    if not same_image(image, desired):
+    if not same_image(rollout.image, desired):
         return await begin(rollout)
-    if not progress.running(desired):
-        if rollout.partition == 0 and not (progress.image and not same_image(progress.image, desired)):
-            return up_to_date(rollout, progress)
-        progress = await adopt(rollout, progress)
-    if rollout.partition < replicas:
-        decided = await check_released(rollout, progress)
+    pods = await pod_views(kube, net, rollout.replicas)
+    top = settled(pods, rollout.image, rollout.revision)
+    if top == 0 and not progress.running(desired):
+        return await up_to_date(rollout, progress)
+    if not progress.running(desired) or progress.revision != rollout.revision:
+        progress = await adopt(rollout, progress, pods)
+    if rollout.partition > top:
+        rollout = await lower_to(rollout, top)
+    if rollout.partition < rollout.replicas:
+        # The pod released last, or (when released pods are not back at the template yet) the highest of them.
+        decided = await check_released(rollout, progress, max(rollout.partition, top - 1))
         if decided is not None:
             return decided
     return await release_next(rollout, progress)
 
 
-async def adopt(r: Rollout, progress: UpgradeProgress) -> UpgradeProgress:
+async def lower_to(r: Rollout, ordinal: int) -> Rollout:
+    """Put the partition back down to `ordinal` after a render raised it to `replicas` mid-rollout: every pod
+    from `ordinal` up is current already, so the controller replaces none of them."""
+    await r.kube.merge_patch(r.sts_path, partition_body(ordinal))
+    r.log("partition raised to %d by a render; back to %d (every pod above is current)", r.partition, ordinal)
+    return replace(r, partition=ordinal)
+
+
+async def hold(r: Rollout) -> None:
+    """Partition = replicas: no pod moves when the template changes (revisions.py)."""
+    if r.partition < r.replicas:
+        await r.kube.merge_patch(r.sts_path, partition_body(r.replicas))
+        r.log("holding every pod (partition %d)", r.replicas)
+
+
+async def adopt(r: Rollout, progress: UpgradeProgress, pods: list[PodView | None]) -> UpgradeProgress:
     """The template already asks for the desired image but `status.upgrade` does not say so: the status was
     read before this operator's own write landed (a stale body), or that write was lost. The StatefulSet is
     the truth (only `begin` puts the image there): carry on from its partition as the upgrade in progress, with
@@ -216,17 +270,16 @@ async def adopt(r: Rollout, progress: UpgradeProgress) -> UpgradeProgress:
     status names, else the one ordinal 0 (replaced last) runs."""
     spec = r.net.spec
     if progress.phase is Phase.PROGRESSING and same_image(progress.image, spec.desired_image):
-        return progress
+        # The template changed again mid-rollout (a render, an edit): the same rollout, to the new revision.
+        return replace(progress, revision=r.revision)
     from_image = progress.image if not same_image(progress.image, spec.desired_image) else progress.from_image
-    if not from_image:
-        try:
-            pod = pod_view(await r.kube.get(pod_path(r.net.namespace, spec.pod_name(0))), spec.container)
-        except KubeNotFound:
-            pod = None
-        if pod is not None and not same_image(pod.image, spec.desired_image):
-            from_image = pod.image
+    if not from_image and pods and pods[0] is not None:
+        from_image = pods[0].image  # ordinal 0 is replaced last
+    fresh = progress.phase is not Phase.PROGRESSING
     return replace(
         progress,
+        revision=r.revision,
+        snapshot=RolloutSnapshot() if fresh else progress.snapshot,
         version=spec.version,
         image=spec.desired_image,
         from_image=from_image,
@@ -240,12 +293,8 @@ async def adopt(r: Rollout, progress: UpgradeProgress) -> UpgradeProgress:
 async def begin(r: Rollout) -> Step:
     """Hold every pod at its revision, then change the template: nothing moves until the partition drops."""
     spec = r.net.spec
-    body = {
-        "spec": {
-            "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"partition": r.replicas}},
-            "template": {"spec": {"containers": with_image(r.sts, spec.container, spec.desired_image)}},
-        }
-    }
+    body = partition_body(r.replicas)
+    body["spec"]["template"] = {"spec": {"containers": with_image(r.sts, spec.container, spec.desired_image)}}
     await r.kube.merge_patch(r.sts_path, body)
     progress = UpgradeProgress(
         version=spec.version,
@@ -261,11 +310,13 @@ async def begin(r: Rollout) -> Step:
     return Step({"upgrade": progress.to_status()}, (ConditionUpdate(T.UPGRADING, True, R.STARTED, message),))
 
 
-def up_to_date(r: Rollout, progress: UpgradeProgress) -> Step:
-    """Nothing in flight and every pod may already run this image: just record the version. When the status
+async def up_to_date(r: Rollout, progress: UpgradeProgress) -> Step:
+    """Nothing in flight and every pod runs the template: hold them (partition = replicas, in case it was
+    left lower, e.g. by an older chart) and record the version. When the status
     says an upgrade to this image completed, this is the same step run again (kopf retrying a handler whose
     outcome it could not store, or the resume handler of a restarted operator): that upgrade's `Upgrading`
     condition (`Completed`, and when) stays as it was written."""
+    await hold(r)
     spec = r.net.spec
     ready = ConditionUpdate(T.READY, True, R.UP_TO_DATE, f"version {spec.version}")
     if progress.phase is Phase.COMPLETED and same_image(progress.image, spec.desired_image):
@@ -276,12 +327,14 @@ def up_to_date(r: Rollout, progress: UpgradeProgress) -> Step:
     return Step({"currentVersion": spec.version}, conditions, done=True)
 
 
-async def check_released(r: Rollout, progress: UpgradeProgress) -> Step | None:
-    """The pod released last: wait for it, give up on it, or finish; None when the next may go."""
+async def check_released(r: Rollout, progress: UpgradeProgress, ordinal: int) -> Step | None:
+    """The pod released last (`ordinal`): wait for it, give up on it, or finish (and hold the pods again);
+    None when the next may go."""
     spec = r.net.spec
     members = await observe(r.kube, r.config, r.net, r.replicas)
-    missing = why_not_done(r.net, members, r.partition, progress.target_height, r.config.max_lag_blocks)
-    name = spec.pod_name(r.partition)
+    max_lag = r.config.max_lag_blocks
+    missing = why_not_done(r.net, members, ordinal, progress.target_height, max_lag, r.revision)
+    name = spec.pod_name(ordinal)
     if missing:
         since = parse_time(progress.pod_since) or datetime.datetime.now(tz=datetime.UTC)
         waited = (datetime.datetime.now(tz=datetime.UTC) - since).total_seconds()
@@ -298,7 +351,8 @@ async def check_released(r: Rollout, progress: UpgradeProgress) -> Step | None:
         )
     if r.partition > 0:
         return None
-    done = replace(progress, phase=Phase.COMPLETED, finished_at=now_iso(), message="")
+    await hold(r)
+    done = replace(progress, phase=Phase.COMPLETED, partition=r.replicas, finished_at=now_iso(), message="")
     message = f"all {r.replicas} pods run {spec.desired_image}"
     r.log("%s", message)
     return Step(
@@ -317,6 +371,10 @@ async def release_next(r: Rollout, progress: UpgradeProgress) -> Step:
     this one step so that nothing depends on a status read back between steps; a restarted operator simply
     observes a whole window again). Any failed observation holds the rollout, saying why."""
     name = r.net.spec.pod_name(r.partition - 1)
+    if r.config.rollout_snapshot and not progress.snapshot.taken:
+        waiting, progress = await snapshot_first(r, progress, name)
+        if waiting is not None:
+            return waiting
     leader = 0
     for check in range(1, r.config.stable_checks + 1):
         if check > 1:
@@ -336,13 +394,36 @@ async def release_next(r: Rollout, progress: UpgradeProgress) -> Step:
     return await release(r, progress, leader)
 
 
+def hold_step(r: Rollout, progress: UpgradeProgress, reason: ConditionReason, message: str) -> Step:
+    return Step(
+        {"upgrade": replace(progress, message=message).to_status()},
+        (ConditionUpdate(T.UPGRADING, True, reason, message),),
+        wait=r.config.upgrade_poll,
+    )
+
+
+async def snapshot_first(r: Rollout, progress: UpgradeProgress, name: str) -> tuple[Step | None, UpgradeProgress]:
+    """Before the first release: the gates once (no snapshot of a sick network), then the snapshot's next move.
+    A Step that holds while it is not taken; None once it is, with the progress that records it (written with
+    the release)."""
+    problem = first_problem(await observe(r.kube, r.config, r.net, r.replicas), r.config.max_lag_blocks)
+    if problem is not None:
+        return hold_step(r, progress, problem.reason, f"holding before releasing {name}: {problem.message}"), progress
+    taking = await advance(r.kube, r.config, r.net, progress.snapshot)
+    progress = replace(progress, snapshot=taking.record)
+    if taking.waiting:
+        return hold_step(r, progress, taking.reason, f"holding before releasing {name}: {taking.waiting}"), progress
+    snap = taking.record
+    r.log("snapshot %s (block %d on %s) taken before the rollout", snap.name, snap.block, snap.pod)
+    return None, progress
+
+
 async def release(r: Rollout, progress: UpgradeProgress, target: int) -> Step:
     """Lower the partition by one: Kubernetes replaces that pod; it must come back to `target`."""
     released = r.partition - 1
     if partition_of(await r.kube.get(r.sts_path)) != r.partition:  # moved while we observed: look again
         return Step(wait=r.config.upgrade_poll)
-    body = {"spec": {"updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"partition": released}}}}
-    await r.kube.merge_patch(r.sts_path, body)
+    await r.kube.merge_patch(r.sts_path, partition_body(released))
     name = r.net.spec.pod_name(released)
     # The image and version come from the spec, not from the status read: a status read from before `begin`
     # (a stale body) would otherwise carry the old image on, `running` would stay false, and at partition 0
@@ -351,6 +432,7 @@ async def release(r: Rollout, progress: UpgradeProgress, target: int) -> Step:
         progress,
         version=r.net.spec.version,
         image=r.net.spec.desired_image,
+        revision=r.revision,
         phase=Phase.PROGRESSING,
         partition=released,
         pod=name,

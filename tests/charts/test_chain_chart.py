@@ -190,7 +190,9 @@ def test_node_statefulset_probes_ports_and_volumes(rendered, profile):
     sts = rendered.get("StatefulSet", NODE)
     assert sts["spec"]["serviceName"] == HEADLESS
     assert sts["spec"]["replicas"] == (3 if profile == "replicated" else 1)
-    assert sts["spec"]["updateStrategy"] == {"type": "RollingUpdate", "rollingUpdate": {"partition": 0}}
+    # Held: the operator releases one pod at a time (tests/charts/test_rolls.py)
+    held = sts["spec"]["replicas"]
+    assert sts["spec"]["updateStrategy"] == {"type": "RollingUpdate", "rollingUpdate": {"partition": held}}
     c = node_container(rendered)
     assert c["command"] == ["chain-node"]
     assert c["image"] == "ghcr.io/example/chain-node:0.1.0"

@@ -1,6 +1,6 @@
 """Rendering under GitOps (`helm template`, no cluster to look anything up in): the same values render the same
 manifests, the admin token, the Redis password and the TLS certificates come from Secrets the user manages, and
-the operator's partition is left alone."""
+the node pods are held for the operator as under helm."""
 
 from __future__ import annotations
 
@@ -55,12 +55,13 @@ def test_without_existing_secret_each_render_generates_a_token():
 
 
 @pytest.mark.parametrize("profile", sorted(PROFILES))
-def test_gitops_leaves_the_partition_to_the_operator(profile):
+def test_gitops_holds_every_node_pod_for_the_operator(profile):
     out = render(*PROFILES[profile], *GITOPS)
     assert out == render(*PROFILES[profile], *GITOPS)
     sts = Manifests([d for d in yaml.safe_load_all(out) if d]).get("StatefulSet", f"{FULL}-node")
-    assert sts["spec"]["updateStrategy"] == {"type": "RollingUpdate", "rollingUpdate": {}}
-    # Without the operator nobody else owns the partition: it is rendered.
+    replicas = sts["spec"]["replicas"]
+    assert sts["spec"]["updateStrategy"] == {"type": "RollingUpdate", "rollingUpdate": {"partition": replicas}}
+    # Without the operator nobody releases pods: the StatefulSet controller rolls them itself.
     plain = render(*PROFILES[profile], *GITOPS, "--set", "operator.enabled=false")
     sts = Manifests([d for d in yaml.safe_load_all(plain) if d]).get("StatefulSet", f"{FULL}-node")
     assert sts["spec"]["updateStrategy"]["rollingUpdate"] == {"partition": 0}

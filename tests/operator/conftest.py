@@ -44,6 +44,7 @@ async def start_operator(cluster) -> AsyncIterator[OperatorFactory]:
             max_lag_blocks=1_000_000,
             stable_checks=3,
             stable_interval=0.3,
+            rollout_check=0.5,
         )
         stop = asyncio.Event()
         task = asyncio.create_task(run_operator(replace(base, **overrides), stop_flag=stop))

@@ -32,7 +32,9 @@ def set_statefulset(sts: StatefulSetDouble, image: str, partition: int) -> None:
 async def test_a_release_read_from_a_stale_status_still_waits_for_the_last_pod(cluster, tmp_path):
     sts = StatefulSetDouble(cluster, NAMESPACE, "chain-node", OLD, 2, tmp_path)
     kube = KubeApi(kopf.ConnectionInfo(server=str(cluster.url)))
-    config = OperatorConfig(namespaces=(NAMESPACE,), max_lag_blocks=1_000_000, stable_checks=1, rpc_timeout=5.0)
+    config = OperatorConfig(
+        namespaces=(NAMESPACE,), max_lag_blocks=1_000_000, stable_checks=1, rpc_timeout=5.0, rollout_snapshot=False
+    )
     net = Network(NAMESPACE, "main", "uid-main", parse_spec(network("main", "1.2", 2)["spec"]))
     try:
         await sts.start()

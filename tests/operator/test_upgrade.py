@@ -46,7 +46,8 @@ async def test_upgrade_replaces_one_pod_at_a_time_highest_ordinal_first(cluster,
         assert most_down <= 1
         assert sts.replaced == [(f"chain-node-{i}", NEW) for i in reversed(range(replicas))]
         assert [sts.pod_image(i) for i in range(replicas)] == [NEW] * replicas
-        assert sts.statefulset()["spec"]["updateStrategy"]["rollingUpdate"]["partition"] == 0
+        # Every pod held again (partition = replicas): the next template change waits for the operator.
+        assert sts.statefulset()["spec"]["updateStrategy"]["rollingUpdate"]["partition"] == replicas
 
         status = network_status(cluster, "main")
         assert status["upgrade"]["phase"] == "Completed"

@@ -16,7 +16,24 @@ STORED = {
     "podSince": "2026-01-01T00:05:00Z",
     "startedAt": "2026-01-01T00:00:00Z",
     "message": "replacing chain-node-1",
+    "revision": "chain-node-7d9f",
+    "snapshot": {
+        "name": "main-40-1767225600",
+        "block": 40,
+        "pod": "chain-node-0",
+        "error": "",
+        "job": {
+            "id": "j1",
+            "pod": "chain-node-0",
+            "state": "Succeeded",
+            "started": "2026-01-01T00:00:00Z",
+            "snapshot": "snap-40",
+            "error": "",
+        },
+    },
 }
+# What an operator stored before rollouts had a revision and a snapshot: it reads with neither.
+OLDER = {k: v for k, v in STORED.items() if k not in ("revision", "snapshot")}
 
 
 def test_stored_progress_reads_back_and_writes_the_same_keys() -> None:
@@ -24,6 +41,9 @@ def test_stored_progress_reads_back_and_writes_the_same_keys() -> None:
     assert progress.phase is Phase.PROGRESSING and progress.partition == 1 and progress.target_height == 42
     assert progress.running("registry.test/chain-node:1.1") and not progress.running("registry.test/chain-node:1.2")
     assert progress.to_status() == STORED
+    assert progress.snapshot.taken and progress.snapshot.block == 40 and progress.revision == "chain-node-7d9f"
+    older = UpgradeProgress.from_status(OLDER)
+    assert older.running("registry.test/chain-node:1.1") and not older.snapshot.taken and older.revision == ""
 
 
 def test_finished_at_is_written_only_once_there_is_one() -> None:

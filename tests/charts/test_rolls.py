@@ -1,0 +1,76 @@
+"""What a release changes in the pod templates of the chart's StatefulSets, and who may roll them: the node pods
+are held (partition = replicas) in every render with the operator on, so that only the operator releases them
+(tests/operator/test_chart_rolls.py drives it); a release that changes only the chart's version changes no pod
+template; a chain image bump changes the node template, never etcd's."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.charts.helm import CHART, NAMESPACE, PROFILES, RELEASE, Manifests, helm
+
+FULL = f"{RELEASE}-chain"
+TLS_SECRETS = ("node", "gateway", "operator", "backup", "envoy", "etcd", "etcdClient", "redis", "ca")
+GITOPS = (
+    "--set", "gitOps=true,adminToken.existingSecret=chain-admin-token,redis.auth.existingSecret=chain-redis",
+    "--set", ",".join(f"tls.existingSecrets.{c}=chain-{c.lower()}-tls" for c in TLS_SECRETS),
+)  # fmt: skip
+
+
+def chart_at(directory: Path, version: str, app_version: str) -> Path:
+    """A copy of the chart whose Chart.yaml says `version` and `appVersion` (what a release bumps)."""
+    copy = directory / f"chain-{version}-{app_version}"
+    shutil.copytree(CHART, copy)
+    meta = yaml.safe_load((copy / "Chart.yaml").read_text())
+    meta.update(version=version, appVersion=app_version)
+    (copy / "Chart.yaml").write_text(yaml.safe_dump(meta, sort_keys=False))
+    return copy
+
+
+def render(chart: Path, *args: str) -> Manifests:
+    out = helm("template", RELEASE, str(chart), "--namespace", NAMESPACE, *args).stdout
+    return Manifests([d for d in yaml.safe_load_all(out) if d])
+
+
+def pod_template(m: Manifests, name: str) -> dict[str, Any]:
+    template: dict[str, Any] = m.get("StatefulSet", name)["spec"]["template"]
+    return template
+
+
+@pytest.mark.parametrize("gitops", [False, True], ids=["helm", "gitops"])
+@pytest.mark.parametrize("profile", sorted(PROFILES))
+def test_node_pods_are_held_for_the_operator_in_every_render(profile, gitops):
+    args = (*PROFILES[profile], *(GITOPS if gitops else ()))
+    for replicas in (1, 3, 5):
+        if profile == "default" and replicas > 1:
+            continue  # solo: one member
+        sts = render(CHART, *args, "--set", f"node.replicaCount={replicas}").get("StatefulSet", f"{FULL}-node")
+        assert sts["spec"]["updateStrategy"] == {"type": "RollingUpdate", "rollingUpdate": {"partition": replicas}}
+    plain = render(CHART, *args, "--set", "operator.enabled=false").get("StatefulSet", f"{FULL}-node")
+    assert plain["spec"]["updateStrategy"]["rollingUpdate"] == {"partition": 0}
+
+
+def test_a_chart_version_bump_changes_no_pod_template_and_an_image_bump_not_etcds(tmp_path):
+    args = PROFILES["replicated"]
+    before = render(chart_at(tmp_path, "0.1.0", "0.1.0"), *args)
+    chart_only = render(chart_at(tmp_path, "0.2.0", "0.1.0"), *args)
+    image = render(chart_at(tmp_path, "0.3.0", "0.2.0"), *args)
+    for name in (f"{FULL}-node", f"{FULL}-etcd"):
+        assert before.get("StatefulSet", name)["metadata"]["labels"]["helm.sh/chart"] == "chain-0.1.0"
+        assert chart_only.get("StatefulSet", name)["metadata"]["labels"]["helm.sh/chart"] == "chain-0.2.0"
+        assert pod_template(chart_only, name) == pod_template(before, name), name
+    assert pod_template(image, f"{FULL}-etcd") == pod_template(before, f"{FULL}-etcd")
+    (node,) = pod_template(image, f"{FULL}-node")["spec"]["containers"]
+    assert node["image"].endswith(":0.2.0")
+    for template in (pod_template(before, f"{FULL}-node"), pod_template(before, f"{FULL}-etcd")):
+        assert not {"helm.sh/chart", "app.kubernetes.io/version"} & set(template["metadata"]["labels"])
+    (init,) = pod_template(before, f"{FULL}-etcd")["spec"]["initContainers"]
+    assert init["image"] == "docker.io/library/busybox:1.37.0"
+    pinned = render(CHART, *args, "--set", "etcd.initImage.digest=sha256:" + "a" * 64)
+    (init,) = pod_template(pinned, f"{FULL}-etcd")["spec"]["initContainers"]
+    assert init["image"] == "docker.io/library/busybox@sha256:" + "a" * 64
