@@ -110,6 +110,23 @@ async def test_metadata_only_members_may_send_never_reaches_an_upstream(
     assert not {k for k in seen if k.startswith(("chain-member-", "chain-internal-"))}, seen
 
 
+async def test_read_consistency_metadata_reaches_an_upstream(edge: EnvoyProcess, pki: Pki, recorder: Recorder) -> None:
+    """What a consistent read asks (docs/replication.md) passes the edge both ways; browsers may send it and
+    read the height an answer names."""
+    method = "/chain.v1.ChainService/GetNodeStatus"
+    sent = [("chain-min-height", "7"), ("chain-read-consistency", "linearizable")]
+    with pki.channel(edge.target) as channel:
+        assert native(channel, method, sent)[0] == grpc.StatusCode.OK
+    seen = recorder.last(method).metadata
+    assert (seen.get("chain-min-height"), seen.get("chain-read-consistency")) == ("7", "linearizable"), seen
+    headers = {"Chain-Min-Height": "8", "Chain-Read-Consistency": "serializable"}
+    answer = await grpc_web(edge.https_url, method, ssl_context=pki.client_context(), headers=headers)
+    assert answer["grpc-status"] == "0"
+    seen = recorder.last(method).metadata
+    assert (seen.get("chain-min-height"), seen.get("chain-read-consistency")) == ("8", "serializable"), seen
+    assert "chain-height" in answer["access-control-expose-headers"]
+
+
 def negotiated(port: int, ca: Path, alpn: str) -> str | None:
     ctx = ssl.create_default_context(cafile=str(ca))
     ctx.set_alpn_protocols([alpn])
