@@ -10,7 +10,8 @@ chain ref DST), ``:DST`` (delete DST on chain, a REF_DELETE), a leading ``+`` fo
 refspec pushes every branch and tag (unless only deletions are given). ``prune=True`` also deletes the
 chain's branches and tags that the repository no longer has.
 
-``plan_push`` reads the repository and the project's refs and commits on chain and sends nothing: which
+``plan_push`` reads the repository and the project's refs and commits on chain (linearizable reads,
+``PLAN_READ``: the state the ordered log has, also through a follower) and sends nothing: which
 refs move (created, fast-forward, forced or up to date, with the nonce each update will carry) and which
 commits the project lacks, in topological order, cut into COMMIT_BUNDLE-sized groups. ``submit_push``
 signs and submits the bundles (several per BatchSubmitMessages), waits for each to commit, reporting
@@ -19,7 +20,8 @@ both. ``chainctl push`` is a thin wrapper over these.
 
 Failures: ``GitError`` (the repository), ``PushError`` (a refusal with a stable ``reason``: NOTHING_TO_PUSH,
 INVALID_ARGUMENT, NOT_FAST_FORWARD, or the node's reason code for a rejected message), ``Dropped`` and
-``TimeoutError`` (from node.sdk.rpc, while waiting for a commit), ``grpc.RpcError`` (a failed call).
+``TimeoutError`` (from node.sdk.rpc, while waiting for a commit), ``grpc.RpcError`` (a failed call; an
+``OutcomeUnknown`` when a member forwarded a batch and got no answer: planning again reads what committed).
 With ``strict=False`` (the git remote helper) a ref that cannot move is not an error: it is listed in
 ``PushPlan.refused`` with git's wording (``non-fast-forward``, ``remote ref does not exist``) and
 ``submit_push`` records a rejected message in ``PushResult.ref_errors`` instead of raising.
@@ -38,7 +40,7 @@ import grpc
 from chain.v1 import message_pb2 as pb
 from chain.v1 import rpc_pb2, state_pb2
 from node import constants as C
-from node.errors import CliCode, Reason
+from node.errors import CHAIN_READ_CONSISTENCY, LINEARIZABLE, CliCode, Reason
 from node.sdk import git
 from node.sdk.messages import MessageBuilder
 from node.sdk.rpc import ChainClient, Dropped
@@ -46,6 +48,10 @@ from node.sdk.rpc import ChainClient, Dropped
 DEFAULT_BUNDLE = 500
 BUNDLES_PER_BATCH = 16
 COMMIT_TIMEOUT = 60.0
+# Every read a plan is made of (the project, its refs, which commits it has) asks for the ordered log's state
+# (docs/replication.md, consistent reads): a member behind the log would give stale ref nonces and hashes, and
+# the push would be refused, or would miss a push that just committed elsewhere.
+PLAN_READ = ((CHAIN_READ_CONSISTENCY, LINEARIZABLE),)
 
 
 class PushError(Exception):
@@ -202,7 +208,7 @@ def _chain_refs(client: ChainClient, pid: bytes) -> dict[bytes, state_pb2.Ref]:
     token = ""
     while True:
         req = rpc_pb2.ListRefsRequest(project_id=pid, page_size=C.MAX_PAGE_SIZE, page_token=token)
-        resp = client.stub.ListRefs(req, timeout=client.timeout)
+        resp = client.stub.ListRefs(req, timeout=client.timeout, metadata=PLAN_READ)
         for r in resp.refs:
             refs[bytes(r.name)] = r
         token = resp.next_page_token
@@ -213,7 +219,7 @@ def _chain_refs(client: ChainClient, pid: bytes) -> dict[bytes, state_pb2.Ref]:
 def _get_commit(client: ChainClient, pid: bytes, commit_hash: bytes) -> state_pb2.Commit | None:
     try:
         req = rpc_pb2.GetCommitRequest(project_id=pid, commit_hash=commit_hash)
-        return client.stub.GetCommit(req, timeout=client.timeout).commit
+        return client.stub.GetCommit(req, timeout=client.timeout, metadata=PLAN_READ).commit
     except grpc.RpcError as err:
         if isinstance(err, grpc.Call) and err.code() == grpc.StatusCode.NOT_FOUND:
             return None
@@ -246,7 +252,7 @@ def _on_chain(client: ChainClient, project: state_pb2.Project, hashes: Sequence[
     token = ""
     while True:
         req = rpc_pb2.ListCommitsRequest(project_id=pid, page_size=C.MAX_PAGE_SIZE, page_token=token)
-        resp = client.stub.ListCommits(req, timeout=client.timeout)
+        resp = client.stub.ListCommits(req, timeout=client.timeout, metadata=PLAN_READ)
         have.update(bytes(c.hash) for c in resp.commits)
         token = resp.next_page_token
         if not token:
@@ -390,7 +396,8 @@ def plan_push(
         raise PushError(CliCode.INVALID_ARGUMENT, f"bundle size must be 1-{C.MAX_COMMITS_PER_BUNDLE}")
     specs = [parse_refspec(r) for r in refs]
     check_full_history(repo)
-    project = client.stub.GetProject(rpc_pb2.GetProjectRequest(project_id=project_id), timeout=client.timeout).project
+    req = rpc_pb2.GetProjectRequest(project_id=project_id)
+    project = client.stub.GetProject(req, timeout=client.timeout, metadata=PLAN_READ).project
     local, forced = _local_refs(repo, specs, on_skip)
     # Where the chain's refs are, and which of those commits this repository has.
     current = _chain_refs(client, project_id)

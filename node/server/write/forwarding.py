@@ -18,9 +18,11 @@ are final only when they do not depend on state (FINAL_HERE); the rest
 What the client is told when the upstream gives no verdict is only what this member knows:
 
 - nothing was sent (no connection to the upstream within `connect_timeout`), or the upstream refused the
-  whole call before admitting anything (its own NOT_LEADER, DRAINING, STATE_DIVERGED, ...: NOT_ADMITTED):
-  the messages are removed here and the client gets UNAVAILABLE, `NOT_LEADER`, with a retry hint (the
-  upstream's STORAGE_FAILED is passed on as it is). Not admitted anywhere: safe to send again.
+  whole call before admitting anything (its own NOT_LEADER, DRAINING, STATE_DIVERGED, ...: NOT_ADMITTED),
+  and this member did not take the messages beyond holding them meanwhile (it may have been elected while
+  it waited, and validated them into its own pending state: `_taken`): the messages are removed here and
+  the client gets UNAVAILABLE, `NOT_LEADER`, with a retry hint (the upstream's STORAGE_FAILED is passed on
+  as it is). Not admitted anywhere: safe to send again.
 - the call went out and no trustworthy answer came back (a timeout: the leader frozen or partitioned; the
   connection lost after sending; any other failure): the upstream may have admitted them, and a leader
   elected meanwhile may commit them. The client gets DEADLINE_EXCEEDED, `OUTCOME_UNKNOWN`, with the hashes
@@ -180,7 +182,10 @@ class Forwarder:
         if refusal is not None:
             if not accepted:  # nothing was admitted here: the local verdicts stand
                 return outcomes
-            self._withdraw(accepted)
+            if self._taken(accepted):  # this member took the lead meanwhile: it may commit them (or did)
+                why = "this member took the lead while it forwarded the messages"
+                raise outcome_unknown(why, [o.hash for o in upstream])
+            self._withdraw(accepted)  # no await since the check: they cannot be sealed here any more
             raise refusal
         verdicts = self._settle(accepted, [r for o, r in zip(upstream, results, strict=True) if o.accepted])
         answers = {o.index: r for o, r in zip(upstream, results, strict=True) if not o.accepted}
@@ -198,6 +203,12 @@ class Forwarder:
             values = self.pipeline.values_of(msgs[o.index], v.reason)  # SubmitResult carries no values
             out.append(Outcome(o.index, o.hash, False, v.reason, v.detail, values))
         return out
+
+    def _taken(self, hashes: Sequence[bytes]) -> bool:
+        """Did this member take any of the messages it holds (`hashes`) beyond holding them: into its pending
+        state (it took the lead and may seal them) or out of its mempool (a block committed them, or its
+        pending state dropped them)? Then "not admitted anywhere" is no longer known."""
+        return any(h not in self.mempool for h in hashes) or self.pipeline.validated(hashes)
 
     @staticmethod
     def _refusal(target: str, err: grpc.aio.AioRpcError) -> MessageRejected | None:

@@ -250,6 +250,10 @@ class Pipeline:
                         span.set_attribute("chain.reason_code", out[0].reason)
         return out
 
+    def validated(self, hashes: Sequence[bytes]) -> bool:
+        """Does the pending state hold any of `hashes` (this member orders blocks and may seal them)?"""
+        return bool(self._validated) and not set(hashes).isdisjoint(self._validated)
+
     def forget(self, hashes: Sequence[bytes]) -> None:
         """`hashes` left the mempool (the upstream refused them): the pending state is rebuilt if it held any."""
         if self._validated and not set(hashes).isdisjoint(self._validated):

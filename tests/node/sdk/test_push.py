@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+import grpc
 import pytest
 
-from chain.v1 import rpc_pb2
+from chain.v1 import rpc_pb2, service_pb2_grpc
 from node.sdk import git
 from node.sdk.push import BundleCommitted, PushError, RefSpec, parse_refspec, plan_push, push, submit_push
 from node.sdk.rpc import ChainClient
@@ -160,6 +162,35 @@ def test_refspecs_deletes_and_per_ref_results(world, tmp_path: Path):
     submit_push(world.client, world.alice.b, plan)
     assert set(world.refs(pid)) == {b"refs/heads/feature"}
     assert ids["root"] in repo.rev_list([sh(repo_path, "rev-parse", "feature")])
+
+
+class Recorder(grpc.UnaryUnaryClientInterceptor):  # type: ignore[misc]
+    """The method and metadata of every unary call made through it."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, dict[str, str]]] = []
+
+    def intercept_unary_unary(self, continuation: Callable[..., Any], details: Any, request: Any) -> Any:
+        self.calls.append((details.method.rsplit("/", 1)[1], dict(details.metadata or ())))
+        return continuation(details, request)
+
+
+def test_a_plan_reads_the_chain_linearizably(world, tmp_path: Path):
+    """Every read a plan is made of asks for the ordered log's state (`chain-read-consistency: linearizable`):
+    through a follower behind the log a plan would carry stale ref nonces. Without PLAN_READ this fails."""
+    repo_path = tmp_path / "repo"
+    make_history(repo_path)
+    pid = world.project("planned-from-the-log")
+    recorder = Recorder()
+    with ChainClient(world.node.grpc_target) as client:
+        client.stub = service_pb2_grpc.ChainServiceStub(grpc.intercept_channel(client.channel, recorder))
+        push(client, world.alice.b, git.GitRepo(repo_path), pid, refs=["main"])  # plan, then send
+        plan_push(client, git.GitRepo(repo_path), pid, refs=["main"])  # again: now reading refs and commits
+    reads = [(m, md) for m, md in recorder.calls if m.startswith(("Get", "List"))]
+    planned = {m for m, _ in reads}
+    assert {"GetProject", "ListRefs", "GetCommit"} <= planned, planned
+    assert all(md.get("chain-read-consistency") == "linearizable" for m, md in reads if m != "GetMessage"), reads
+    assert b"refs/heads/main" in world.refs(pid)
 
 
 def test_parse_refspec():

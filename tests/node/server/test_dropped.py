@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
+import grpc
 import pytest
 
+from node.errors import REASON_CODE, REASON_VALUES, MessageDropped, trailer
+from node.server.rpc.status import to_status
 from node.server.write.dropped import DroppedMessages, DroppedRecord
 
 
@@ -68,3 +73,12 @@ def test_bounds_must_keep_something() -> None:
         DroppedMessages(capacity=0)
     with pytest.raises(ValueError):
         DroppedMessages(max_age=0)
+
+
+def test_getmessage_answers_a_typed_not_found_with_the_reason_and_the_height() -> None:
+    status, text, trailers = to_status(MessageDropped("ab" * 32, "AUTH_EXPIRED", "the key expired", 12))
+    assert status == grpc.StatusCode.NOT_FOUND
+    assert trailer(trailers, REASON_CODE) == "MESSAGE_DROPPED"
+    values = json.loads(trailer(trailers, REASON_VALUES) or "{}")
+    assert values == {"hash": "ab" * 32, "reason": "AUTH_EXPIRED", "detail": "the key expired", "height": 12}
+    assert "dropped at block 12: AUTH_EXPIRED the key expired" in text  # the words older clients read

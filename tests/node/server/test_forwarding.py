@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,9 @@ from node.server.write.verify import Verifier
 from tests.fixtures.actors import authority_builder
 from tests.fixtures.certs import TestCA
 from tests.fixtures.nodeproc import NodeProcess, NodeTLSFiles
+from tests.fixtures.procs import free_port
 from tests.fixtures.replicaset import ENV, funded_actors, wait_bootstrapped
+from tests.harness import Harness
 
 
 async def test_state_rejections_defer_to_upstream_and_envelope_ones_do_not(tmp_path: Path) -> None:
@@ -108,3 +111,39 @@ async def test_forwarded_batches_carry_the_member_proof(tmp_path: Path) -> None:
         if chain is not None:
             chain.close()
         upstream.stop()
+
+
+async def test_not_leader_only_while_nothing_left_this_member(tmp_path: Path) -> None:
+    """Nothing listens at the upstream's address: nothing is sent, the message is withdrawn, NOT_LEADER. But a
+    member that took the lead while it waited (it validated what it holds into its pending state: the
+    election can make it leader at any moment) may commit the message itself: OUTCOME_UNKNOWN, the message
+    kept pending. Without the `_taken` check the second answer is NOT_LEADER for a message about to commit."""
+    h = Harness(tmp_path / "chain")
+    mempool = Mempool(100)
+    verifier = Verifier(0, 262144)
+    pipeline = Pipeline(h.chain, mempool, verifier, clock=h.clock)
+    fwd = Forwarder(pipeline, mempool, max_batch=100, connect_timeout=0.5)
+    nowhere = f"127.0.0.1:{free_port()}"
+    alice = h.actor()
+    try:
+        first = alice.b.follow(bytes(20))
+        with pytest.raises(MessageRejected) as info:
+            await fwd.submit([first], nowhere)
+        assert info.value.reason == Reason.NOT_LEADER and "cannot be reached" in info.value.detail
+        assert first.hash not in mempool
+
+        async def take_the_lead() -> None:
+            await asyncio.sleep(0.1)
+            pipeline.rebuild()  # what a member elected leader does before its first seal
+
+        second = alice.b.follow(b"\x01" * 20)
+        lead = asyncio.create_task(take_the_lead())
+        with pytest.raises(MessageRejected) as info:
+            await fwd.submit([second], nowhere)
+        await lead
+        assert info.value.reason == Reason.OUTCOME_UNKNOWN and info.value.values["hashes"] == [second.hash.hex()]
+        assert second.hash in mempool and pipeline.validated([bytes(second.hash)])
+    finally:
+        await fwd.close()
+        pipeline.close()
+        verifier.close()
