@@ -98,9 +98,10 @@ def no_leader(detail: str) -> MessageRejected:
 
 def outcome_unknown(detail: str, hashes: Sequence[bytes]) -> MessageRejected:
     """OUTCOME_UNKNOWN: the messages were sent to the leader and no answer came that says what became of them."""
+    which = f"message {hashes[0].hex()}" if len(hashes) == 1 else f"each of the {len(hashes)} messages (`hashes`)"
     return MessageRejected(
         Reason.OUTCOME_UNKNOWN,
-        f"{detail}: the messages may still commit; look each hash up (GetMessage) before sending anything else",
+        f"{detail}: it may still commit; look {which} up (GetMessage) before sending anything else",
         hashes=[h.hex() for h in hashes],
     )
 
