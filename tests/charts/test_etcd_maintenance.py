@@ -92,8 +92,10 @@ def test_backup_cronjob_shape_and_network_access(rendered):
     policy = rendered.get("NetworkPolicy", f"{FULL}-etcd")
     (client,) = [r for r in policy["spec"]["ingress"] if r["ports"][0]["port"] == "client"]
     assert any(p["podSelector"]["matchLabels"].items() <= labels.items() for p in client["from"])
-    # Off by default, and no defrag step when asked not to.
-    assert not Manifests(template(*PROFILES["replicated"])).kind("CronJob")
+    # On in the replicated profile (with its defrag step), off when asked, and no defrag step when asked not to.
+    profile = Manifests(template(*PROFILES["replicated"]))
+    assert [c["name"] for c in job_pod(profile)["initContainers"]] == ["snapshot", "defrag"]
+    assert not Manifests(template(*PROFILES["replicated"], "--set", "etcd.backup.enabled=false")).kind("CronJob")
     quiet = Manifests(template(*PROFILES["replicated"], *BACKUP, "--set", "etcd.backup.defrag=false"))
     assert [c["name"] for c in job_pod(quiet)["initContainers"]] == ["snapshot"]
     existing = Manifests(template(*PROFILES["replicated"], *BACKUP, "--set", "etcd.backup.existingClaim=backups"))

@@ -5,6 +5,7 @@
     chain-node backup list    --url s3://BUCKET/PREFIX [--network devnet] [--all]
     chain-node backup prune   --url s3://BUCKET/PREFIX --keep N [--grace-seconds S]
     chain-node backup restore --from s3://BUCKET/PREFIX[/NETWORK/NAME] --data-dir DIR [--reinitialize]
+    chain-node backup etcd    --url s3://BUCKET/PREFIX --file SNAPSHOT.db --keep N [--network devnet]
 
 Every flag is also an environment variable (`CHAIN_BACKUP_URL`, `CHAIN_BACKUP_S3_ENDPOINT`, ...); the
 credentials are boto3's own (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, or a credentials file) and are never
@@ -27,6 +28,7 @@ from node.entry import lazy
 from node.envflags import describe_env, env_defaults
 from node.errors import BackupFailed
 from node.observability.logs import configure_logging
+from node.server.backup.etcd import upload_etcd
 from node.server.backup.layout import PART_BYTES, Location
 from node.server.backup.objstore import Bucket, connect
 from node.server.backup.prune import DEFAULT_GRACE_SECONDS, listing, prune
@@ -86,7 +88,16 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--timeout", type=float, default=3600.0, help="seconds the download may take")
     _network(r)
     _common(r, url_flags=("--url", "--from"))  # env: CHAIN_BACKUP_URL, like the other verbs
-    for sub in (c, ls, pr, r):
+    e = verbs.add_parser("etcd", help="upload an etcd snapshot file beside the chain's backups; keep the newest N")
+    e.add_argument("--file", type=Path, default=None, help="the etcd snapshot (etcdctl snapshot save)")
+    e.add_argument("--keep", type=int, default=0, help="etcd snapshots to keep in the bucket (at least 1)")
+    e.add_argument(
+        "--grace-seconds", type=float, default=DEFAULT_GRACE_SECONDS,
+        help="uploads never completed older than this are aborted",
+    )  # fmt: skip
+    _network(e)
+    _common(e)
+    for sub in (c, ls, pr, r, e):
         describe_env(sub, PREFIX)
         env_defaults(sub, PREFIX, os.environ)
     return top
@@ -112,6 +123,9 @@ def _run(args: argparse.Namespace) -> object:
     if args.verb == "prune":
         pruned = prune(bucket, location, args.network, keep=args.keep, grace_seconds=args.grace_seconds)
         return {"event": "backups-pruned", **asdict(pruned)}
+    if args.verb == "etcd":
+        up = upload_etcd(bucket, location, args.network, args.file, keep=args.keep, grace_seconds=args.grace_seconds)
+        return {"event": "etcd-backup-uploaded", **asdict(up)}
     expect = bytes.fromhex(args.expect_state_root) if args.expect_state_root else None
     done_r = restore(bucket, location, args.network, args.data_dir, reinitialize=args.reinitialize,
                      expect_root=expect, timeout=args.timeout)  # fmt: skip
@@ -127,6 +141,8 @@ def _usage(args: argparse.Namespace) -> str | None:
         return f"--ca-file and --tls-cert are for a TLS node, and --node {args.node} is plaintext: use grpcs://"
     if args.verb == "prune" and args.keep < 1:
         return "--keep N (at least 1) is required"
+    if args.verb == "etcd" and (args.file is None or args.keep < 1):
+        return "--file SNAPSHOT.db and --keep N (at least 1) are required"
     if args.verb == "restore" and args.data_dir is None:
         return "--data-dir is required"
     if args.verb == "restore" and args.expect_state_root:
