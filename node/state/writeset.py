@@ -39,14 +39,19 @@ def carried(key: bytes) -> bool:
 
 def encode_write_set(writes: Mapping[bytes, bytes | None]) -> bytes:
     """The carried writes of a block's `writes` (None: a delete), encoded (see the module doc)."""
-    keys = sorted(k for k in writes if carried(k))
+    chain, derived = CHAIN_PREFIX, DERIVED_PREFIXES
+    keys = sorted(k for k in writes if k and k[0] < chain and k[0] not in derived)  # `carried`, inlined
     out = bytearray([VERSION])
     _varint(out, len(keys))
     previous = b""
     for key in keys:
         shared = _shared(previous, key)
-        _varint(out, shared)
-        _varint(out, len(key) - shared)
+        rest = len(key) - shared
+        if shared < 0x80 and rest < 0x80:
+            out += bytes((shared, rest))
+        else:
+            _varint(out, shared)
+            _varint(out, rest)
         out += key[shared:]
         value = writes[key]
         if value is None:
@@ -108,14 +113,17 @@ def _malformed(number: int, why: str) -> InvalidBlock:
 
 
 def _shared(a: bytes, b: bytes) -> int:
+    """The length of the prefix `a` and `b` share: their first `n` bytes as big-endian integers, XORed, lose
+    their highest set bit at the first byte that differs (all in C)."""
     n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
+    x = int.from_bytes(a[:n], "big") ^ int.from_bytes(b[:n], "big")
+    return n if x == 0 else n - 1 - (x.bit_length() - 1) // 8
 
 
 def _varint(out: bytearray, n: int) -> None:
+    if n < 0x80:
+        out.append(n)
+        return
     while n >= 0x80:
         out.append((n & 0x7F) | 0x80)
         n >>= 7
