@@ -20,8 +20,9 @@ both. ``chainctl push`` is a thin wrapper over these.
 
 Failures: ``GitError`` (the repository), ``PushError`` (a refusal with a stable ``reason``: NOTHING_TO_PUSH,
 INVALID_ARGUMENT, NOT_FAST_FORWARD, or the node's reason code for a rejected message), ``Dropped`` and
-``TimeoutError`` (from node.sdk.rpc, while waiting for a commit), ``grpc.RpcError`` (a failed call; an
-``OutcomeUnknown`` when a member forwarded a batch and got no answer: planning again reads what committed).
+``TimeoutError`` (from node.sdk.rpc, while waiting for a commit), ``grpc.RpcError`` (a failed call). A batch
+the node cannot tell the outcome of (``OutcomeUnknown``: a member forwarded it and got no answer) is waited
+for like an accepted one: it commits, or ``Dropped`` says why.
 With ``strict=False`` (the git remote helper) a ref that cannot move is not an error: it is listed in
 ``PushPlan.refused`` with git's wording (``non-fast-forward``, ``remote ref does not exist``) and
 ``submit_push`` records a rejected message in ``PushResult.ref_errors`` instead of raising.
@@ -42,6 +43,8 @@ from chain.v1 import rpc_pb2, state_pb2
 from node import constants as C
 from node.errors import CHAIN_READ_CONSISTENCY, LINEARIZABLE, CliCode, Reason
 from node.sdk import git
+from node.sdk.calls import unknown_hashes
+from node.sdk.errors import OutcomeUnknown
 from node.sdk.messages import MessageBuilder
 from node.sdk.rpc import ChainClient, Dropped
 
@@ -422,6 +425,16 @@ def plan_push(
 # ---- submitting ----
 
 
+def _batch(client: ChainClient, msgs: Sequence[pb.Message]) -> list[rpc_pb2.SubmitResult]:
+    """`client.batch(msgs)`; when the node cannot tell what became of them (OutcomeUnknown: it forwarded them
+    and got no answer), each is taken as sent: waiting for it then says whether it committed or was dropped."""
+    try:
+        return client.batch(msgs)
+    except OutcomeUnknown as err:
+        hashes = unknown_hashes(err, msgs)
+        return [rpc_pb2.SubmitResult(index=i, hash=h, accepted=True) for i, h in enumerate(hashes)]
+
+
 def _accepted(results: Sequence[rpc_pb2.SubmitResult]) -> list[bytes]:
     for r in results:
         if not r.accepted:
@@ -441,7 +454,7 @@ def _send_bundles(
     sent: list[bytes] = []
     for start in range(0, len(groups), BUNDLES_PER_BATCH):
         chunk = groups[start : start + BUNDLES_PER_BATCH]
-        sent.extend(_accepted(client.batch([builder.commit_bundle(plan.project_id, list(g)) for g in chunk])))
+        sent.extend(_accepted(_batch(client, [builder.commit_bundle(plan.project_id, list(g)) for g in chunk])))
     for index, (h, group) in enumerate(zip(sent, groups, strict=True)):
         committed = client.wait_committed(h, timeout=timeout)
         on_bundle(BundleCommitted(index, len(groups), len(group), h, int(committed.block_number)))
@@ -466,7 +479,7 @@ def submit_push(
     names = [p.name for p in plan.moving] + [d.name for d in plan.deletes]
     messages = plan.ref_updates(builder) + plan.ref_deletes(builder)
     for start in range(0, len(messages), C.MAX_BATCH_SUBMIT):
-        chunk = list(zip(names[start:], client.batch(messages[start : start + C.MAX_BATCH_SUBMIT]), strict=False))
+        chunk = list(zip(names[start:], _batch(client, messages[start : start + C.MAX_BATCH_SUBMIT]), strict=False))
         if strict:
             _accepted([r for _, r in chunk])
         for name, r in chunk:

@@ -14,6 +14,7 @@ import grpc
 import pytest
 
 from chain.v1 import message_pb2 as pb
+from node.sdk.calls import Committed
 from node.sdk.errors import ChainError, Dropped, NotFound, OutcomeUnknown
 from node.sdk.rpc import ChainClient, reason_of
 from tests.fixtures.actors import RemoteActor
@@ -80,7 +81,8 @@ def test_a_frozen_leader_gets_outcome_unknown_and_the_write_that_lost_says_why(c
     elected, commits the one it holds and is re-forwarded the other, which it refuses (NAME_TAKEN); the
     member that held it records the drop, and GetMessage there says why and at which block. Without the
     gate (a failed forward answered NOT_LEADER) the first assertion fails; without the record of a refused
-    re-forward, the loser's GetMessage is a bare NOT_FOUND until the wait runs out."""
+    re-forward, the loser's GetMessage is a bare NOT_FOUND until the wait runs out. A third write through
+    `commit()` meanwhile is looked up instead of failing, and returns its height."""
     nodes, actor = cluster.nodes, cluster.actor
     lead = leader_index(nodes)
     followers = [i for i in range(3) if i != lead]
@@ -88,6 +90,15 @@ def test_a_frozen_leader_gets_outcome_unknown_and_the_write_that_lost_says_why(c
     msgs = {i: actor.b.project_create("raced", f"sent through n{i}") for i in followers}
     clients = {i: nodes.nodes[i].client(timeout=30) for i in followers}
     answers: dict[int, ChainError | None] = {}
+    third = actor.b.follow(b"\x07" * 20)  # through commit(), which looks an unknown outcome up itself
+    committed: list[Committed | Exception] = []
+
+    def commit_third() -> None:
+        with nodes.nodes[followers[0]].client(timeout=30) as c:
+            try:
+                committed.append(c.commit(third, timeout=40))
+            except Exception as err:  # reported by the assertion below
+                committed.append(err)
     frozen = nodes.nodes[lead].proc
     assert frozen is not None
     frozen.send_signal(signal.SIGSTOP)  # not NodeProcess.signal: the stop at the end still sends SIGTERM
@@ -95,6 +106,7 @@ def test_a_frozen_leader_gets_outcome_unknown_and_the_write_that_lost_says_why(c
         threads = [
             threading.Thread(target=lambda i=i: answers.__setitem__(i, submit(clients[i], msgs[i]))) for i in followers
         ]
+        threads.append(threading.Thread(target=commit_third))
         for t in threads:
             t.start()
         for t in threads:
@@ -109,6 +121,9 @@ def test_a_frozen_leader_gets_outcome_unknown_and_the_write_that_lost_says_why(c
         frozen.send_signal(signal.SIGCONT)
         for c in clients.values():
             c.close()
+    (third_outcome,) = committed
+    assert isinstance(third_outcome, Committed), third_outcome
+    assert third_outcome[0].message.hash == third.hash and third_outcome.height == third_outcome[0].block_number
     won = [i for i, o in outcomes.items() if isinstance(o, int)]
     lost = [o for o in outcomes.values() if isinstance(o, Dropped)]
     assert len(won) == 1 and len(lost) == 1, outcomes
