@@ -31,6 +31,7 @@ from chain.v1 import block_pb2, keychain_service_pb2_grpc, rpc_pb2, service_pb2_
 from chain.v1 import message_pb2 as pb
 from node.sdk import calls
 from node.sdk.aio_read_iters import AsyncReadIterators
+from node.sdk.consistency import ReadOptions, height_of, read_metadata
 from node.sdk.errors import ChainError, Dropped, NotFound, OutcomeUnknown, from_rpc
 from node.sdk.streams import Cursor, Reconnect, afollow
 from node.tls import ClientTLS, aio_channel, parse_target
@@ -53,6 +54,7 @@ class AsyncChainClient(AsyncReadIterators):
         cert_file: Path | None = None,
         key_file: Path | None = None,
         server_name: str = "",
+        session: bool = True,
     ) -> None:
         self.target = parse_target(target)
         self.tls = ClientTLS(ca_file, cert_file, key_file, server_name)
@@ -62,6 +64,8 @@ class AsyncChainClient(AsyncReadIterators):
         self.timeout = timeout
         self.retry_seconds = retry_seconds
         self.session_height = 0  # the highest block a commit of this client was seen in (wait_committed)
+        self.session = session  # reads carry chain-min-height: session_height (node.sdk.consistency)
+        self.last_height = 0  # the height the last read's answer reflects (its chain-height)
 
     async def __aenter__(self) -> AsyncChainClient:
         return self
@@ -86,6 +90,24 @@ class AsyncChainClient(AsyncReadIterators):
             return await method(request, timeout=self.timeout if timeout is None else timeout)
         except grpc.RpcError as err:
             raise self.error(err) from None
+
+    async def _read(
+        self,
+        method: grpc.aio.UnaryUnaryMultiCallable[Req, Resp],
+        request: Req,
+        timeout: float | None,
+        read: ReadOptions,
+    ) -> Resp:
+        """A typed read at the consistency `read` asks, and with `session` at or past this client's last commit;
+        `last_height` is then the height its answer reflects."""
+        metadata = read_metadata(read, self.session_height if self.session else 0)
+        try:
+            call = method(request, timeout=self.timeout if timeout is None else timeout, metadata=metadata)
+            response = await call
+            self.last_height = height_of(await call.trailing_metadata())
+        except grpc.RpcError as err:
+            raise self.error(err) from None
+        return response
 
     async def _retrying(self, call: Callable[[], Awaitable[T]]) -> T:
         deadline = time.monotonic() + self.retry_seconds

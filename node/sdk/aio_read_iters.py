@@ -7,6 +7,7 @@ keyword arguments but `page_token`; it follows `next_page_token` and yields the 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from typing import Unpack
 
 from chain.v1 import (
     block_pb2,
@@ -14,6 +15,7 @@ from chain.v1 import (
     state_pb2,
 )
 from node.sdk.aio_reads import AsyncReads
+from node.sdk.consistency import ReadOptions
 from node.sdk.paging import apages
 
 
@@ -21,87 +23,105 @@ class AsyncReadIterators(AsyncReads):
     """The `iter_*` of AsyncChainClient (async iterators)."""
 
     def iter_search_projects(
-        self, *, name_prefix: str = "", page_size: int = 0, timeout: float | None = None
+        self, *, name_prefix: str = "", page_size: int = 0, timeout: float | None = None, **read: Unpack[ReadOptions]
     ) -> AsyncIterator[state_pb2.Project]:
         """Every item of SearchProjects, page after page (it follows `next_page_token`)."""
         return apages(
             lambda token: self.search_projects(
-                name_prefix=name_prefix, page_size=page_size, page_token=token, timeout=timeout
+                name_prefix=name_prefix, page_size=page_size, page_token=token, timeout=timeout, **read
             ),
             lambda page: page.projects,
         )
 
     def iter_projects(
-        self, *, owner_address: bytes = b"", page_size: int = 0, timeout: float | None = None
+        self,
+        *,
+        owner_address: bytes = b"",
+        page_size: int = 0,
+        timeout: float | None = None,
+        **read: Unpack[ReadOptions],
     ) -> AsyncIterator[state_pb2.Project]:
         """Every item of ListProjects, page after page (it follows `next_page_token`)."""
         return apages(
             lambda token: self.list_projects(
-                owner_address=owner_address, page_size=page_size, page_token=token, timeout=timeout
+                owner_address=owner_address, page_size=page_size, page_token=token, timeout=timeout, **read
             ),
             lambda page: page.projects,
         )
 
     def iter_project_activity(
-        self, *, project_id: bytes = b"", page_size: int = 0, timeout: float | None = None
+        self, *, project_id: bytes = b"", page_size: int = 0, timeout: float | None = None, **read: Unpack[ReadOptions]
     ) -> AsyncIterator[block_pb2.CommittedMessage]:
         """Every item of GetProjectActivity, page after page (it follows `next_page_token`)."""
         return apages(
             lambda token: self.get_project_activity(
-                project_id=project_id, page_size=page_size, page_token=token, timeout=timeout
+                project_id=project_id, page_size=page_size, page_token=token, timeout=timeout, **read
             ),
             lambda page: page.messages,
         )
 
     def iter_merge_requests(
-        self, *, project_id: bytes = b"", page_size: int = 0, timeout: float | None = None
+        self, *, project_id: bytes = b"", page_size: int = 0, timeout: float | None = None, **read: Unpack[ReadOptions]
     ) -> AsyncIterator[state_pb2.MergeRequest]:
         """Every item of ListMergeRequests, page after page (it follows `next_page_token`)."""
         return apages(
             lambda token: self.list_merge_requests(
-                project_id=project_id, page_size=page_size, page_token=token, timeout=timeout
+                project_id=project_id, page_size=page_size, page_token=token, timeout=timeout, **read
             ),
             lambda page: page.merge_requests,
         )
 
     def iter_merge_requests_by_requester(
-        self, *, owner_address: bytes = b"", page_size: int = 0, timeout: float | None = None
+        self,
+        *,
+        owner_address: bytes = b"",
+        page_size: int = 0,
+        timeout: float | None = None,
+        **read: Unpack[ReadOptions],
     ) -> AsyncIterator[state_pb2.MergeRequest]:
         """Every item of ListMergeRequestsByRequester, page after page (it follows `next_page_token`)."""
         return apages(
             lambda token: self.list_merge_requests_by_requester(
-                owner_address=owner_address, page_size=page_size, page_token=token, timeout=timeout
+                owner_address=owner_address, page_size=page_size, page_token=token, timeout=timeout, **read
             ),
             lambda page: page.merge_requests,
         )
 
     def iter_refs(
-        self, *, project_id: bytes = b"", page_size: int = 0, timeout: float | None = None
+        self, *, project_id: bytes = b"", page_size: int = 0, timeout: float | None = None, **read: Unpack[ReadOptions]
     ) -> AsyncIterator[state_pb2.Ref]:
         """Every item of ListRefs, page after page (it follows `next_page_token`)."""
         return apages(
-            lambda token: self.list_refs(project_id=project_id, page_size=page_size, page_token=token, timeout=timeout),
+            lambda token: self.list_refs(
+                project_id=project_id, page_size=page_size, page_token=token, timeout=timeout, **read
+            ),
             lambda page: page.refs,
         )
 
     def iter_ref_log(
-        self, *, project_id: bytes = b"", ref_name: bytes = b"", page_size: int = 0, timeout: float | None = None
+        self,
+        *,
+        project_id: bytes = b"",
+        ref_name: bytes = b"",
+        page_size: int = 0,
+        timeout: float | None = None,
+        **read: Unpack[ReadOptions],
     ) -> AsyncIterator[state_pb2.RefLogEntry]:
         """Every item of GetRefLog, page after page (it follows `next_page_token`)."""
         return apages(
             lambda token: self.get_ref_log(
-                project_id=project_id, ref_name=ref_name, page_size=page_size, page_token=token, timeout=timeout
+                project_id=project_id, ref_name=ref_name, page_size=page_size, page_token=token, timeout=timeout, **read
             ),
             lambda page: page.entries,
         )
 
     def iter_commits(
-        self, *, project_id: bytes = b"", page_size: int = 0, timeout: float | None = None
+        self, *, project_id: bytes = b"", page_size: int = 0, timeout: float | None = None, **read: Unpack[ReadOptions]
     ) -> AsyncIterator[state_pb2.Commit]:
         """Every item of ListCommits, page after page (it follows `next_page_token`)."""
         return apages(
             lambda token: self.list_commits(
-                project_id=project_id, page_size=page_size, page_token=token, timeout=timeout
+                project_id=project_id, page_size=page_size, page_token=token, timeout=timeout, **read
             ),
             lambda page: page.commits,
         )
@@ -114,6 +134,7 @@ class AsyncReadIterators(AsyncReads):
         page_size: int = 0,
         first_parent: bool = False,
         timeout: float | None = None,
+        **read: Unpack[ReadOptions],
     ) -> AsyncIterator[state_pb2.Commit]:
         """Every item of GetCommitAncestors, page after page (it follows `next_page_token`)."""
         return apages(
@@ -124,50 +145,66 @@ class AsyncReadIterators(AsyncReads):
                 first_parent=first_parent,
                 page_token=token,
                 timeout=timeout,
+                **read,
             ),
             lambda page: page.commits,
         )
 
     def iter_collaborators(
-        self, *, project_id: bytes = b"", page_size: int = 0, timeout: float | None = None
+        self, *, project_id: bytes = b"", page_size: int = 0, timeout: float | None = None, **read: Unpack[ReadOptions]
     ) -> AsyncIterator[state_pb2.Collaborator]:
         """Every item of ListCollaborators, page after page (it follows `next_page_token`)."""
         return apages(
             lambda token: self.list_collaborators(
-                project_id=project_id, page_size=page_size, page_token=token, timeout=timeout
+                project_id=project_id, page_size=page_size, page_token=token, timeout=timeout, **read
             ),
             lambda page: page.collaborators,
         )
 
     def iter_account_activity(
-        self, *, owner_address: bytes = b"", page_size: int = 0, timeout: float | None = None
+        self,
+        *,
+        owner_address: bytes = b"",
+        page_size: int = 0,
+        timeout: float | None = None,
+        **read: Unpack[ReadOptions],
     ) -> AsyncIterator[block_pb2.CommittedMessage]:
         """Every item of GetAccountActivity, page after page (it follows `next_page_token`)."""
         return apages(
             lambda token: self.get_account_activity(
-                owner_address=owner_address, page_size=page_size, page_token=token, timeout=timeout
+                owner_address=owner_address, page_size=page_size, page_token=token, timeout=timeout, **read
             ),
             lambda page: page.messages,
         )
 
     def iter_keys(
-        self, *, owner_address: bytes = b"", page_size: int = 0, timeout: float | None = None
+        self,
+        *,
+        owner_address: bytes = b"",
+        page_size: int = 0,
+        timeout: float | None = None,
+        **read: Unpack[ReadOptions],
     ) -> AsyncIterator[state_pb2.KeyEntry]:
         """Every item of ListKeys, page after page (it follows `next_page_token`)."""
         return apages(
             lambda token: self.list_keys(
-                owner_address=owner_address, page_size=page_size, page_token=token, timeout=timeout
+                owner_address=owner_address, page_size=page_size, page_token=token, timeout=timeout, **read
             ),
             lambda page: page.keys,
         )
 
     def iter_verifications(
-        self, *, owner_address: bytes = b"", page_size: int = 0, timeout: float | None = None
+        self,
+        *,
+        owner_address: bytes = b"",
+        page_size: int = 0,
+        timeout: float | None = None,
+        **read: Unpack[ReadOptions],
     ) -> AsyncIterator[state_pb2.Verification]:
         """Every item of ListVerifications, page after page (it follows `next_page_token`)."""
         return apages(
             lambda token: self.list_verifications(
-                owner_address=owner_address, page_size=page_size, page_token=token, timeout=timeout
+                owner_address=owner_address, page_size=page_size, page_token=token, timeout=timeout, **read
             ),
             lambda page: page.verifications,
         )
@@ -179,11 +216,12 @@ class AsyncReadIterators(AsyncReads):
         type: message_pb2.LinkType.ValueType = message_pb2.LINK_TYPE_UNSPECIFIED,
         page_size: int = 0,
         timeout: float | None = None,
+        **read: Unpack[ReadOptions],
     ) -> AsyncIterator[state_pb2.Link]:
         """Every item of ListLinks, page after page (it follows `next_page_token`)."""
         return apages(
             lambda token: self.list_links(
-                owner_address=owner_address, type=type, page_size=page_size, page_token=token, timeout=timeout
+                owner_address=owner_address, type=type, page_size=page_size, page_token=token, timeout=timeout, **read
             ),
             lambda page: page.links,
         )
@@ -195,6 +233,7 @@ class AsyncReadIterators(AsyncReads):
         target_project_id: bytes = b"",
         page_size: int = 0,
         timeout: float | None = None,
+        **read: Unpack[ReadOptions],
     ) -> AsyncIterator[state_pb2.Link]:
         """Every item of ListLinksByTarget, page after page (it follows `next_page_token`)."""
         return apages(
@@ -204,61 +243,99 @@ class AsyncReadIterators(AsyncReads):
                 page_size=page_size,
                 page_token=token,
                 timeout=timeout,
+                **read,
             ),
             lambda page: page.links,
         )
 
     def iter_reactions(
-        self, *, owner_address: bytes = b"", page_size: int = 0, timeout: float | None = None
+        self,
+        *,
+        owner_address: bytes = b"",
+        page_size: int = 0,
+        timeout: float | None = None,
+        **read: Unpack[ReadOptions],
     ) -> AsyncIterator[state_pb2.Reaction]:
         """Every item of ListReactions, page after page (it follows `next_page_token`)."""
         return apages(
             lambda token: self.list_reactions(
-                owner_address=owner_address, page_size=page_size, page_token=token, timeout=timeout
+                owner_address=owner_address, page_size=page_size, page_token=token, timeout=timeout, **read
             ),
             lambda page: page.reactions,
         )
 
     def iter_reactions_by_target(
-        self, *, project_id: bytes = b"", commit_hash: bytes = b"", page_size: int = 0, timeout: float | None = None
+        self,
+        *,
+        project_id: bytes = b"",
+        commit_hash: bytes = b"",
+        page_size: int = 0,
+        timeout: float | None = None,
+        **read: Unpack[ReadOptions],
     ) -> AsyncIterator[state_pb2.Reaction]:
         """Every item of ListReactionsByTarget, page after page (it follows `next_page_token`)."""
         return apages(
             lambda token: self.list_reactions_by_target(
-                project_id=project_id, commit_hash=commit_hash, page_size=page_size, page_token=token, timeout=timeout
+                project_id=project_id,
+                commit_hash=commit_hash,
+                page_size=page_size,
+                page_token=token,
+                timeout=timeout,
+                **read,
             ),
             lambda page: page.reactions,
         )
 
     def iter_blocks(
-        self, *, page_size: int = 0, include_chunks: bool = False, timeout: float | None = None
+        self,
+        *,
+        page_size: int = 0,
+        include_chunks: bool = False,
+        timeout: float | None = None,
+        **read: Unpack[ReadOptions],
     ) -> AsyncIterator[block_pb2.Block]:
         """Every item of ListBlocks, page after page (it follows `next_page_token`)."""
         return apages(
             lambda token: self.list_blocks(
-                page_size=page_size, include_chunks=include_chunks, page_token=token, timeout=timeout
+                page_size=page_size, include_chunks=include_chunks, page_token=token, timeout=timeout, **read
             ),
             lambda page: page.blocks,
         )
 
     def iter_messages(
-        self, *, start_block: int = 0, end_block: int = 0, page_size: int = 0, timeout: float | None = None
+        self,
+        *,
+        start_block: int = 0,
+        end_block: int = 0,
+        page_size: int = 0,
+        timeout: float | None = None,
+        **read: Unpack[ReadOptions],
     ) -> AsyncIterator[block_pb2.CommittedMessage]:
         """Every item of ListMessages, page after page (it follows `next_page_token`)."""
         return apages(
             lambda token: self.list_messages(
-                start_block=start_block, end_block=end_block, page_size=page_size, page_token=token, timeout=timeout
+                start_block=start_block,
+                end_block=end_block,
+                page_size=page_size,
+                page_token=token,
+                timeout=timeout,
+                **read,
             ),
             lambda page: page.messages,
         )
 
     def iter_custody_keys(
-        self, *, owner_address: bytes = b"", page_size: int = 0, timeout: float | None = None
+        self,
+        *,
+        owner_address: bytes = b"",
+        page_size: int = 0,
+        timeout: float | None = None,
+        **read: Unpack[ReadOptions],
     ) -> AsyncIterator[state_pb2.CustodyKey]:
         """Every item of ListCustodyKeys, page after page (it follows `next_page_token`)."""
         return apages(
             lambda token: self.list_custody_keys(
-                owner_address=owner_address, page_size=page_size, page_token=token, timeout=timeout
+                owner_address=owner_address, page_size=page_size, page_token=token, timeout=timeout, **read
             ),
             lambda page: page.custody_keys,
         )

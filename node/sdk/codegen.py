@@ -165,7 +165,7 @@ def annotation(field: FieldDescriptor) -> tuple[str, str]:
 def params(fields: list[FieldDescriptor]) -> str:
     out = ["self", "*"]
     out += [f"{f.name}: {annotation(f)[0]} = {annotation(f)[1]}" for f in fields]
-    return ", ".join([*out, "timeout: float | None = None"])
+    return ", ".join([*out, "timeout: float | None = None", "**read: Unpack[ReadOptions]"])
 
 
 def returns(read: Read) -> str:
@@ -178,7 +178,7 @@ def unary(read: Read, aio: bool) -> str:
     fields = list(read.request.fields)
     args = ", ".join(f"{f.name}={f.name}" for f in fields)
     request = f"{module_of(read.request.file.name)}.{read.request.name}({args})"
-    call = f"self._unary(self.{read.stub}.{read.rpc}, {request}, timeout)"
+    call = f"self._read(self.{read.stub}.{read.rpc}, {request}, timeout, read)"
     call = f"await {call}" if aio else call
     if read.rpc in WRAPPED:
         cls, asked = WRAPPED[read.rpc]
@@ -196,7 +196,7 @@ def pager(read: Read, aio: bool) -> str:
     message = items.message_type
     assert message is not None, f"{read.rpc}: its items are not messages"
     item = f"{module_of(message.file.name)}.{message.name}"
-    args = ", ".join([*(f"{f.name}={f.name}" for f in fields), "page_token=token", "timeout=timeout"])
+    args = ", ".join([*(f"{f.name}={f.name}" for f in fields), "page_token=token", "timeout=timeout", "**read"])
     kind, helper = ("AsyncIterator", "apages") if aio else ("Iterator", "pages")
     doc = f"Every item of {read.rpc}, page after page (it follows `next_page_token`)."
     return (
@@ -222,8 +222,9 @@ class {cls}:
 {members}
 '''
 READS_ABOUT = """One method per unary read RPC of ChainService and KeychainService, named in snake case, its request
-fields as keyword arguments (`timeout` in seconds, the client's own by default), returning the response message; the
-proof reads return node.sdk.proofs wrappers."""
+fields as keyword arguments (`timeout` in seconds, the client's own by default; `consistency="linearizable"` and
+`min_height` as docs/sdk.md, "Read consistency", says), returning the response message; the proof reads return
+node.sdk.proofs wrappers."""
 ITERS_ABOUT = """`iter_<name>` for every paginated read (`<name>`: the read's name without `list_`/`get_`): the read's
 keyword arguments but `page_token`; it follows `next_page_token` and yields the items of every page."""
 
@@ -232,17 +233,24 @@ def imports(body: str, aio: bool, iters: bool) -> str:
     """The import block: only the modules the generated methods name."""
     if iters:
         abc = ["AsyncIterator" if aio else "Iterator"]
-        head = ["from chain.v1 import ({chain},)", f"from node.sdk.paging import {'apages' if aio else 'pages'}"]
+        head = [
+            "from typing import Unpack",
+            "",
+            "from chain.v1 import ({chain},)",
+            "from node.sdk.consistency import ReadOptions",
+            f"from node.sdk.paging import {'apages' if aio else 'pages'}",
+        ]
         base = "aio_reads import AsyncReads" if aio else "reads import Reads"
         head.append(f"from node.sdk.{base}")
     else:
         abc = ["Sequence"] if "Sequence[" in body else []
         head = [
-            "from typing import TypeVar",
+            "from typing import TypeVar, Unpack",
             "",
             "import grpc.aio" if aio else "import grpc",
             "",
             "from chain.v1 import ({chain},)",
+            "from node.sdk.consistency import ReadOptions",
             "from node.sdk.proofs import ExclusionProof, InclusionProof, QuotaProof",
         ]
     names = re.findall(r"\b(\w+_pb2(?:_grpc)?)\.", body)
@@ -257,8 +265,8 @@ def reads_members(aio: bool) -> str:
     head = (
         f"    stub: service_pb2_grpc.ChainService{kind}Stub\n"
         f"    keychain: keychain_service_pb2_grpc.KeychainService{kind}Stub\n\n"
-        f"    {'async ' if aio else ''}def _unary(self, method: {module}.UnaryUnaryMultiCallable[Req, Resp], "
-        "request: Req, timeout: float | None) -> Resp:\n"
+        f"    {'async ' if aio else ''}def _read(self, method: {module}.UnaryUnaryMultiCallable[Req, Resp], "
+        "request: Req, timeout: float | None, read: ReadOptions) -> Resp:\n"
         "        raise NotImplementedError\n"
     )
     return "\n".join([head, *(unary(read, aio) for read in reads())])

@@ -48,6 +48,7 @@ from chain.v1 import (
 from chain.v1 import message_pb2 as pb
 from node.errors import ConfigError
 from node.sdk import calls
+from node.sdk.consistency import ReadOptions, height_of, read_metadata
 from node.sdk.errors import (
     ChainError,
     Dropped,
@@ -95,6 +96,7 @@ class ChainClient(ReadIterators):
         cert_file: Path | None = None,
         key_file: Path | None = None,
         server_name: str = "",
+        session: bool = True,
     ) -> None:
         self.target = parse_target(target)
         self.tls = ClientTLS(ca_file, cert_file, key_file, server_name)
@@ -116,6 +118,8 @@ class ChainClient(ReadIterators):
         self.retry_seconds = retry_seconds
         self.on_retry = on_retry  # told (refusal, seconds to wait) before each retry
         self.session_height = 0  # the highest block a commit of this client was seen in (wait_committed)
+        self.session = session  # reads carry chain-min-height: session_height (node.sdk.consistency)
+        self.last_height = 0  # the height the last read's answer reflects (its chain-height)
 
     def __enter__(self) -> ChainClient:
         return self
@@ -138,6 +142,21 @@ class ChainClient(ReadIterators):
             return method(request, timeout=self.timeout if timeout is None else timeout)
         except grpc.RpcError as err:
             raise self.error(err) from None
+
+    def _read(
+        self, method: grpc.UnaryUnaryMultiCallable[Req, Resp], request: Req, timeout: float | None, read: ReadOptions
+    ) -> Resp:
+        """A typed read at the consistency `read` asks, and with `session` at or past this client's last commit;
+        `last_height` is then the height its answer reflects."""
+        metadata = read_metadata(read, self.session_height if self.session else 0)
+        try:
+            response, call = method.with_call(
+                request, timeout=self.timeout if timeout is None else timeout, metadata=metadata
+            )
+        except grpc.RpcError as err:
+            raise self.error(err) from None
+        self.last_height = height_of(call.trailing_metadata())
+        return response
 
     # ---- writes ----
     def submit(self, msg: pb.Message) -> bytes:

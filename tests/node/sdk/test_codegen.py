@@ -26,8 +26,9 @@ def test_every_read_rpc_has_a_method_with_its_request_fields() -> None:
         for cls in (ChainClient, AsyncChainClient):
             method = getattr(cls, read.name)
             params = inspect.signature(method).parameters
-            assert [p for p in params if p != "self"] == [*fields, "timeout"], (cls.__name__, read.name)
+            assert [p for p in params if p != "self"] == [*fields, "timeout", "read"], (cls.__name__, read.name)
             assert all(params[p].kind is inspect.Parameter.KEYWORD_ONLY for p in fields)
+            assert params["read"].kind is inspect.Parameter.VAR_KEYWORD  # consistency=, min_height= (ReadOptions)
         if read.paginated():
             assert hasattr(ChainClient, codegen.iter_name(read.rpc))
             assert hasattr(AsyncChainClient, codegen.iter_name(read.rpc))
