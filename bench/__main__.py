@@ -88,6 +88,12 @@ RUNS: tuple[Run, ...] = (
         ("etcd",),
     ),
     Run("bench.bench_statesync", ("--keys", "1000000"), ("--keys", "100000"), ("etcd",)),
+    Run(
+        "bench.bench_consistent_reads",
+        ("--seconds", "5", "--rounds", "3"),
+        ("--seconds", "3", "--rounds", "2"),
+        ("etcd",),
+    ),
     Run("bench.bench_tracing", ("--messages", "10000", "--rounds", "2"), ("--messages", "5000", "--rounds", "2")),
     Run(
         "bench.bench_tls",
