@@ -225,7 +225,9 @@ def test_anti_affinity_soft_or_hard_and_a_spread_over_zones(args: list[str], nod
 
 
 def test_a_given_affinity_or_spread_wins() -> None:
-    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": []}}}
+    affinity: dict[str, Any] = {
+        "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": []}}
+    }
     spread = [{"maxSkew": 2, "topologyKey": "rack", "whenUnsatisfiable": "DoNotSchedule"}]
     given = ("--set-json", f"node.affinity={json.dumps(affinity)}")
     m = Manifests(template(*given, "--set-json", f"node.topologySpreadConstraints={json.dumps(spread)}"))
