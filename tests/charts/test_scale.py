@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import base64
 import json
+import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,6 +17,8 @@ from cryptography import x509
 
 from node.server.config import _parser as node_parser
 from tests.charts.helm import CHART, NAMESPACE, PROFILES, RELEASE, Manifests, env_of, helm, template
+from tests.charts.test_envoy_config import ENVOY, envoy_files
+from tests.fixtures.envoyproc import EdgeTLS
 
 FULL = f"{RELEASE}-chain"
 NODE, REPLICA = f"{FULL}-node", f"{FULL}-replica"
@@ -244,3 +248,16 @@ def test_the_etcd_pdb_keeps_quorum_and_never_blocks_a_single_members_drain(
     m = Manifests(template(*PROFILES["replicated"], "--set", f"etcd.replicaCount={members}"))
     spec = m.get("PodDisruptionBudget", f"{FULL}-etcd")["spec"]
     assert {k: v for k, v in spec.items() if k != "selector"} == budget
+
+
+def test_envoy_accepts_the_configuration_with_replicas(tmp_path: Path) -> None:
+    files = envoy_files(Manifests(template(*REPLICAS)))
+    pem = tmp_path / "tls.pem"
+    pem.write_text("-----BEGIN CERTIFICATE-----\n")
+    config = EdgeTLS(pem, pem, pem).install(files.pop("envoy.yaml"), files, tmp_path / "sds")
+    path = tmp_path / "envoy.yaml"
+    path.write_text(yaml.safe_dump(config))
+    result = subprocess.run(
+        [str(ENVOY), "--mode", "validate", "-c", str(path)], check=False, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
