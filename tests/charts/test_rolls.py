@@ -5,14 +5,11 @@ template; a chain image bump changes the node template, never etcd's."""
 
 from __future__ import annotations
 
-import shutil
-from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
-from tests.charts.helm import CHART, NAMESPACE, PROFILES, RELEASE, Manifests, helm
+from tests.charts.helm import CHART, PROFILES, RELEASE, Manifests, chart_at, render
 
 FULL = f"{RELEASE}-chain"
 TLS_SECRETS = ("node", "gateway", "operator", "backup", "envoy", "etcd", "etcdClient", "redis", "ca")
@@ -20,21 +17,6 @@ GITOPS = (
     "--set", "gitOps=true,adminToken.existingSecret=chain-admin-token,redis.auth.existingSecret=chain-redis",
     "--set", ",".join(f"tls.existingSecrets.{c}=chain-{c.lower()}-tls" for c in TLS_SECRETS),
 )  # fmt: skip
-
-
-def chart_at(directory: Path, version: str, app_version: str) -> Path:
-    """A copy of the chart whose Chart.yaml says `version` and `appVersion` (what a release bumps)."""
-    copy = directory / f"chain-{version}-{app_version}"
-    shutil.copytree(CHART, copy)
-    meta = yaml.safe_load((copy / "Chart.yaml").read_text())
-    meta.update(version=version, appVersion=app_version)
-    (copy / "Chart.yaml").write_text(yaml.safe_dump(meta, sort_keys=False))
-    return copy
-
-
-def render(chart: Path, *args: str) -> Manifests:
-    out = helm("template", RELEASE, str(chart), "--namespace", NAMESPACE, *args).stdout
-    return Manifests([d for d in yaml.safe_load_all(out) if d])
 
 
 def pod_template(m: Manifests, name: str) -> dict[str, Any]:
