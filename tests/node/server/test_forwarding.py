@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
+import grpc
 import pytest
 
-from chain.v1 import rpc_pb2
+from chain.v1 import rpc_pb2, service_pb2_grpc
 from node.chain import Chain
 from node.errors import MessageRejected, Reason
 from node.server.snapshots import restore
@@ -145,5 +147,68 @@ async def test_not_leader_only_while_nothing_left_this_member(tmp_path: Path) ->
         assert second.hash in mempool and pipeline.validated([bytes(second.hash)])
     finally:
         await fwd.close()
+        pipeline.close()
+        verifier.close()
+
+
+class Upstream(service_pb2_grpc.ChainServiceServicer):
+    """A leader that answers BatchSubmitMessages as it is told: a whole-call refusal, or a verdict per message."""
+
+    def __init__(self) -> None:
+        self.refusal: tuple[grpc.StatusCode, str] | None = None  # (status, reason-code)
+        self.verdict = ""  # reason code for every message ("" accepts)
+
+    async def BatchSubmitMessages(
+        self, request: rpc_pb2.BatchSubmitMessagesRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> rpc_pb2.BatchSubmitMessagesResponse:
+        if self.refusal is not None:
+            status, reason = self.refusal
+            await context.abort(status, f"{reason}: told so", (("reason-code", reason),))
+        results = [
+            rpc_pb2.SubmitResult(index=i, hash=m.hash, accepted=not self.verdict, reason_code=self.verdict)
+            for i, m in enumerate(request.messages)
+        ]
+        return rpc_pb2.BatchSubmitMessagesResponse(results=results)
+
+
+async def test_the_leaders_word_decides_and_a_refused_reforward_is_recorded_as_dropped(tmp_path: Path) -> None:
+    """A whole-call refusal the leader gives before admitting anything (DRAINING) is NOT_LEADER and the message
+    is withdrawn; any other failure of a call that went out (INTERNAL: the leader's admission may have run) is
+    OUTCOME_UNKNOWN and the message stays pending; re-forwarded, the leader refuses it (NAME_TAKEN): it is
+    recorded as dropped with that reason, which GetMessage answers. Each fails with its gate removed
+    (NOT_ADMITTED, the `dropped` record of a re-forward)."""
+    upstream = Upstream()  # type: ignore[abstract]  # BatchSubmitMessages only
+    server = grpc.aio.server()
+    service_pb2_grpc.add_ChainServiceServicer_to_server(upstream, server)
+    target = f"127.0.0.1:{server.add_insecure_port('127.0.0.1:0')}"
+    await server.start()
+    h = Harness(tmp_path / "chain")
+    mempool = Mempool(100)
+    verifier = Verifier(0, 262144)
+    pipeline = Pipeline(h.chain, mempool, verifier, clock=h.clock)
+    fwd = Forwarder(pipeline, mempool, max_batch=100, reforward_age=0, clock=h.clock)
+    alice = h.actor()
+    try:
+        upstream.refusal = (grpc.StatusCode.UNAVAILABLE, Reason.DRAINING.value)
+        refused = alice.b.follow(bytes(20))
+        with pytest.raises(MessageRejected) as info:
+            await fwd.submit([refused], target)
+        assert info.value.reason == Reason.NOT_LEADER and "DRAINING" in info.value.detail
+        assert refused.hash not in mempool
+
+        upstream.refusal = (grpc.StatusCode.INTERNAL, Reason.INTERNAL.value)
+        unknown = alice.b.follow(b"\x02" * 20)
+        with pytest.raises(MessageRejected) as info:
+            await fwd.submit([unknown], target)
+        assert info.value.reason == Reason.OUTCOME_UNKNOWN and unknown.hash in mempool
+
+        upstream.refusal, upstream.verdict = None, Reason.NAME_TAKEN.value
+        assert await fwd.reforward(target) == 1
+        record = pipeline.dropped.get(bytes(unknown.hash))
+        assert record is not None and record.reason == "NAME_TAKEN" and record.height == h.chain.height
+        assert unknown.hash not in mempool
+    finally:
+        await fwd.close()
+        await server.stop(None)
         pipeline.close()
         verifier.close()
