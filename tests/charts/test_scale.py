@@ -16,8 +16,7 @@ import yaml
 from cryptography import x509
 
 from node.server.config import _parser as node_parser
-from tests.charts.helm import CHART, NAMESPACE, PROFILES, RELEASE, Manifests, env_of, helm, template
-from tests.charts.test_envoy_config import ENVOY, envoy_files
+from tests.charts.helm import CHART, NAMESPACE, PROFILES, RELEASE, ROOT, Manifests, env_of, helm, template
 from tests.fixtures.envoyproc import EdgeTLS
 
 FULL = f"{RELEASE}-chain"
@@ -31,6 +30,7 @@ MEMBER_ONLY = {
     "CHAIN_NODE_BLOCK_INTERVAL", "CHAIN_NODE_EMPTY_BLOCK_INTERVAL",
 }  # fmt: skip
 REPLICA_ONLY = {"CHAIN_NODE_FOLLOW", "CHAIN_NODE_MAX_LAG_BLOCKS"}
+ENVOY = ROOT / ".venv" / "bin" / "envoy"
 
 
 @pytest.fixture(scope="module", params=sorted(PROFILES))
@@ -251,7 +251,8 @@ def test_the_etcd_pdb_keeps_quorum_and_never_blocks_a_single_members_drain(
 
 
 def test_envoy_accepts_the_configuration_with_replicas(tmp_path: Path) -> None:
-    files = envoy_files(Manifests(template(*REPLICAS)))
+    data = Manifests(template(*REPLICAS)).get("ConfigMap", f"{FULL}-envoy")["data"]
+    files = {name: yaml.safe_load(text) for name, text in data.items() if name.endswith(".yaml")}
     pem = tmp_path / "tls.pem"
     pem.write_text("-----BEGIN CERTIFICATE-----\n")
     config = EdgeTLS(pem, pem, pem).install(files.pop("envoy.yaml"), files, tmp_path / "sds")
