@@ -153,31 +153,47 @@ class Reads:
 
     async def answer(self, context: Any, fn: Callable[[Reader], T]) -> T:
         wish = wish_of(context.invocation_metadata())
+        target, until = 0, 0.0
         if wish is not None:
-            await self.settle(wish, context.time_remaining())
+            until = asyncio.get_running_loop().time() + budget(context.time_remaining(), self.cap)
+            target = await self.target(wish, until)
         chain = self.chain
-        with chain.read() as (view, nodes):
-            out = fn(Reader(view, chain.read_tree(nodes), chain.heads))
-            height = self.height_of.of(view)
+        while True:  # the wish met in the transaction the answer is read in: no second one
+            with chain.read() as (view, nodes):
+                height = self.height_of.of(view)
+                if height >= target:
+                    out = fn(Reader(view, chain.read_tree(nodes), chain.heads))
+                    break
+            await self.wait(height, target, until)
         context.set_trailing_metadata(((CHAIN_HEIGHT, str(height)),))
         return out
 
     async def settle(self, wish: Wish, remaining: float | None) -> int:
         """Return once this member has applied what `wish` asks for (the height it asked for), or refuse."""
-        loop = asyncio.get_running_loop()
-        until = loop.time() + budget(remaining, self.cap)
-        target = wish.min_height
-        if wish.linearizable:
-            target = max(target, await self._read_index(until - loop.time()))
-        height = self.chain.height
-        while height < target:
-            left = until - loop.time()
-            if left <= 0:
-                raise not_reached(height, target)
-            with contextlib.suppress(TimeoutError):  # the loop's next turn refuses
-                await asyncio.wait_for(self.heights.reach(target), left)
-            height = self.chain.height
+        until = asyncio.get_running_loop().time() + budget(remaining, self.cap)
+        target = await self.target(wish, until)
+        while (height := self.applied()) < target:
+            await self.wait(height, target, until)
         return target
+
+    async def target(self, wish: Wish, until: float) -> int:
+        """The height `wish` asks for: its min height, or past the log's height learnt now (linearizable)."""
+        if not wish.linearizable:
+            return wish.min_height
+        return max(wish.min_height, await self._read_index(until - asyncio.get_running_loop().time()))
+
+    async def wait(self, height: int, target: int, until: float) -> None:
+        """Wait for the next block up to `target` (woken by its commit), or refuse past `until`."""
+        left = until - asyncio.get_running_loop().time()
+        if left <= 0:
+            raise not_reached(height, target)
+        with contextlib.suppress(TimeoutError):  # the caller reads the height again; the next wait refuses
+            await asyncio.wait_for(self.heights.reach(target), left)
+
+    def applied(self) -> int:
+        """The applied height now (a read transaction's snapshot: its head decoded once per snapshot)."""
+        with self.chain.read() as (view, _nodes):
+            return self.height_of.of(view)
 
     async def _read_index(self, left: float) -> int:
         try:
