@@ -86,8 +86,8 @@ def to_status(exc: BaseException) -> tuple[grpc.StatusCode, str, Trailers]:
         return reason_status(exc.reason), str(exc), trailers
     if isinstance(exc, MessageDropped):  # admitted, then dropped: why and where, as a rejection's values
         dropped = {"hash": exc.message_hash, "reason": exc.reason, "detail": exc.detail, "height": exc.height}
-        values = json.dumps(dropped, sort_keys=True)
-        return reason_status(R.MESSAGE_DROPPED), str(exc), ((REASON_CODE, R.MESSAGE_DROPPED.value), (REASON_VALUES, values))
+        trailers = ((REASON_CODE, R.MESSAGE_DROPPED.value), (REASON_VALUES, json.dumps(dropped, sort_keys=True)))
+        return reason_status(R.MESSAGE_DROPPED), str(exc), trailers
     if isinstance(exc, NotFound):
         return abort_args(R.NOT_FOUND, str(exc))
     if isinstance(exc, InvalidArgument):
