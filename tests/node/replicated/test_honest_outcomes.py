@@ -99,6 +99,7 @@ def test_a_frozen_leader_gets_outcome_unknown_and_the_write_that_lost_says_why(c
                 committed.append(c.commit(third, timeout=40))
             except Exception as err:  # reported by the assertion below
                 committed.append(err)
+
     frozen = nodes.nodes[lead].proc
     assert frozen is not None
     frozen.send_signal(signal.SIGSTOP)  # not NodeProcess.signal: the stop at the end still sends SIGTERM
