@@ -57,10 +57,23 @@ class OperatorConfig:
     # A snapshot job running longer than this on a node counts as failed (the schedule then retries).
     snapshot_job_timeout: float = 6 * 3600.0
     # kopf's liveness endpoint (e.g. http://0.0.0.0:8080/healthz); empty disables it.
+    # etcd membership (etcd_cluster.py): how often it is looked at, how long a member may answer nothing
+    # before it is replaced, and the client certificate etcd asks for (with an https etcd)
+    etcd_tick: float = 10.0
+    etcd_replace_after: float = 300.0
+    etcd_ca_file: Path | None = None
+    etcd_cert: Path | None = None
+    etcd_key: Path | None = None
     liveness: str = ""
     # Prometheus endpoint of the operator's metrics (metrics.py), host:port; empty disables it.
     metrics_addr: str = ""
     log_level: str = "info"
+
+    def etcd_tls(self) -> ClientTLS | None:
+        """The etcd client's TLS files; None: the system's roots and no client certificate."""
+        if self.etcd_ca_file is None and self.etcd_cert is None:
+            return None
+        return ClientTLS(self.etcd_ca_file, self.etcd_cert, self.etcd_key, flags=ETCD_TLS_FLAGS)
 
     def node_tls(self) -> ClientTLS | None:
         """How the operator checks the pods' certificates and presents its own; None: plaintext to the pods."""
@@ -70,6 +83,7 @@ class OperatorConfig:
 
 
 LIST_FLAGS = frozenset({"namespaces"})
+ETCD_TLS_FLAGS = ("--etcd-ca-file", "--etcd-cert", "--etcd-key")
 # Periods and deadlines (seconds): each must be positive.
 POSITIVE = (
     "snapshot_tick",
@@ -79,6 +93,8 @@ POSITIVE = (
     "stable_interval",
     "snapshot_job_timeout",
     "rollout_check",
+    "etcd_tick",
+    "etcd_replace_after",
 )
 
 
@@ -122,6 +138,16 @@ def _parser() -> argparse.ArgumentParser:
         default="on" if d.rollout_snapshot else "off",
         help="take a snapshot before a rollout releases its first pod",
     )
+    p.add_argument("--etcd-tick", type=float, default=d.etcd_tick, help="seconds between etcd membership checks")
+    p.add_argument(
+        "--etcd-replace-after",
+        type=float,
+        default=d.etcd_replace_after,
+        help="seconds an etcd member may answer nothing before it is removed and added again",
+    )
+    p.add_argument("--etcd-ca-file", type=Path, default=None, help="CA of the etcd members' certificates")
+    p.add_argument("--etcd-cert", type=Path, default=None, help="client certificate etcd asks for")
+    p.add_argument("--etcd-key", type=Path, default=None, help="private key of --etcd-cert")
     p.add_argument("--liveness", default=d.liveness, help="liveness endpoint URL, e.g. http://0.0.0.0:8080/healthz")
     p.add_argument("--metrics-addr", default=d.metrics_addr, help="Prometheus metrics host:port; '' disables")
     p.add_argument("--log-level", default=d.log_level, help="debug, info, warning or error")

@@ -79,6 +79,7 @@ class Change:
     detail: str = ""
     initial_cluster: str = ""
     running: int = 0
+    member_id: int = 0  # the id etcd gave the member added (ADD, REPLACE)
 
 
 @dataclass(frozen=True)
@@ -207,7 +208,8 @@ class Members:
             added = await self.client.member_add([new.peer_url])
             after = [*members, added]
             log.info("etcd: added member %s (%x) at %s", new.name, added.ID, new.peer_url)
-            return Change(Kind.ADD, new.name, "wanted", initial_cluster(after, wanted), _running(after, known))
+            cluster = initial_cluster(after, wanted)
+            return Change(Kind.ADD, new.name, "wanted", cluster, _running(after, known), member_id=added.ID)
         return Change(Kind.DONE, initial_cluster=initial_cluster(members, wanted), running=running)
 
     def _lost(self, members: Sequence[Member], seen: Health, by_url: dict[str, int], now: float) -> Member | None:
@@ -228,7 +230,8 @@ class Members:
         members = await self.client.member_list()
         log.warning("etcd: member %s answered nothing for %.0f s: replaced by %x", lost.name, silent, added.ID)
         detail = f"silent for {silent:.0f} s"
-        return Change(Kind.REPLACE, lost.name, detail, initial_cluster(members, wanted), _running(members, known))
+        cluster = initial_cluster(members, wanted)
+        return Change(Kind.REPLACE, lost.name, detail, cluster, _running(members, known), member_id=added.ID)
 
 
 def _running(members: Sequence[Member], known: dict[str, int]) -> int:

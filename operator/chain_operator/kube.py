@@ -32,6 +32,10 @@ def pod_path(namespace: str, name: str = "") -> str:
     return f"/api/v1/namespaces/{namespace}/pods" + (f"/{name}" if name else "")
 
 
+def configmap_path(namespace: str, name: str = "") -> str:
+    return f"/api/v1/namespaces/{namespace}/configmaps" + (f"/{name}" if name else "")
+
+
 def custom_path(plural: str, namespace: str, name: str = "", subresource: str = "") -> str:
     path = f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{plural}" + (f"/{name}" if name else "")
     return path + (f"/{subresource}" if subresource else "")

@@ -8,10 +8,18 @@ from collections.abc import Sequence
 
 import kopf
 
+from chain_operator import etcd_cluster
 from chain_operator.config import OperatorConfig, parse_config
 from chain_operator.handlers import Runtime, build_registry
 from chain_operator.metrics import OperatorMetrics, serve
 from node.errors import ConfigError, config_exit
+
+
+def registry(config: OperatorConfig) -> kopf.OperatorRegistry:
+    """Every handler: the network's (handlers.py) and the etcd membership timer (etcd_cluster.py)."""
+    built = build_registry(config)
+    etcd_cluster.register(built, config)
+    return built
 
 
 async def run_operator(
@@ -23,7 +31,7 @@ async def run_operator(
     endpoint = serve(metrics, config.metrics_addr) if config.metrics_addr else None
     try:
         await kopf.operator(
-            registry=build_registry(config),
+            registry=registry(config),
             namespaces=config.namespaces,
             clusterwide=not config.namespaces,
             standalone=True,

@@ -12,6 +12,14 @@ spec:
     retention: 7                 # ChainSnapshot objects (and snapshot directories) kept
     perMember: 3                 # at most this many on one pod's volume (0 or absent: retention / replicas,
                                  # rounded up): the operator rotates the pod that takes them
+  etcd:                          # optional: the in-chart etcd whose membership the operator runs (etcd_cluster.py)
+    statefulSet: chain-etcd
+    service: chain-etcd-headless # its headless Service: member NAME is NAME.SERVICE.NAMESPACE.svc
+    configMap: chain-etcd-members  # the initial cluster and state a starting member reads
+    replicas: 3
+    scheme: http                 # https with TLS
+    clientPort: 2379
+    peerPort: 2380
 """
 
 from __future__ import annotations
@@ -85,6 +93,43 @@ class SnapshotPolicy:
 
 
 @dataclass(frozen=True)
+class EtcdSpec:
+    statefulset: str
+    service: str
+    config_map: str
+    replicas: int
+    scheme: str
+    client_port: int
+    peer_port: int
+
+    def pod_name(self, ordinal: int) -> str:
+        return f"{self.statefulset}-{ordinal}"
+
+
+def parse_etcd(doc: Any) -> EtcdSpec | None:
+    if doc is None:
+        return None
+    if not isinstance(doc, Mapping):
+        raise SpecInvalid("spec.etcd must be an object")
+    names = {key: _str(doc, key) for key in ("statefulSet", "service", "configMap")}
+    for key, value in names.items():
+        if not NAME.fullmatch(value):
+            raise SpecInvalid(f"spec.etcd.{key} {value!r} is not a Kubernetes name")
+    scheme = _str(doc, "scheme", "http")
+    if scheme not in ("http", "https"):
+        raise SpecInvalid(f"spec.etcd.scheme must be http or https, not {scheme!r}")
+    return EtcdSpec(
+        statefulset=names["statefulSet"],
+        service=names["service"],
+        config_map=names["configMap"],
+        replicas=_int(doc, "replicas", 3, 1, 9),
+        scheme=scheme,
+        client_port=_int(doc, "clientPort", 2379, 1, 65535),
+        peer_port=_int(doc, "peerPort", 2380, 1, 65535),
+    )
+
+
+@dataclass(frozen=True)
 class NetworkSpec:
     statefulset: str
     container: str
@@ -93,6 +138,7 @@ class NetworkSpec:
     replicas: int
     snapshots: SnapshotPolicy
     digest: str = ""
+    etcd: EtcdSpec | None = None
 
     @property
     def desired_image(self) -> str:
@@ -155,6 +201,7 @@ def parse_spec(spec: Mapping[str, Any]) -> NetworkSpec:
             per_member=_int(snaps, "perMember", 0, 0, 1000),
         ),
         digest=digest,
+        etcd=parse_etcd(spec.get("etcd")),
     )
 
 

@@ -248,7 +248,9 @@ def test_replicated_profile_orders_through_the_in_chart_etcd(replicated, default
     etcd = replicated.get("StatefulSet", f"{FULL}-etcd")
     assert etcd["spec"]["replicas"] == 3
     (ec,) = etcd["spec"]["template"]["spec"]["containers"]
-    assert len(env_of(ec)["ETCD_INITIAL_CLUSTER"].split(",")) == 3
+    # a starting member reads its initial cluster from the operator's ConfigMap (the first install's: 3 members)
+    ref = env_of(ec)["ETCD_INITIAL_CLUSTER"]["configMapKeyRef"]
+    assert len(replicated.get("ConfigMap", ref["name"])["data"][ref["key"]].split(",")) == 3
     assert replicated.get("PodDisruptionBudget", f"{FULL}-etcd")["spec"]["minAvailable"] == 2
     assert replicated.get("Service", f"{FULL}-etcd-headless")["spec"]["publishNotReadyAddresses"] is True
     # The single-node default has no etcd at all.

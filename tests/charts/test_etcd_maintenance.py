@@ -204,14 +204,25 @@ def test_backup_steps_against_a_real_etcd(etcd, tmp_path):
     assert sorted(p.name for p in backup.iterdir()) == kept
 
 
+def initial_state(m: Manifests) -> str:
+    """ETCD_INITIAL_CLUSTER_STATE as a member starting now reads it: from the operator's ConfigMap."""
+    (c,) = etcd_pod(m)["containers"]
+    ref = env_of(c)["ETCD_INITIAL_CLUSTER_STATE"]["configMapKeyRef"]
+    state = m.get("ConfigMap", ref["name"])["data"][ref["key"]]
+    assert isinstance(state, str)
+    return state
+
+
 def test_initial_cluster_state_is_new_unless_a_replaced_member_joins(rendered):
     """docs/operations.md "Replace an etcd member": a member re-added with etcdctl member add starts on an
     empty volume with state existing; the first install bootstraps with new; nothing else is accepted."""
-    (c,) = etcd_pod(rendered)["containers"]
-    assert env_of(c)["ETCD_INITIAL_CLUSTER_STATE"] == "new"
+    assert initial_state(rendered) == "new"
     joining = Manifests(template(*PROFILES["replicated"], "--set", "etcd.initialClusterState=existing"))
-    (c,) = etcd_pod(joining)["containers"]
-    assert env_of(c)["ETCD_INITIAL_CLUSTER_STATE"] == "existing"
+    assert initial_state(joining) == "existing"
+    # without the operator, the StatefulSet carries the values itself
+    alone = Manifests(template(*PROFILES["replicated"], "--set", "operator.enabled=false"))
+    (c,) = etcd_pod(alone)["containers"]
+    assert env_of(c)["ETCD_INITIAL_CLUSTER_STATE"] == "new"
     refused = helm(
         "template", RELEASE, str(CHART), *PROFILES["replicated"], "--set", "etcd.initialClusterState=join", check=False
     )

@@ -127,7 +127,10 @@ def test_default_render_is_tls_on_every_hop(everything):
         assert node["CHAIN_NODE_ETCD_CERT"] == "/etc/chain/etcd-tls/tls.crt"
         etcd = env[f"{FULL}-etcd"]
         assert etcd["ETCD_CLIENT_CERT_AUTH"] == etcd["ETCD_PEER_CLIENT_CERT_AUTH"] == "true"
-        assert etcd["ETCD_INITIAL_CLUSTER"].count("=https://") == 3
+        members = everything.get("ConfigMap", f"{FULL}-etcd-members")["data"]  # what a starting member reads
+        assert etcd["ETCD_INITIAL_CLUSTER"]["configMapKeyRef"]["name"] == f"{FULL}-etcd-members"
+        assert members["initialCluster"].count("=https://") == 3
+        assert operator["CHAIN_OPERATOR_ETCD_CERT"] == "/etc/etcd/tls/tls.crt"  # etcd asks the operator for one
 
 
 def test_the_generated_certificates_chain_to_one_ca_with_the_names_each_side_checks(everything):
@@ -258,7 +261,7 @@ def test_gitops_uses_the_existing_secrets():
     }
     assert mounted[f"{FULL}-node"] == {names["node"], names["etcdClient"]}
     assert mounted[f"{FULL}-gateway"] == {names["gateway"], "redis-pw"}
-    assert mounted[f"{FULL}-operator"] == {names["operator"]}
+    assert mounted[f"{FULL}-operator"] == {names["operator"], names["etcdClient"]}  # it runs etcd's membership
     assert mounted[f"{FULL}-etcd"] == {names["etcd"]}
     assert mounted[f"{FULL}-redis"] == {names["redis"], "redis-pw"}
     assert mounted[f"{FULL}-backup"] == {names["backup"]}

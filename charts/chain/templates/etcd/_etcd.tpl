@@ -12,3 +12,14 @@ s3
 {{- $to -}}
 {{- end -}}
 {{- end -}}
+
+{{/* "true" when the operator runs the in-chart etcd's membership (etcd_cluster.py): members take their initial
+cluster and state from the ConfigMap it keeps, and it scales the StatefulSet. */}}
+{{- define "chain.etcdByOperator" -}}
+{{- if and .Values.etcd.enabled (eq .Values.node.orderer "etcd") .Values.operator.enabled -}}true{{- end -}}
+{{- end -}}
+
+{{/* The ConfigMap a starting etcd member reads its initial cluster and state from. */}}
+{{- define "chain.etcdMembers" -}}
+{{- include "chain.component" (dict "ctx" . "c" "etcd-members") -}}
+{{- end -}}
