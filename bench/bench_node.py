@@ -418,10 +418,11 @@ def main() -> None:
         f"{w1['commit_rate'] / verify_rate:.2f}, node CPU {per_message_1 * 1e6:.0f} µs = "
         f"{per_message_1 * verify_rate:.2f} verifies per message; {cores_one.describe()}"
     )
+    flags = ns.node_args or "the node's default flags"
     how = (
         f"{w['commit_rate']:,.0f} msgs/s ÷ {verify_rate:,.0f} verifies/s, {w['messages']:,} msgs; machine busy "
-        f"{cores.machine_cores:.2f} of {cores.cores} cores, the node {cores.node_cores:.2f}; the node's default "
-        f"flags ({readers} read workers)"
+        f"{cores.machine_cores:.2f} of {cores.cores} cores, the node {cores.node_cores:.2f}; {flags} "
+        f"({readers} read workers)"
     )
     emit(Row("ingest_ratio", w["commit_rate"] / verify_rate, how))
     emit(Row("cpu_per_message", per_message * verify_rate, f"{per_message * 1e6:.0f} µs of node CPU per message"))
