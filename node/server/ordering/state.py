@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+from types import MappingProxyType
 
 import grpc
 
@@ -91,11 +92,13 @@ class MemberStatus:
 
 
 SERVING = MemberStatus(MemberState.SERVING)
-UNFIT = {
-    MemberState.HALTED: "it stopped taking writes",
-    MemberState.LEAVING: "it restarts to catch up",
-    MemberState.STORE_BACKING_OFF: "its store cannot commit blocks",
-}
+UNFIT = MappingProxyType(
+    {
+        MemberState.HALTED: "it stopped taking writes",
+        MemberState.LEAVING: "it restarts to catch up",
+        MemberState.STORE_BACKING_OFF: "its store cannot commit blocks",
+    }
+)
 
 
 def after(held: MemberStatus, event: MemberStatus) -> MemberStatus:
