@@ -149,6 +149,8 @@ async def test_changing_replicas_scales_the_statefulset(cluster, start_operator,
         await eventually(lambda: network_status(cluster, "main").get("currentVersion") == "1.0", 30, "1.0 recorded")
         await patch_network(cluster, "main", {"spec": {"replicas": 3}})
         await eventually(lambda: sts.statefulset()["spec"]["replicas"] == 3, 30, "the StatefulSet scaled to 3")
+        # The hold follows: a pod added above the old partition would take the next template by itself.
+        assert sts.statefulset()["spec"]["updateStrategy"]["rollingUpdate"]["partition"] == 3
     finally:
         await sts.stop()
 
