@@ -116,7 +116,7 @@ GOALS: tuple[Goal, ...] = (
     # followers apply the leader's write sets instead of executing the blocks again
     Goal(
         "follower_cpu_ratio",
-        "follower CPU per committed message ÷ the leader's (3 replicated nodes)",
+        "follower CPU per committed message ÷ the leader's, every client on the leader (3 replicated nodes)",
         0.25, Bound.AT_MOST, "", "bench.bench_replicated", "(measure)",
     ),
     # what the log holds per message until compaction: at 2,000 msgs/s and a 30 s compaction interval,
