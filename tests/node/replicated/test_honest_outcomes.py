@@ -22,8 +22,9 @@ from tests.fixtures.etcdproc import EtcdCluster
 from tests.fixtures.replicaset import ReplicaSet, funded_actors, leader_index
 
 # a lease longer than a forward takes to be sent: the followers' writes reach the frozen leader before any
-# member sees its lease lapse (the forward's own timeout, 5 s, decides the answer)
-LEASE = ("--lease-ttl", "4")
+# member sees its lease lapse (the forward's own timeout, 5 s, decides the answer), and a killed leader is
+# still named for a few one-second connection attempts (its lease lapses up to a TTL after its last renewal)
+LEASE = ("--lease-ttl", "6")
 
 
 @dataclass
@@ -138,15 +139,20 @@ def test_not_leader_only_when_nothing_was_sent(cluster: Cluster) -> None:
     """The leader is killed: until its lease lapses a follower still names it, cannot connect, sends
     nothing and answers NOT_LEADER; the message was withdrawn (sent again later, it is taken as new, not as
     one already pending) and commits once a leader is elected. Without the connection check the refused
-    connection is answered OUTCOME_UNKNOWN."""
+    connection is answered OUTCOME_UNKNOWN. (A forward that goes out before the follower's channel has seen
+    the connection close is OUTCOME_UNKNOWN, rightly: it was sent. The next one is not.)"""
     nodes, actor = cluster.nodes, cluster.actor
     lead = leader_index(nodes)
     follower = (lead + 1) % 3
     connect_followers(nodes, lead, actor)
-    msg = actor.b.follow(b"\x09" * 20)
     with nodes.nodes[follower].client(timeout=30) as c:
         nodes.kill(lead)
-        err = submit(c, msg)
+        for attempt in range(3):
+            msg = actor.b.follow(bytes([0x10 + attempt]) * 20)
+            err = submit(c, msg)
+            assert err is not None and reason_of(err) in ("NOT_LEADER", "OUTCOME_UNKNOWN"), err
+            if reason_of(err) == "NOT_LEADER":
+                break
         assert err is not None and reason_of(err) == "NOT_LEADER", err
         assert "cannot be reached" in err.details() and err.retry_after is not None
         with pytest.raises(NotFound):
