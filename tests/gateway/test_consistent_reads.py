@@ -44,7 +44,7 @@ async def test_every_read_names_its_height(
 async def test_a_height_not_reached_is_503_with_a_retry_hint(
     make_gateway_client: MakeClient, node: NodeProcess, alice: Any, read_batch: int
 ) -> None:
-    client = await make_gateway_client(read_batch=read_batch, request_timeout=1.5, read_retries=0)
+    client = await make_gateway_client(read_batch=read_batch, request_timeout=2.0, read_retries=0)
     wanted = str(_height(node) + 10_000)
     async with client.get(f"/v1/accounts/0x{alice.address.hex()}", headers={"Chain-Min-Height": wanted}) as resp:
         body = await resp.json()

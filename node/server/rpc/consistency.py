@@ -55,7 +55,7 @@ if TYPE_CHECKING:  # a read worker imports this module for `wish_of`, without th
 
 T = TypeVar("T")
 WAIT_CAP = 10.0  # seconds a read waits for a height at most, whatever its deadline
-MAX_MARGIN = 0.25  # seconds before the call's deadline a read that cannot be answered is refused (a typed answer)
+MAX_MARGIN = 0.5  # seconds before the call's deadline a read that cannot be answered is refused (a typed answer)
 RETRY_AFTER_MS = 500  # the wait suggested with HEIGHT_NOT_REACHED and CONSISTENCY_UNAVAILABLE
 MAX_DIGITS = 19  # a block number fits a signed 64-bit integer
 

@@ -13,26 +13,19 @@ On such a member:
 
 from __future__ import annotations
 
-import os
-import signal
-import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 import grpc
 import pytest
 
-from chain.v1 import block_pb2, rpc_pb2, service_pb2_grpc
-from node.errors import CHAIN_HEIGHT, trailer
+from chain.v1 import block_pb2
 from node.sdk.rpc import reason_of
 from tests.fixtures.actors import RemoteActor
 from tests.fixtures.etcdproc import EtcdCluster
 from tests.fixtures.nodeproc import NodeProcess
-from tests.fixtures.procs import children_running
 from tests.fixtures.replicaset import ReplicaSet, funded_actors, leader_index, status, wait_height
-
-LINEARIZABLE = (("chain-read-consistency", "linearizable"),)
+from tests.node.replicated.held import LINEARIZABLE, Later, get, held_behind, refused
 
 
 @dataclass
@@ -66,69 +59,10 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         etcd.stop()
 
 
-@contextmanager
-def held_behind(node: NodeProcess) -> Iterator[None]:
-    """The member's store writer stopped: it applies nothing until the block ends."""
-    assert node.proc is not None
-    writers = children_running(node.proc.pid, "node.storage.writer")
-    assert writers, "the member commits through its store writer process"
-    for pid in writers:
-        os.kill(pid, signal.SIGSTOP)
-    try:
-        yield
-    finally:
-        for pid in writers:
-            os.kill(pid, signal.SIGCONT)
-
-
 def _write(cluster: Cluster, n: int) -> block_pb2.CommittedMessage:
     """A write completed on the leader (its GetMessage shows it)."""
     with cluster.leader.client(timeout=30) as c:
         return c.commit(cluster.actor.b.follow(n.to_bytes(20, "big")))[0]
-
-
-def _get(
-    node: NodeProcess, message: block_pb2.CommittedMessage, metadata: tuple[tuple[str, str], ...], timeout: float
-) -> int:
-    """GetMessage of `message` on `node`: the height the answer names."""
-    with grpc.insecure_channel(node.grpc_target) as channel:
-        stub = service_pb2_grpc.ChainServiceStub(channel)
-        request = rpc_pb2.GetMessageRequest(hash=message.message.hash)
-        answer, call = stub.GetMessage.with_call(request, timeout=timeout, metadata=metadata)
-    assert answer.message.block_number == message.block_number
-    return int(trailer(call.trailing_metadata(), CHAIN_HEIGHT) or -1)
-
-
-class Later:
-    """A read in a thread: its height, or its error."""
-
-    def __init__(self, node: NodeProcess, message: block_pb2.CommittedMessage, metadata: tuple[tuple[str, str], ...]):
-        self.height: int | None = None
-        self.error: grpc.RpcError | None = None
-        self._thread = threading.Thread(target=self._run, args=(node, message, metadata))
-        self._thread.start()
-
-    def _run(
-        self, node: NodeProcess, message: block_pb2.CommittedMessage, metadata: tuple[tuple[str, str], ...]
-    ) -> None:
-        try:
-            self.height = _get(node, message, metadata, 60)
-        except grpc.RpcError as err:
-            self.error = err
-
-    def result(self) -> int:
-        self._thread.join(90)
-        assert self.error is None, f"{self.error.code()} {reason_of(self.error)}: {self.error.details()}"
-        assert self.height is not None
-        return self.height
-
-
-def _refused(
-    node: NodeProcess, message: block_pb2.CommittedMessage, metadata: tuple[tuple[str, str], ...]
-) -> grpc.RpcError:
-    with pytest.raises(grpc.RpcError) as refused:
-        _get(node, message, metadata, 1.5)
-    return refused.value
 
 
 def test_min_height_on_a_member_held_behind_refuses_then_waits_for_the_block(cluster: Cluster) -> None:
@@ -137,7 +71,7 @@ def test_min_height_on_a_member_held_behind_refuses_then_waits_for_the_block(clu
         written = _write(cluster, 1)
         assert status(behind).block_height < written.block_number  # held behind the write
         wanted = (("chain-min-height", str(written.block_number)),)
-        err = _refused(behind, written, wanted)
+        err = refused(behind, written, wanted)
         assert (err.code(), reason_of(err)) == (grpc.StatusCode.UNAVAILABLE, "HEIGHT_NOT_REACHED"), err.details()
         waiting = Later(behind, written, wanted)  # waits for the block's commit
     assert waiting.result() >= written.block_number
@@ -147,9 +81,9 @@ def test_a_linearizable_read_never_answers_older_than_a_completed_write(cluster:
     behind = cluster.follower
     with held_behind(behind):
         written = _write(cluster, 2)  # completed: the leader's GetMessage shows it
-        err = _refused(behind, written, ())  # the default read answers the member's own state: not there yet
+        err = refused(behind, written, ())  # the default read answers the member's own state: not there yet
         assert reason_of(err) == "NOT_FOUND"
-        err = _refused(behind, written, LINEARIZABLE)  # never NOT_FOUND: it knows the log is past its state
+        err = refused(behind, written, LINEARIZABLE)  # never NOT_FOUND: it knows the log is past its state
         assert (err.code(), reason_of(err)) == (grpc.StatusCode.UNAVAILABLE, "HEIGHT_NOT_REACHED"), err.details()
         waiting = Later(behind, written, LINEARIZABLE)
     assert waiting.result() >= written.block_number
@@ -159,7 +93,7 @@ def test_linearizable_reads_on_every_member_follow_the_writes(cluster: Cluster) 
     for n in range(3, 8):
         written = _write(cluster, n)
         for node in cluster.nodes.nodes:
-            assert _get(node, written, LINEARIZABLE, 30) >= written.block_number
+            assert get(node, written, LINEARIZABLE, 30) >= written.block_number
     wait_height(cluster.nodes.nodes, written.block_number)
 
 
@@ -170,8 +104,8 @@ def test_without_etcd_a_linearizable_read_refuses(cluster: Cluster) -> None:
     follower = cluster.follower
     cluster.etcd.kill(0)
     try:
-        err = _refused(follower, written, LINEARIZABLE)
+        err = refused(follower, written, LINEARIZABLE)
         assert (err.code(), reason_of(err)) == (grpc.StatusCode.UNAVAILABLE, "CONSISTENCY_UNAVAILABLE"), err.details()
-        assert _get(follower, written, (), 10) >= written.block_number  # the default read still answers
+        assert get(follower, written, (), 10) >= written.block_number  # the default read still answers
     finally:
         cluster.etcd.restart(0)

@@ -17,7 +17,7 @@ from node.sdk.rpc import reason_of
 from tests.fixtures.actors import RemoteActor
 from tests.fixtures.nodeproc import NodeProcess
 from tests.fixtures.replicaset import ENV, funded_actors, status, wait_height
-from tests.node.replicated.test_consistent_reads import LINEARIZABLE, Later, _get, _refused, held_behind
+from tests.node.replicated.held import LINEARIZABLE, Later, get, held_behind, refused
 
 
 @pytest.fixture(scope="module")
@@ -49,8 +49,8 @@ def test_a_replica_held_behind_never_answers_older_than_its_upstream(
     with held_behind(replica):
         with upstream.client(timeout=30) as c:
             written = c.commit(actor.b.follow(b"\x05" * 20))[0]
-        assert reason_of(_refused(replica, written, ())) == "NOT_FOUND"  # the default read: its own state
-        err = _refused(replica, written, LINEARIZABLE)
+        assert reason_of(refused(replica, written, ())) == "NOT_FOUND"  # the default read: its own state
+        err = refused(replica, written, LINEARIZABLE)
         assert (err.code(), reason_of(err)) == (grpc.StatusCode.UNAVAILABLE, "HEIGHT_NOT_REACHED"), err.details()
         waiting = Later(replica, written, LINEARIZABLE)
     assert waiting.result() >= written.block_number
@@ -65,6 +65,6 @@ def test_without_its_upstream_a_replica_refuses_a_linearizable_read(
         written = c.commit(actor.b.follow(b"\x06" * 20))[0]
     wait_height([replica], written.block_number)
     upstream.stop()
-    err = _refused(replica, written, LINEARIZABLE)
+    err = refused(replica, written, LINEARIZABLE)
     assert (err.code(), reason_of(err)) == (grpc.StatusCode.UNAVAILABLE, "CONSISTENCY_UNAVAILABLE"), err.details()
-    assert _get(replica, written, (), 10) >= written.block_number
+    assert get(replica, written, (), 10) >= written.block_number

@@ -45,20 +45,20 @@ def test_a_session_height_the_node_has_not_reached_is_refused_after_the_timeout(
     solo: NodeProcess, actor: RemoteActor
 ) -> None:
     """A session height beyond the node's (as when the client's next read reaches a node behind its write)."""
-    with ChainClient(solo.grpc_target, timeout=1.0) as c:
+    with ChainClient(solo.grpc_target, timeout=2.0) as c:
         c.get_account(owner_address=actor.address)
         c.session_height = c.last_height + 10_000
         with pytest.raises(Unavailable) as refused:
             c.get_account(owner_address=actor.address)
         assert refused.value.reason == "HEIGHT_NOT_REACHED"
         assert refused.value.retry_after is not None
-    with ChainClient(solo.grpc_target, timeout=1.0, session=False) as c:
+    with ChainClient(solo.grpc_target, timeout=2.0, session=False) as c:
         c.session_height = 10**9
         assert c.get_account(owner_address=actor.address).account.owner_address == actor.address
 
 
 def test_min_height_per_call(solo: NodeProcess, actor: RemoteActor) -> None:
-    with ChainClient(solo.grpc_target, timeout=1.0) as c:
+    with ChainClient(solo.grpc_target, timeout=2.0) as c:
         c.get_chain_stats()
         with pytest.raises(Unavailable) as refused:
             c.get_chain_stats(min_height=c.last_height + 10_000)
@@ -68,7 +68,7 @@ def test_min_height_per_call(solo: NodeProcess, actor: RemoteActor) -> None:
 
 def test_the_async_client_alike(solo: NodeProcess, actor: RemoteActor) -> None:
     async def run() -> None:
-        async with AsyncChainClient(solo.grpc_target, timeout=1.0) as c:
+        async with AsyncChainClient(solo.grpc_target, timeout=2.0) as c:
             committed = await c.commit(actor.b.follow(b"\x02" * 20))
             assert c.session_height >= committed[0].block_number
             await c.get_account(owner_address=actor.address, consistency="linearizable")
