@@ -174,9 +174,12 @@ def test_rules_follow_their_values_and_the_profile():
     )
     assert "[30s]" in tuned["ChainNoNewBlock"]["expr"]
     assert not Manifests(template()).kind("PrometheusRule")
-    no_backup = alerts(
+    profile = alerts(
         rules_of(Manifests(template(*PROFILES["replicated"], "--set", "metrics.prometheusRule.enabled=true")))
     )
+    assert "EtcdBackupFailed" in profile  # the replicated profile backs etcd up
+    off = "metrics.prometheusRule.enabled=true,etcd.backup.enabled=false"
+    no_backup = alerts(rules_of(Manifests(template(*PROFILES["replicated"], "--set", off))))
     assert "EtcdDatabaseNearQuota" in no_backup and "EtcdBackupFailed" not in no_backup
 
 
@@ -194,9 +197,10 @@ def test_etcd_metrics_listener_is_scraped_and_admitted(monitored):
     policy = monitored.get("NetworkPolicy", f"{FULL}-etcd")
     by_port = {tuple(p["port"] for p in r["ports"]): r for r in policy["spec"]["ingress"]}
     assert "from" not in by_port[("metrics",)]  # metricsFrom empty: any pod (Prometheus) may scrape
-    # The client port stays closed to everyone but the nodes, the members and the backup job.
+    # The client port stays closed to everyone but the nodes, the members, the backup job and the operator (it
+    # adds and removes members).
     peers = {p["podSelector"]["matchLabels"]["app.kubernetes.io/component"] for p in by_port[("client",)]["from"]}
-    assert peers == {"node", "etcd", "etcd-backup"}
+    assert peers == {"node", "etcd", "etcd-backup", "operator"}
 
 
 def test_envoy_pod_monitor_scrapes_the_stats_listener(monitored):
