@@ -84,7 +84,7 @@ def test_a_height_not_reached_by_the_deadline_is_refused(solo: NodeProcess) -> N
     for stub in _stubs(solo):
         with pytest.raises(grpc.RpcError) as refused:
             stub.GetChainStats(
-                rpc_pb2.GetChainStatsRequest(), timeout=1.0, metadata=(("chain-min-height", str(wanted)),)
+                rpc_pb2.GetChainStatsRequest(), timeout=2.0, metadata=(("chain-min-height", str(wanted)),)
             )
         err = refused.value
         assert err.code() == grpc.StatusCode.UNAVAILABLE, err.details()
