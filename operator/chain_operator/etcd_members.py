@@ -84,7 +84,7 @@ class Change:
 
 @dataclass(frozen=True)
 class Health:
-    answering: frozenset[int]  # ids of the members whose status answered
+    answering: frozenset[int]  # ids of the members that answered following the leader, caught up (`health`)
     leaders: frozenset[int]  # the leader ids they named (one when healthy)
 
     def healthy(self, members: Sequence[Member]) -> bool:
