@@ -57,26 +57,38 @@ def test_every_read_names_the_height_it_was_read_at(solo: NodeProcess) -> None:
         assert trailer(call.trailing_metadata(), CHAIN_HEIGHT) is not None
 
 
-def test_grpc_web_reads_name_their_height(solo: NodeProcess) -> None:
+def _grpc_web(node: NodeProcess, headers: dict[str, str] | None = None) -> dict[str, str]:
+    """GetChainStats over the node's gRPC-web listener: the answer's trailers (and headers, for a
+    trailers-only answer)."""
     body = rpc_pb2.GetChainStatsRequest().SerializeToString()
     request = urllib.request.Request(
-        f"{solo.web_url}/chain.v1.ChainService/GetChainStats",
+        f"{node.web_url}/chain.v1.ChainService/GetChainStats",
         data=struct.pack(">BI", 0, len(body)) + body,
-        headers={"Content-Type": "application/grpc-web+proto", "X-Grpc-Web": "1"},
+        headers={"Content-Type": "application/grpc-web+proto", "X-Grpc-Web": "1", **(headers or {})},
     )
     with urllib.request.urlopen(request, timeout=10) as answer:
         raw = answer.read()
-    trailers: dict[str, str] = {}
+        trailers = {k.lower(): v for k, v in answer.headers.items()}
     while raw:
         flag, length = struct.unpack(">BI", raw[:5])
         if flag & 0x80:
             for line in raw[5 : 5 + length].decode().split("\r\n"):
                 if line:
                     name, _, value = line.partition(":")
-                    trailers[name.strip()] = value.strip()
+                    trailers[name.strip().lower()] = value.strip()
         raw = raw[5 + length :]
+    return trailers
+
+
+def test_grpc_web_reads_name_their_height_and_take_the_wishes(solo: NodeProcess) -> None:
+    trailers = _grpc_web(solo)
     assert trailers["grpc-status"] == "0"
     assert int(trailers[CHAIN_HEIGHT]) >= 0
+    wanted = str(_height(solo) + 10_000)
+    trailers = _grpc_web(solo, {"Chain-Min-Height": wanted, "Grpc-Timeout": "2S"})
+    assert (trailers["grpc-status"], trailers["reason-code"]) == ("14", "HEIGHT_NOT_REACHED"), trailers
+    trailers = _grpc_web(solo, {"Chain-Read-Consistency": "linearizable"})
+    assert trailers["grpc-status"] == "0" and int(trailers[CHAIN_HEIGHT]) >= 0
 
 
 def test_a_height_not_reached_by_the_deadline_is_refused(solo: NodeProcess) -> None:
