@@ -65,7 +65,9 @@ def settled(pods: Sequence[PodView | None], template_image: str, revision: str) 
 
 
 def outdated(pods: Sequence[PodView | None], template_image: str, revision: str) -> list[int]:
-    return [i for i, pod in enumerate(pods) if not is_current(pod, template_image, revision)]
+    """The ordinals of the pods that exist and do not run the template. A missing pod is not counted: the
+    controller is creating it (a first install, a scale, a deleted pod); once it exists it is judged."""
+    return [i for i, pod in enumerate(pods) if pod is not None and not is_current(pod, template_image, revision)]
 
 
 def partition_body(partition: int) -> Obj:

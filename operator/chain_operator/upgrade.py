@@ -232,7 +232,7 @@ async def step(kube: KubeApi, config: OperatorConfig, net: Network, status: Mapp
         return await begin(rollout)
     pods = await pod_views(kube, net, rollout.replicas)
     top = settled(pods, rollout.image, rollout.revision)
-    if top == 0 and not progress.running(desired):
+    if not outdated(pods, rollout.image, rollout.revision) and not progress.running(desired):
         return await up_to_date(rollout, progress)
     if not progress.running(desired) or progress.revision != rollout.revision:
         progress = await adopt(rollout, progress, pods)
