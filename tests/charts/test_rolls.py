@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from chain_operator.config import OperatorConfig, parse_config
 from tests.charts.helm import CHART, PROFILES, RELEASE, Manifests, chart_at, render
 
 FULL = f"{RELEASE}-chain"
@@ -56,3 +57,16 @@ def test_a_chart_version_bump_changes_no_pod_template_and_an_image_bump_not_etcd
     pinned = render(CHART, *args, "--set", "etcd.initImage.digest=sha256:" + "a" * 64)
     (init,) = pod_template(pinned, f"{FULL}-etcd")["spec"]["initContainers"]
     assert init["image"] == "docker.io/library/busybox@sha256:" + "a" * 64
+
+
+def test_the_operator_reads_its_rollout_settings_from_the_rendered_environment():
+    def config(*args: str) -> OperatorConfig:
+        m = render(CHART, *args)
+        (c,) = m.get("Deployment", f"{FULL}-operator")["spec"]["template"]["spec"]["containers"]
+        env = {e["name"]: e["value"] for e in c["env"] if e["name"].startswith("CHAIN_OPERATOR_ROLLOUT_")}
+        return parse_config([], env)
+
+    default = config()
+    assert (default.rollout_check, default.rollout_snapshot) == (30.0, True)
+    tuned = config("--set", "operator.rolloutCheck=5,operator.rolloutSnapshot=false")
+    assert (tuned.rollout_check, tuned.rollout_snapshot) == (5.0, False)
