@@ -179,7 +179,7 @@ ROUTES: tuple[Route, ...] = (
         ref("CommittedMessage"),
         (MESSAGE_HASH,),
         errors=(400, 404),
-        description="404 until the message is committed; a dropped message says `dropped at block N: REASON`.",
+        description="404 until the message is committed; a dropped one is 404 MESSAGE_DROPPED (its reason and height).",
     ),
     Route(
         "GET",
