@@ -68,7 +68,7 @@ class ChainError(grpc.RpcError, grpc.Call):
         if status is not None:
             self.status = status
         self._trailers = tuple(trailers or ((REASON_CODE, reason),))
-        self._text = text if text is not None else (f"{reason}: {detail}" if detail else reason)
+        self._text = text if text is not None else error_text(reason, detail)
         super().__init__(self._text)
 
     def __str__(self) -> str:
@@ -106,6 +106,15 @@ class ChainError(grpc.RpcError, grpc.Call):
 
     def add_callback(self, callback: Callable[[], None]) -> bool:
         return False
+
+
+def error_text(reason: str, detail: str) -> str:
+    """`REASON: detail`, the code said once: a node's text that starts with its code already (a rejection's
+    `NOT_LEADER: no leader`) is not prefixed again."""
+    body = detail.strip()
+    if body == reason or body.startswith(f"{reason}: "):
+        return body
+    return f"{reason}: {body}" if body else reason
 
 
 class Rejected(ChainError):

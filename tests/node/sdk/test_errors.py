@@ -86,6 +86,19 @@ def test_invalid_message_on_submit(client: ChainClient, funded: RemoteActor) -> 
     assert info.value.reason == Reason.INVALID_SIGNATURE and info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
 
 
+def test_the_text_names_the_reason_once_then_the_nodes_detail(client: ChainClient, funded: RemoteActor) -> None:
+    with pytest.raises(E.InvalidMessage) as refused:  # the node's own text starts with its code
+        client.submit(_signature_broken(funded.b.follow(os.urandom(20))))
+    err = refused.value
+    assert err.detail.startswith("INVALID_SIGNATURE: ")  # the node's text, as it sent it
+    assert str(err) == err.detail and str(err).count("INVALID_SIGNATURE") == 1, str(err)
+    with pytest.raises(E.Unauthorized) as stranger:
+        client.commit(RemoteActor().b.follow(os.urandom(20)))
+    assert str(stranger.value).startswith("UNKNOWN_SIGNER: ") and str(stranger.value).count("UNKNOWN_SIGNER") == 1
+    assert str(E.NotFound(Reason.NOT_FOUND, "no such project")) == "NOT_FOUND: no such project"
+    assert str(E.Unavailable(Reason.NOT_LEADER, "NOT_LEADER")) == "NOT_LEADER"
+
+
 def test_unauthorized_on_commit(client: ChainClient) -> None:
     stranger = RemoteActor()  # no signer registered
     with pytest.raises(E.Unauthorized) as info:
