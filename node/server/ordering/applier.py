@@ -52,8 +52,6 @@ class BlockApplier:
     ) -> None:
         self.chain = chain
         self.verify_blocks = verify_blocks
-        self.by_write_set = 0  # blocks applied by their write set
-        self.executed = 0  # blocks of the log or a followed node executed again
         self.storage = storage or StorageHealth()
         self.mempool = mempool
         self.pipeline = pipeline
@@ -102,10 +100,6 @@ class BlockApplier:
                 out = await asyncio.to_thread(self.chain.apply, block, verify=False)
         record.built()
         await self._commit_only(out)
-        if by_write_set:
-            self.by_write_set += 1
-        else:
-            self.executed += 1
         return out, record
 
     async def _commit_only(self, out: BlockOutput) -> None:
