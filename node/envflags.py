@@ -8,9 +8,10 @@
 
 `--grpc-addr` is read from `CHAIN_NODE_GRPC_ADDR` (the prefix, then the flag's first spelling in upper
 case, dashes to underscores). A repeatable flag named in `lists` takes a comma-separated list; an on/off
-flag (`store_true`) takes 1/true/yes/on or 0/false/no/off. A value is converted and checked as argparse
-would check the flag (its `type` and `choices`), and a bad one stops the command with a usage error naming
-the variable, never a traceback.
+flag (`store_true` or `store_false`) takes 1/true/yes/on or 0/false/no/off: on is as if the flag were
+given (`CHAIN_NODE_NO_X=1` does what `--no-x` does), off as if it were not. A value is converted and checked
+as argparse would check the flag (its `type` and `choices`), and a bad one stops the command with a usage
+error naming the variable, never a traceback.
 
 `describe_env` appends the flag's built-in default and its variable to every flag's help, so `--help`
 documents the environment too; it shows the default the program was built with, not one a variable set.
@@ -43,6 +44,11 @@ def is_switch(action: argparse.Action) -> bool:
     return action.nargs == 0 and isinstance(action.const, bool)
 
 
+def switch_given(action: argparse.Action) -> bool:
+    """Whether a switch is on by default: its default is what giving it sets (`store_false` defaults to off)."""
+    return bool(action.default == action.const)
+
+
 def env_defaults(
     parser: argparse.ArgumentParser, prefix: str, env: Mapping[str, str], *, lists: Collection[str] = ()
 ) -> None:
@@ -55,8 +61,8 @@ def env_defaults(
         raw = env[name]
         if action.dest in lists:
             defaults[action.dest] = [v.strip() for v in raw.split(",") if v.strip()]
-        elif is_switch(action):
-            defaults[action.dest] = _switch(parser, name, raw)
+        elif is_switch(action):  # on: the flag's own value (`const`), as if it were given
+            defaults[action.dest] = action.const if _switch(parser, name, raw) else not action.const
         else:
             defaults[action.dest] = _value(parser, action, name, raw)
     parser.set_defaults(**defaults)
@@ -100,7 +106,9 @@ def describe_env(
     for action in env_actions(parser):
         default = shown.get(action.dest)
         if default is None:
-            default = default_text(action.default, switch=is_switch(action))
+            default = default_text(
+                switch_given(action) if is_switch(action) else action.default, switch=is_switch(action)
+            )
         kind = ", comma-separated" if action.dest in lists else ", 1 or 0" if is_switch(action) else ""
         note = f"(default: {default}; env: {env_name(prefix, action)}{kind})".replace("%", "%%")
         text = (action.help or "").strip()

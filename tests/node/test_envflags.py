@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import argparse
 from importlib import metadata
+from types import ModuleType
 
 import pytest
 
-from node.envflags import add_version, describe_env, env_defaults
+import chain_operator.config
+import gateway.config
+import node.server.config
+from node.envflags import add_version, describe_env, env_actions, env_defaults, env_name, is_switch
 
 
 def parser() -> argparse.ArgumentParser:
@@ -68,6 +72,46 @@ def test_a_switch_refuses_other_words(capsys: pytest.CaptureFixture[str]) -> Non
         env_defaults(p, "DEMO_", {"DEMO_REINITIALIZE": "maybe"})
     assert exit_info.value.code == 2
     assert "DEMO_REINITIALIZE='maybe': choose from 1, true" in capsys.readouterr().err
+
+
+def off_switch_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="demo")
+    p.add_argument("--no-verify", dest="verify", action="store_false", help="skip the check")
+    return p
+
+
+@pytest.mark.parametrize(("raw", "verify"), [("1", False), ("true", False), ("on", False), ("0", True), ("no", True)])
+def test_an_off_switch_variable_does_what_its_flag_does(raw: str, verify: bool) -> None:
+    p = off_switch_parser()
+    env_defaults(p, "DEMO_", {"DEMO_NO_VERIFY": raw})  # on: as if --no-verify were given
+    assert p.parse_args([]).verify is verify
+    assert p.parse_args(["--no-verify"]).verify is False  # the command line still wins
+
+
+def test_an_off_switch_is_described_off_by_default() -> None:
+    p = off_switch_parser()
+    describe_env(p, "DEMO_")
+    assert "skip the check (default: off; env: DEMO_NO_VERIFY, 1 or 0)" in " ".join(p.format_help().split())
+
+
+@pytest.mark.parametrize(
+    ("module", "prefix"),
+    [
+        (node.server.config, "CHAIN_NODE_"),
+        (gateway.config, "CHAIN_GATEWAY_"),
+        (chain_operator.config, "CHAIN_OPERATOR_"),
+    ],
+)
+def test_every_switch_of_the_commands_reads_its_variable_as_its_flag(module: ModuleType, prefix: str) -> None:
+    """chain-node, chain-gateway, chain-operator: `VAR=1` parses as the flag given, `VAR=0` as not given."""
+    build = module._parser
+    assert prefix == module.ENV_PREFIX
+    for action in (a for a in env_actions(build()) if is_switch(a)):
+        for raw, argv in (("1", [action.option_strings[0]]), ("0", [])):
+            from_env = build()
+            env_defaults(from_env, prefix, {env_name(prefix, action): raw})
+            expected = getattr(build().parse_args(argv), action.dest)
+            assert getattr(from_env.parse_args([]), action.dest) == expected, (env_name(prefix, action), raw)
 
 
 def described(env: dict[str, str] | None = None) -> str:
