@@ -154,3 +154,14 @@ def test_pods_a_kubectl_scale_adds_are_granted(replicas, ordinals, covered):
     pods = grants(m)[("", "pods", "get")]
     assert pods == [f"{FULL}-node-{i}" for i in range(covered)]
     assert f"{FULL}-node-{replicas - 1}" in pods  # never fewer than the StatefulSet renders
+
+
+def test_the_read_replicas_statefulset_and_pods_are_granted_by_name():
+    """The operator holds and releases the read replicas (replica_rollout.py): their StatefulSet and pods, by name."""
+    args = ("--set", "readReplicas.enabled=true,readReplicas.replicaCount=3", "--set-json", 'node.genesis={"a": 1}')
+    m = Manifests(template(*PROFILES["replicated"], *args, "--set", "operator.rbac.podOrdinals=2"))
+    granted = grants(m)
+    for verb in ("get", "patch"):
+        assert granted[("apps", "statefulsets", verb)] == [f"{FULL}-node", f"{FULL}-replica", f"{FULL}-etcd"]
+    pods = granted[("", "pods", "get")]
+    assert pods == [f"{FULL}-node-{i}" for i in range(3)] + [f"{FULL}-replica-{i}" for i in range(3)]

@@ -70,3 +70,32 @@ def test_the_operator_reads_its_rollout_settings_from_the_rendered_environment()
     assert (default.rollout_check, default.rollout_snapshot) == (30.0, True)
     tuned = config("--set", "operator.rolloutCheck=5,operator.rolloutSnapshot=false")
     assert (tuned.rollout_check, tuned.rollout_snapshot) == (5.0, False)
+
+
+REPLICAS = ("--set", "readReplicas.enabled=true", "--set-json", 'node.genesis={"chain_id": "rolls-test"}')
+
+
+@pytest.mark.parametrize("gitops", [False, True], ids=["helm", "gitops"])
+def test_read_replicas_are_held_for_the_operator_and_named_in_the_network(gitops):
+    args = (*PROFILES["replicated"], *REPLICAS, *(GITOPS if gitops else ()))
+    for count in (1, 2, 4):
+        m = render(CHART, *args, "--set", f"readReplicas.replicaCount={count}")
+        sts = m.get("StatefulSet", f"{FULL}-replica")
+        assert sts["spec"]["updateStrategy"] == {"type": "RollingUpdate", "rollingUpdate": {"partition": count}}
+        assert m.get("ChainNetwork", FULL)["spec"]["readReplicas"] == {"statefulSet": f"{FULL}-replica"}
+    plain = render(CHART, *args, "--set", "operator.enabled=false").get("StatefulSet", f"{FULL}-replica")
+    assert plain["spec"]["updateStrategy"]["rollingUpdate"] == {"partition": 0}
+    assert "readReplicas" not in render(CHART, *PROFILES["replicated"]).get("ChainNetwork", FULL)["spec"]
+
+
+def test_a_chart_version_bump_changes_no_read_replica_template(tmp_path):
+    args = (*PROFILES["replicated"], *REPLICAS)
+    name = f"{FULL}-replica"
+    before = render(chart_at(tmp_path, "0.1.0", "0.1.0"), *args)
+    chart_only = render(chart_at(tmp_path, "0.2.0", "0.1.0"), *args)
+    image = render(chart_at(tmp_path, "0.3.0", "0.2.0"), *args)
+    assert chart_only.get("StatefulSet", name)["metadata"]["labels"]["helm.sh/chart"] == "chain-0.2.0"
+    assert pod_template(chart_only, name) == pod_template(before, name)
+    assert not {"helm.sh/chart", "app.kubernetes.io/version"} & set(pod_template(before, name)["metadata"]["labels"])
+    (node,) = pod_template(image, name)["spec"]["containers"]
+    assert node["image"].endswith(":0.2.0")

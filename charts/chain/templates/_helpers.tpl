@@ -201,6 +201,12 @@ operator: partition 0, the StatefulSet controller's own rolling update. */}}
 {{- printf "{partition: %d}" (ternary (int .Values.node.replicaCount) 0 .Values.operator.enabled) -}}
 {{- end -}}
 
+{{/* The read-replica StatefulSet's rollingUpdate: held the same way (partition = readReplicas.replicaCount with the
+operator), released by the operator one replica at a time after the nodes (docs/deploy.md "Read replicas"). */}}
+{{- define "chain.replicaRollingUpdate" -}}
+{{- printf "{partition: %d}" (ternary (int .Values.readReplicas.replicaCount) 0 .Values.operator.enabled) -}}
+{{- end -}}
+
 {{/* NetworkPolicy peer: pods of one component of this release. */}}
 {{- define "chain.peer" -}}
 - podSelector:
