@@ -56,7 +56,7 @@ class Host:
 
 
 async def members_healthy(etcd: EtcdCluster) -> bool:
-    client = EtcdClient(etcd.endpoints[:1])
+    client = EtcdClient(etcd.endpoints)
     try:
         members = await client.member_list()
         return (await health(members, None)).healthy(members)
@@ -89,7 +89,7 @@ async def scale(etcd: EtcdCluster, size: int, *, replace_after: float = 300.0) -
 
 
 async def member_names(etcd: EtcdCluster) -> list[str]:
-    client = EtcdClient(etcd.endpoints[:1])
+    client = EtcdClient(etcd.endpoints)
     try:
         return sorted(m.name for m in await client.member_list())
     finally:
