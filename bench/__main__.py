@@ -92,7 +92,7 @@ RUNS: tuple[Run, ...] = (
         "bench.bench_consistent_reads",
         ("--seconds", "5", "--rounds", "3"),
         ("--seconds", "3", "--rounds", "2"),
-        ("etcd",),
+        ("etcd", "h2load"),
     ),
     Run("bench.bench_tracing", ("--messages", "10000", "--rounds", "2"), ("--messages", "5000", "--rounds", "2")),
     Run(

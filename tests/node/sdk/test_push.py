@@ -164,7 +164,7 @@ def test_refspecs_deletes_and_per_ref_results(world, tmp_path: Path):
     assert ids["root"] in repo.rev_list([sh(repo_path, "rev-parse", "feature")])
 
 
-class Recorder(grpc.UnaryUnaryClientInterceptor):  # type: ignore[misc]
+class Recorder(grpc.UnaryUnaryClientInterceptor):  # type: ignore[type-arg]
     """The method and metadata of every unary call made through it."""
 
     def __init__(self) -> None:
