@@ -29,6 +29,9 @@ What the client is told when the upstream gives no verdict is only what this mem
   sent (`reason-values` `hashes`) and no retry hint: look each one up (GetMessage) before sending anything
   else. The messages stay pending here and are re-forwarded like any other, so each ends up committed or
   refused, and a refusal is recorded as a drop (GetMessage: MESSAGE_DROPPED).
+- either way, a message this member has already committed itself by the time it answers (its record is in
+  this member's store, where GetMessage finds it) has a known outcome: it is answered as accepted, and
+  OUTCOME_UNKNOWN names only the hashes not found there (none left: no error).
 
 Messages still pending after `reforward_age` seconds are sent again (a leader that crashed lost its
 mempool; a new one may not have them). A re-forwarded message the upstream refuses was admitted here
@@ -53,12 +56,13 @@ import grpc
 
 from chain.v1 import message_pb2 as pb
 from chain.v1 import rpc_pb2, service_pb2_grpc
-from node.errors import REASON_CODE, MessageRejected, Reason, trailer
+from node.errors import REASON_CODE, ChainError, MessageRejected, Reason, trailer
 from node.errors import RETRY_AFTER_MS as RETRY_AFTER
 from node.server.write.membership import MemberProof
 from node.server.write.mempool import Mempool
 from node.server.write.pipeline import Outcome, Pipeline
 from node.server.write.verify import VERIFY_REASONS
+from node.storage import schema
 from node.tls import ClientTLS, aio_channel
 
 if TYPE_CHECKING:
@@ -170,6 +174,7 @@ class Forwarder:
         for h in accepted:
             self._since.setdefault(h, now)
         refusal: MessageRejected | None = None
+        silent = ""  # the call went out and no answer says what became of the messages: they stay pending here
         if not await self._connected(target):  # nothing is sent: not admitted anywhere
             refusal = no_leader(f"the leader at {target} cannot be reached")
         else:
@@ -177,15 +182,16 @@ class Forwarder:
                 results = await self._send(target, [msgs[o.index] for o in upstream])
             except grpc.aio.AioRpcError as err:
                 refusal = self._refusal(target, err)
-                if refusal is None:  # sent, and no answer that says what became of them: they stay pending here
-                    why = f"the leader at {target} gave no answer ({err.code().name}) after the messages were sent"
-                    raise outcome_unknown(why, [o.hash for o in upstream]) from None
+                if refusal is None:
+                    silent = f"the leader at {target} gave no answer ({err.code().name}) after the messages were sent"
+        if silent:
+            return self._known_here(outcomes, upstream, silent)
         if refusal is not None:
             if not accepted:  # nothing was admitted here: the local verdicts stand
                 return outcomes
             if self._taken(accepted):  # this member took the lead meanwhile: it may commit them (or did)
                 why = "this member took the lead while it forwarded the messages"
-                raise outcome_unknown(why, [o.hash for o in upstream])
+                return self._known_here(outcomes, upstream, why)
             self._withdraw(accepted)  # no await since the check: they cannot be sealed here any more
             raise refusal
         verdicts = self._settle(accepted, [r for o, r in zip(upstream, results, strict=True) if o.accepted])
@@ -204,6 +210,24 @@ class Forwarder:
             values = self.pipeline.values_of(msgs[o.index], v.reason)  # SubmitResult carries no values
             out.append(Outcome(o.index, o.hash, False, v.reason, v.detail, values))
         return out
+
+    def _known_here(self, outcomes: Sequence[Outcome], upstream: Sequence[Outcome], why: str) -> list[Outcome]:
+        """The answer when the leader's verdict on `upstream` is not known: the ones this member has committed
+        itself are accepted; OUTCOME_UNKNOWN (raised) names the rest."""
+        committed = self._committed([o.hash for o in upstream])
+        unknown = [o.hash for o in upstream if o.hash not in committed]
+        if unknown:
+            raise outcome_unknown(why, unknown)
+        return [Outcome(o.index, o.hash, True) if o.hash in committed else o for o in outcomes]
+
+    def _committed(self, hashes: Sequence[bytes]) -> set[bytes]:
+        """Which of `hashes` this member's store holds as committed (GetMessage's record; one read)."""
+        try:
+            with self.pipeline.chain.read() as (view, _nodes):
+                return {h for h in hashes if view.get(schema.message_key(h)) is not None}
+        except ChainError as exc:  # a store that fails to read: the outcome stays unknown
+            log.warning("looking up forwarded messages failed: %s", exc)
+            return set()
 
     def _taken(self, hashes: Sequence[bytes]) -> bool:
         """Did this member take any of the messages it holds (`hashes`) beyond holding them: into its pending

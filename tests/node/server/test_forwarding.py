@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import grpc
 import pytest
 
+from chain.v1 import message_pb2 as pb
 from chain.v1 import rpc_pb2, service_pb2_grpc
 from node.chain import Chain
 from node.errors import MessageRejected, Reason
@@ -157,10 +159,13 @@ class Upstream(service_pb2_grpc.ChainServiceServicer):
     def __init__(self) -> None:
         self.refusal: tuple[grpc.StatusCode, str] | None = None  # (status, reason-code)
         self.verdict = ""  # reason code for every message ("" accepts)
+        self.meanwhile: Callable[[Sequence[pb.Message]], object] | None = None  # runs before it answers
 
     async def BatchSubmitMessages(
         self, request: rpc_pb2.BatchSubmitMessagesRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> rpc_pb2.BatchSubmitMessagesResponse:
+        if self.meanwhile is not None:
+            self.meanwhile(request.messages)
         if self.refusal is not None:
             status, reason = self.refusal
             await context.abort(status, f"{reason}: told so", (("reason-code", reason),))
@@ -207,6 +212,52 @@ async def test_the_leaders_word_decides_and_a_refused_reforward_is_recorded_as_d
         record = pipeline.dropped.get(bytes(unknown.hash))
         assert record is not None and record.reason == "NAME_TAKEN" and record.height == h.chain.height
         assert unknown.hash not in mempool
+    finally:
+        await fwd.close()
+        await server.stop(None)
+        pipeline.close()
+        verifier.close()
+
+
+async def test_what_this_member_committed_meanwhile_is_accepted_not_unknown(tmp_path: Path) -> None:
+    """The leader's answer is lost (INTERNAL after sending; a refusal once this member took the messages), but
+    by then this member has committed the message itself (the block reached it first): the outcome is known,
+    accepted. In a batch, OUTCOME_UNKNOWN names only the hashes its store does not hold. Fails without the
+    store lookup (`_known_here`)."""
+    upstream = Upstream()  # type: ignore[abstract]  # BatchSubmitMessages only
+    server = grpc.aio.server()
+    service_pb2_grpc.add_ChainServiceServicer_to_server(upstream, server)
+    target = f"127.0.0.1:{server.add_insecure_port('127.0.0.1:0')}"
+    await server.start()
+    h = Harness(tmp_path / "chain")
+    mempool = Mempool(100)
+    verifier = Verifier(0, 262144)
+    pipeline = Pipeline(h.chain, mempool, verifier, clock=h.clock)
+    fwd = Forwarder(pipeline, mempool, max_batch=100, clock=h.clock)
+    alice = h.actor()
+
+    def commit_first(msgs: Sequence[pb.Message]) -> None:  # the leader's block, applied here before the answer
+        h.commit(msgs[0])
+        mempool.remove([bytes(msgs[0].hash)])  # as applying a block does
+
+    upstream.meanwhile = commit_first
+    try:
+        upstream.refusal = (grpc.StatusCode.INTERNAL, Reason.INTERNAL.value)
+        first = alice.b.follow(b"\x03" * 20)
+        (outcome,) = await fwd.submit([first], target)
+        assert outcome.accepted and outcome.hash == first.hash
+
+        upstream.refusal = (grpc.StatusCode.UNAVAILABLE, Reason.DRAINING.value)  # taken out of the mempool here
+        second = alice.b.follow(b"\x04" * 20)
+        (outcome,) = await fwd.submit([second], target)
+        assert outcome.accepted and outcome.hash == second.hash
+
+        upstream.refusal = (grpc.StatusCode.INTERNAL, Reason.INTERNAL.value)
+        done, pending = alice.b.follow(b"\x05" * 20), alice.b.follow(b"\x06" * 20)
+        with pytest.raises(MessageRejected) as info:
+            await fwd.submit([done, pending], target)
+        assert info.value.reason == Reason.OUTCOME_UNKNOWN and info.value.values["hashes"] == [pending.hash.hex()]
+        assert pending.hash.hex() in info.value.detail and pending.hash in mempool
     finally:
         await fwd.close()
         await server.stop(None)
