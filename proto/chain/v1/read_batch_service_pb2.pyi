@@ -106,7 +106,9 @@ class ReadBatchResult(_message.Message):
     """The method's response, serialised (OK only)."""
     @_builtins.property
     def trailers(self) -> _containers.RepeatedCompositeFieldContainer[Global___ReadBatchTrailer]:
-        """The trailing metadata the method would have sent (reason-code, reason-values, field, retry-after-ms)."""
+        """The trailing metadata the method would have sent: on OK the height the answer was read at (chain-height),
+        on a failure its reason (reason-code, reason-values, field, retry-after-ms).
+        """
 
     def __init__(
         self,
