@@ -7,8 +7,8 @@ live), applies each block in order (by the write set the leader wrote with it, o
 and has applied the whole log, builds the next block (sealing the oldest open block of its pending state,
 whose messages were executed at admission: node/server/write/pending.py) and appends it with its write set
 (node/state/writeset.py) in the fenced transaction (log.py). Only after the append succeeded does the leader
-commit the block it built; if the append's answer is lost, the block is applied from the log like any other. A
-block whose state root differs from ours (or whose write set is malformed) halts the member: it logs the
+commit the block it built; if the append's answer is lost, the block is applied from the log like any other.
+A block whose state root differs from ours (or whose write set is malformed) halts the member: it logs the
 difference, stops taking writes (STATE_DIVERGED) and reports NOT_SERVING; reads keep working. A halted member,
 and one whose store refuses commits (disk full), must not lead (`_unfit`): the election does not campaign for
 it, and gives up the leader key if it holds it. A member the log was compacted past while it ran (its lease
@@ -35,6 +35,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -47,6 +48,15 @@ from node.server.ordering.applier import BlockApplier
 from node.server.ordering.cadence import BlockCadence
 from node.server.ordering.etcd.client import EtcdClient, EtcdFull, EtcdUnavailable, op_delete, prefix_end
 from node.server.ordering.etcd.election import UNAVAILABLE_LOG_EVERY, Election
+from node.server.ordering.etcd.formats import (
+    WITH_WRITE_SET,
+    BlockOnlyLog,
+    Verdict,
+    advertised,
+    decide,
+    parse_records,
+    switched,
+)
 from node.server.ordering.etcd.join import served_snapshots, snapshot_doc
 from node.server.ordering.etcd.log import BlockLog, Keys
 from node.server.ordering.etcd.watch import KeyWatch
@@ -100,7 +110,9 @@ class ReplicatedOrderer:
         self.keys = keys
         self.settings = settings
         self.clock = clock
-        self.log = BlockLog(client, keys, part_bytes=part_bytes)
+        self.reads = advertised(os.environ)  # the log-entry formats this member reads (formats.py)
+        self.log = (BlockLog if WITH_WRITE_SET in self.reads else BlockOnlyLog)(client, keys, part_bytes=part_bytes)
+        self._formats: Verdict | None = None  # the leader's last verdict on what it writes (None: not read)
         self.addr = ""  # the advertised gRPC address; set by the app once its listener is bound
         self.election: Election | None = None
         self._held = SERVING  # HALTED, LEAVING (both final) or LOG_FULL, and why (state.py)
@@ -359,13 +371,14 @@ class ReplicatedOrderer:
         self._building = 1
         record = self.applier.pipeline.telemetry.block("local")  # span and metrics (node/server/telemetry/spans.py)
         try:
+            write_sets = await self._write_sets()
             now_ms = int(self.clock() * 1000)
             with self.applier.storage.counting():  # the writer that runs the tree update may be lost twice
                 out, sealed = await self.applier.pipeline.next_block(now_ms)  # sealed: executed once
             self.cadence.built(sealed)
             record.built()
             number = int(out.block.header.number)
-            if not await self.log.append(out.block, lease, encode_write_set(out.writes)):
+            if not await self.log.append(out.block, lease, encode_write_set(out.writes) if write_sets else None):
                 log.info("append of block %d refused (leadership lost or the log moved on)", number)
                 return
             self._appended()
@@ -376,6 +389,28 @@ class ReplicatedOrderer:
         self._next = number + 1
         self.cadence.committed()
         log.debug("block %d appended: %d messages (%d dropped)", number, len(out.applied), len(out.dropped))
+
+    async def _write_sets(self) -> bool:
+        """Whether the next entry carries its write set: the verdict of the last maintenance round, or, before
+        the first one since this member leads, read now."""
+        if self._formats is None:
+            await self._check_formats()
+        assert self._formats is not None
+        return self._formats.write_sets
+
+    async def _check_formats(self) -> None:
+        """Read the live member records and decide what the leader writes (formats.py): `W` entries only while
+        every one lists `W`. Logged when the verdict changes (and when the first one is `B`)."""
+        prefix = self.keys.member_prefix
+        kvs = await self.client.range(prefix, prefix_end(prefix))
+        me = self.settings.node_id
+        records = [r for r in parse_records(((kv.key, kv.value) for kv in kvs), prefix) if r[0] != me]
+        verdict = decide([*records, (me, {"reads": list(self.reads)})])  # this member, published or not yet
+        before, self._formats = self._formats, verdict
+        if not switched(before, verdict):
+            return
+        what = "the block and its write set" if verdict.write_sets else "the block alone: members execute it again"
+        log.warning("the leader writes %s log entries (%s): %s", verdict.format, what, verdict.why())
 
     # ---- maintenance ----
     async def _maintain(self) -> None:
@@ -402,6 +437,10 @@ class ReplicatedOrderer:
         current = self.election.current
         if current is not None and not self.election.is_leader:
             await self.forwarder.reforward(current.addr)
+        if self.election.is_leader:
+            await self._check_formats()
+        else:
+            self._formats = None  # read again on leading: members may have changed meanwhile
         if self.election.is_leader and time.monotonic() - self._last_compaction >= self.settings.compact_interval:
             self._last_compaction = time.monotonic()
             await self.compact()
@@ -419,7 +458,7 @@ class ReplicatedOrderer:
         fresh = time.monotonic() - self._member_put_at < self.settings.compact_interval
         if record == self._published_member and fresh:
             return
-        doc = {"applied": self._height, "addr": self.addr}
+        doc = {"applied": self._height, "addr": self.addr, "reads": list(self.reads)}
         await self.client.put(self.keys.member(self.settings.node_id), json.dumps(doc).encode(), lease=lease)
         self._published_member, self._member_put_at = record, time.monotonic()
 
