@@ -15,7 +15,7 @@ from typing import Any
 
 import kopf
 
-from chain_operator import snapshot_jobs, snapshots, status, upgrade
+from chain_operator import replica_rollout, snapshot_jobs, snapshots, status, upgrade
 from chain_operator.conditions import ConditionReason, ConditionType, now_iso
 from chain_operator.config import OperatorConfig
 from chain_operator.errors import KubeNotFound, OperatorError, SpecInvalid, Stop, UpgradeFailed, to_kopf
@@ -114,9 +114,18 @@ async def _upgrade_move(runtime: Runtime, fresh: Obj) -> upgrade.Step:
     except Stop as exc:
         await status.write(kube, fresh, {}, (ConditionUpdate(ConditionType.READY, False, exc.reason, str(exc)),))
         raise
+    if result.done:  # the nodes are done: the read replicas next (replica_rollout.py)
+        replicas = await replica_rollout.step(kube, runtime.config, network_of(fresh))
+        result = upgrade.Step(result.status, result.conditions + replicas.conditions, replicas.done, replicas.wait)
     await status.write(kube, fresh, result.status, result.conditions)
     _record_rollout(runtime, fresh, result.status)
     return result
+
+
+async def _pending(runtime: Runtime, net: Network) -> bool:
+    if await upgrade.pending(runtime.kube, runtime.config, net):
+        return True
+    return await replica_rollout.pending(runtime.kube, runtime.config, net)
 
 
 async def handle_template_check(runtime: Runtime, body: Mapping[str, Any]) -> None:
@@ -129,7 +138,7 @@ async def handle_template_check(runtime: Runtime, body: Mapping[str, Any]) -> No
                 if fresh is None:
                     return
                 net = network_of(fresh)
-                if not await upgrade.pending(runtime.kube, runtime.config, net):
+                if not await _pending(runtime, net):
                     return
                 progress = UpgradeProgress.from_status((fresh.get("status") or {}).get("upgrade"))
                 rollout = await upgrade.rollout_of(runtime.kube, runtime.config, net)

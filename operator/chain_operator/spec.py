@@ -12,6 +12,8 @@ spec:
     retention: 7                 # ChainSnapshot objects (and snapshot directories) kept
     perMember: 3                 # at most this many on one pod's volume (0 or absent: retention / replicas,
                                  # rounded up): the operator rotates the pod that takes them
+  readReplicas:                  # optional: the read-replica StatefulSet, rolled after the nodes (replicas.py)
+    statefulSet: chain-replica
   etcd:                          # optional: the in-chart etcd whose membership the operator runs (etcd_cluster.py)
     statefulSet: chain-etcd
     service: chain-etcd-headless # its headless Service: member NAME is NAME.SERVICE.NAMESPACE.svc
@@ -139,6 +141,7 @@ class NetworkSpec:
     snapshots: SnapshotPolicy
     digest: str = ""
     etcd: EtcdSpec | None = None
+    read_replicas: str = ""  # the read-replica StatefulSet ("" when there is none): rolled after the nodes
 
     @property
     def desired_image(self) -> str:
@@ -202,7 +205,19 @@ def parse_spec(spec: Mapping[str, Any]) -> NetworkSpec:
         ),
         digest=digest,
         etcd=parse_etcd(spec.get("etcd")),
+        read_replicas=parse_read_replicas(spec.get("readReplicas")),
     )
+
+
+def parse_read_replicas(doc: Any) -> str:
+    if doc is None:
+        return ""
+    if not isinstance(doc, Mapping):
+        raise SpecInvalid("spec.readReplicas must be an object")
+    name = doc.get("statefulSet")
+    if not isinstance(name, str) or not NAME.fullmatch(name):
+        raise SpecInvalid(f"spec.readReplicas.statefulSet {name!r} is not a Kubernetes name")
+    return name
 
 
 @dataclass(frozen=True)
