@@ -38,7 +38,6 @@ class Replicas:
 
     kube: KubeApi
     config: OperatorConfig
-    nodes: Network
     net: Network
     replicas: int
     image: str
@@ -70,7 +69,7 @@ async def replicas_of(kube: KubeApi, config: OperatorConfig, net: Network) -> Re
     view = replace(net, spec=replace(net.spec, statefulset=name, replicas=max(count, 1)))
     image = container_image(sts, net.spec.container)
     partition = min(partition_of(sts), count)
-    return Replicas(kube, config, net, view, count, image, partition, update_revision(sts))
+    return Replicas(kube, config, view, count, image, partition, update_revision(sts))
 
 
 async def pending(kube: KubeApi, config: OperatorConfig, net: Network) -> bool:
