@@ -57,7 +57,8 @@ def said(node: NodeProcess, text: str, since: int, timeout: float = 20.0) -> Non
         if any(text in line for line in node.stderr_lines[since:]):
             return
         time.sleep(0.05)
-    raise AssertionError(f"the leader did not log {text!r} within {timeout} s: {node.stderr_lines[since:][-10:]}")
+    lines = "".join(node.stderr_lines[since:][-10:])
+    raise AssertionError(f"the leader did not log {text!r} within {timeout} s ({status(node).role}): {lines}")
 
 
 def commit_blocks(leader: NodeProcess, count: int) -> int:
@@ -75,16 +76,16 @@ def test_the_leader_writes_b_while_a_member_reads_only_b_and_w_once_it_reads_w(p
     start = commit_blocks(leader, 1)
     assert set(kinds(pair.etcd, start - 1).values()) == {"W"}  # every member reads W: write sets go out
 
-    pair.nodes[follower].stop()  # replaced by a pod of the previous release
     seen = len(leader.stderr_lines)
+    pair.nodes[follower].stop()  # replaced by a pod of the previous release
     pair.restart(follower, env={READS_ENV: "B"})
     said(leader, "writes B log entries", seen)
     height = commit_blocks(leader, 3)
     assert set(kinds(pair.etcd, start).values()) == {"B"}, "a W entry while a member reads only B"
     wait_height([pair.nodes[follower]], height, timeout=20)  # it applies every block, executing each
 
+    seen = len(leader.stderr_lines)  # W again from the member's stop (its record goes with its lease) on
     pair.nodes[follower].stop()  # upgraded: it reads W again
-    seen = len(leader.stderr_lines)
     pair.restart(follower, env={})
     said(leader, "writes W log entries", seen)
     wait_height([pair.nodes[follower]], height, timeout=20)
