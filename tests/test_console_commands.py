@@ -68,12 +68,14 @@ def test_version_prints_the_package_version(command: Command) -> None:
 
 def expected_notes(command: Command) -> dict[str, str]:
     """Per flag: the `(default: X; env: NAME` its help must show; X from the configuration dataclass (or, for a
-    flag folded into another field while parsing, such as --cluster-secret-file, the flag's own default)."""
+    flag folded into another field while parsing, such as --cluster-secret-file, and a choice such as on/off
+    parsed into a bool, the flag's own default)."""
     notes = {}
     for action in env_actions(command.parser()):
-        default = command.shown.get(action.dest) or default_text(
-            getattr(command.config, action.dest, action.default), switch=is_switch(action)
-        )
+        configured = getattr(command.config, action.dest, action.default)
+        if action.choices is not None:  # a choice (on/off) parsed into another type: the help shows the choice
+            configured = action.default
+        default = command.shown.get(action.dest) or default_text(configured, switch=is_switch(action))
         notes[action.option_strings[0]] = f"(default: {default}; env: {env_name(command.prefix, action)}"
     return notes
 
