@@ -96,9 +96,12 @@ lint: install-dev
 proto: install-dev
 	$(PY) proto/generate.py
 
+# The suite runs on TEST_WORKERS pytest-xdist processes, a test module per process at a time (module fixtures
+# such as a shared cluster stay in one process; every test picks its own loopback ports and directories).
 # The 25 slowest tests are listed at the end of every run: the suite stays under 30 minutes on a 2-core machine.
+TEST_WORKERS ?= 2
 test: install-test lint
-	$(VENV)/bin/pytest --durations=25 $(PYTEST_ARGS)
+	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadfile --durations=25 $(PYTEST_ARGS)
 
 soak: install-test
 	$(VENV)/bin/pytest -m soak -o addopts="-p no:cacheprovider" $(PYTEST_ARGS)
