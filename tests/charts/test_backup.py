@@ -30,7 +30,7 @@ from tests.charts.helm import (
     template,
 )
 from tests.fixtures.actors import new_account
-from tests.fixtures.motoproc import MotoProcess
+from tests.fixtures.motoproc import MotoProcess, serving_bucket
 from tests.fixtures.nodeproc import NodeProcess, NodeTLSFiles
 
 FULL = f"{RELEASE}-chain"
@@ -102,12 +102,8 @@ def test_no_cronjob_unless_enabled_and_a_bucket_is_required():
 
 @pytest.fixture(scope="module")
 def moto(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MotoProcess]:
-    server = MotoProcess(tmp_path_factory.mktemp("moto")).start()
-    try:
-        server.s3().create_bucket(Bucket=BUCKET)
+    with serving_bucket(tmp_path_factory.mktemp("moto"), BUCKET) as server:
         yield server
-    finally:
-        server.stop()
 
 
 def run_step(

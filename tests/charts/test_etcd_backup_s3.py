@@ -15,7 +15,7 @@ import pytest
 
 from tests.charts.helm import PROFILES, RELEASE, Manifests, env_of, template
 from tests.fixtures.etcdproc import EtcdCluster
-from tests.fixtures.motoproc import MotoProcess
+from tests.fixtures.motoproc import MotoProcess, serving_bucket
 from tests.fixtures.nodeproc import ROOT
 
 FULL = f"{RELEASE}-chain"
@@ -24,12 +24,8 @@ BUCKET = "chain-backups"
 
 @pytest.fixture(scope="module")
 def moto(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MotoProcess]:
-    server = MotoProcess(tmp_path_factory.mktemp("moto")).start()
-    try:
-        server.s3().create_bucket(Bucket=BUCKET)
+    with serving_bucket(tmp_path_factory.mktemp("moto"), BUCKET) as server:
         yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ from chain.v1 import rpc_pb2
 from tests.fixtures.actors import new_account
 from tests.fixtures.backupcli import backup
 from tests.fixtures.etcdproc import EtcdCluster
-from tests.fixtures.motoproc import MotoProcess
+from tests.fixtures.motoproc import MotoProcess, serving_bucket
 from tests.fixtures.replicaset import (
     ReplicaSet,
     assert_same_chain,
@@ -33,12 +33,8 @@ BUCKET = "chain-backups"
 
 @pytest.fixture
 def moto(tmp_path: Path) -> Iterator[MotoProcess]:
-    server = MotoProcess(tmp_path / "moto").start()
-    try:
-        server.s3().create_bucket(Bucket=BUCKET)
+    with serving_bucket(tmp_path / "moto", BUCKET) as server:
         yield server
-    finally:
-        server.stop()
 
 
 def snapshot_of(nodes: ReplicaSet, index: int) -> int:

@@ -13,7 +13,7 @@ import pytest
 
 from tests.fixtures.backupcli import backup
 from tests.fixtures.etcdproc import EtcdCluster
-from tests.fixtures.motoproc import MotoProcess
+from tests.fixtures.motoproc import MotoProcess, serving_bucket
 
 BUCKET = "chain-backups"
 URL = f"s3://{BUCKET}/prod"
@@ -21,12 +21,8 @@ URL = f"s3://{BUCKET}/prod"
 
 @pytest.fixture(scope="module")
 def moto(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MotoProcess]:
-    server = MotoProcess(tmp_path_factory.mktemp("moto")).start()
-    try:
-        server.s3().create_bucket(Bucket=BUCKET)
+    with serving_bucket(tmp_path_factory.mktemp("moto"), BUCKET) as server:
         yield server
-    finally:
-        server.stop()
 
 
 def etcd_snapshot(etcd: EtcdCluster, out: Path) -> Path:

@@ -23,7 +23,7 @@ from chain.v1 import snapshot_sync_pb2 as sync_pb
 from node.server.snapshots.staging import STAGING_DIR
 from tests.fixtures.actors import RemoteActor, new_account
 from tests.fixtures.backupcli import backup
-from tests.fixtures.motoproc import Credentials, MotoProcess
+from tests.fixtures.motoproc import Credentials, MotoProcess, serving_bucket
 from tests.fixtures.nodeproc import ROOT, NodeProcess
 from tests.fixtures.replicaset import wait_bootstrapped
 
@@ -35,12 +35,8 @@ NODE_ENV = {"CHAIN_NODE_METRICS_ADDR": ""}
 
 @pytest.fixture(scope="module")
 def moto(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MotoProcess]:
-    server = MotoProcess(tmp_path_factory.mktemp("moto")).start()
-    try:
-        server.s3().create_bucket(Bucket=BUCKET)
+    with serving_bucket(tmp_path_factory.mktemp("moto"), BUCKET) as server:
         yield server
-    finally:
-        server.stop()
 
 
 @dataclass

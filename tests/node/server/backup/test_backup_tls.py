@@ -15,7 +15,7 @@ from chain.v1 import rpc_pb2
 from tests.fixtures.actors import new_account
 from tests.fixtures.backupcli import backup
 from tests.fixtures.certs import Leaf, TestCA
-from tests.fixtures.motoproc import MotoProcess
+from tests.fixtures.motoproc import MotoProcess, serving_bucket
 from tests.fixtures.nodeproc import NodeProcess, NodeTLSFiles
 
 BUCKET = "chain-backups-tls"
@@ -36,12 +36,8 @@ class TLSSource:
 
 @pytest.fixture(scope="module")
 def moto(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MotoProcess]:
-    server = MotoProcess(tmp_path_factory.mktemp("moto")).start()
-    try:
-        server.s3().create_bucket(Bucket=BUCKET)
+    with serving_bucket(tmp_path_factory.mktemp("moto"), BUCKET) as server:
         yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture(scope="module")
