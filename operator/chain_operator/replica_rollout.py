@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from chain_operator.conditions import ConditionReason, ConditionType
 from chain_operator.config import OperatorConfig
 from chain_operator.errors import KubeNotFound
-from chain_operator.gates import leader_height, member_problem, observe
+from chain_operator.gates import Problem, leader_height, member_problem, observe
 from chain_operator.kube import KubeApi, statefulset_path
 from chain_operator.revisions import outdated, partition_body, pod_views, settled, update_revision
 from chain_operator.spec import Network
@@ -97,6 +97,10 @@ async def step(kube: KubeApi, config: OperatorConfig, net: Network) -> Step:
     if not outdated(pods, r.image, r.revision):
         if r.partition >= r.replicas:
             return Step(done=True)
+        problem = await _first_problem(kube, config, net, r)  # the replica released last is back and caught up
+        if problem is not None:
+            why = f"waiting for the read replicas on the template: {problem.message}"
+            return holding(R.WAITING_FOR_POD, why, config.upgrade_poll)
         await r.set_partition(r.replicas)
         message = f"all {r.replicas} read replicas run the template"
         r.log("%s; holding them (partition %d)", message, r.replicas)
@@ -109,11 +113,24 @@ async def step(kube: KubeApi, config: OperatorConfig, net: Network) -> Step:
         name = r.net.spec.pod_name(r.partition)
         return holding(R.WAITING_FOR_POD, f"waiting for {name}: it is not at the template's revision yet", poll)
     name = r.net.spec.pod_name(r.partition - 1)
-    leader = leader_height(await observe(kube, config, net, net.spec.replicas))
-    for member in await observe(kube, config, r.net, r.replicas):
-        problem = member_problem(member, leader, config.max_lag_blocks)
-        if problem is not None:
-            return holding(problem.reason, f"holding before releasing {name}: {problem.message}", poll)
+    problem = await _first_problem(kube, config, net, r)
+    if problem is not None:
+        return holding(problem.reason, f"holding before releasing {name}: {problem.message}", poll)
+    leader = await _nodes_height(kube, config, net)
     await r.set_partition(r.partition - 1)
     r.log("read replicas at partition %d, replacing %s (nodes at block %d)", r.partition - 1, name, leader)
     return holding(R.REPLACING_POD, f"replacing read replica {name}", poll)
+
+
+async def _nodes_height(kube: KubeApi, config: OperatorConfig, net: Network) -> int:
+    return leader_height(await observe(kube, config, net, net.spec.replicas))
+
+
+async def _first_problem(kube: KubeApi, config: OperatorConfig, net: Network, r: Replicas) -> Problem | None:
+    """The first replica that is not Ready, not SERVING or further behind the nodes than --max-lag-blocks."""
+    leader = await _nodes_height(kube, config, net)
+    for member in await observe(kube, config, r.net, r.replicas):
+        problem = member_problem(member, leader, config.max_lag_blocks)
+        if problem is not None:
+            return problem
+    return None

@@ -116,6 +116,19 @@ async def test_a_render_mid_rollout_is_lowered_back_and_the_hold_returns_at_the_
     assert (await step(kube)).done and kube.partitions == []  # held and current: nothing to do
 
 
+async def test_the_rollout_completes_only_once_the_replica_released_last_is_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    kube = Kube(partition=0)  # every pod at the template, replica 0 (released last) still catching up
+    observed(monkeypatch, ["r2", "r2", "r2"], [80, 100, 100])
+    result = await step(kube)
+    assert (result.done, result.conditions[0].reason, kube.partitions) == (False, "WaitingForPod", [])
+    assert f"{REPLICA}-0 is 20 blocks behind" in result.conditions[0].message
+    observed(monkeypatch, ["r2", "r2", "r2"], [100, 100, 100])
+    result = await step(kube)
+    assert (result.done, result.conditions[0].reason, kube.partitions) == (True, "Completed", [3])
+
+
 async def test_no_read_replicas_is_nothing_to_roll() -> None:
     kube = Kube(partition=0)
     assert (await step(kube, net("other-replica"))).done and kube.partitions == []  # no such StatefulSet
