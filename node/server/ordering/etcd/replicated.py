@@ -59,6 +59,7 @@ from node.server.ordering.etcd.formats import (
 )
 from node.server.ordering.etcd.join import served_snapshots, snapshot_doc
 from node.server.ordering.etcd.log import BlockLog, Keys
+from node.server.ordering.etcd.readindex import Coalesced
 from node.server.ordering.etcd.watch import KeyWatch
 from node.server.ordering.state import SERVING, MemberState, MemberStatus, Pacing, Say, Wait, after, current, wait_after
 from node.server.snapshots import SnapshotManager
@@ -125,6 +126,7 @@ class ReplicatedOrderer:
         self._stopping = asyncio.Event()
         self._wake = asyncio.Event()  # the log moved (the watch), or stop
         self.watch = KeyWatch(client, keys.next, self._wake, what="log")
+        self._read_index = Coalesced(self._log_height)  # linearizable reads share etcd round trips
         self._tasks: list[asyncio.Task[None]] = []
         self._published_snapshot: tuple[str, int] = ("", 0)  # (snapshot name, lease) as last published
         self._published_member: tuple[int, str, int] = (0, "", 0)  # (applied, addr, lease) as last put
@@ -148,9 +150,13 @@ class ReplicatedOrderer:
         return max(self._next - 1, 0)
 
     async def read_index(self) -> int:
-        """The log's height read from etcd now (`next` - 1; etcd answers a range linearizably unless asked
-        otherwise, as its ReadIndex does): every block any member has committed is at or below it (a leader
-        commits a block only after appending it). EtcdUnavailable when etcd does not answer."""
+        """The log's height read from etcd after this call (`next` - 1; etcd answers a range linearizably unless
+        asked otherwise, as its ReadIndex does): every block any member has committed is at or below it (a
+        leader commits a block only after appending it). Concurrent calls share one etcd read sent after they
+        all arrived (readindex.py). EtcdUnavailable when etcd does not answer."""
+        return await self._read_index()
+
+    async def _log_height(self) -> int:
         kv = await self.client.get(self.keys.next)
         return int(kv.value) - 1 if kv is not None else self.chain.height  # no log yet: nothing ordered beyond
 
