@@ -114,8 +114,11 @@ async def _upgrade_move(runtime: Runtime, fresh: Obj) -> upgrade.Step:
     except Stop as exc:
         await status.write(kube, fresh, {}, (ConditionUpdate(ConditionType.READY, False, exc.reason, str(exc)),))
         raise
-    if result.done:  # the nodes are done: the read replicas next (replica_rollout.py)
-        replicas = await replica_rollout.step(kube, runtime.config, network_of(fresh))
+    net = network_of(fresh)
+    # the nodes are done (and none is off the template: a render's change before its rollout started): the
+    # read replicas next (replica_rollout.py)
+    if result.done and not await upgrade.pending(kube, runtime.config, net):
+        replicas = await replica_rollout.step(kube, runtime.config, net)
         result = upgrade.Step(result.status, result.conditions + replicas.conditions, replicas.done, replicas.wait)
     await status.write(kube, fresh, result.status, result.conditions)
     _record_rollout(runtime, fresh, result.status)
