@@ -97,7 +97,7 @@ async def step(kube: KubeApi, config: OperatorConfig, net: Network) -> Step:
     if not outdated(pods, r.image, r.revision):
         if r.partition >= r.replicas:
             return Step(done=True)
-        problem = await _first_problem(kube, config, net, r)  # the replica released last is back and caught up
+        problem, _ = await _first_problem(kube, config, net, r)  # the replica released last is back, caught up
         if problem is not None:
             why = f"waiting for the read replicas on the template: {problem.message}"
             return holding(R.WAITING_FOR_POD, why, config.upgrade_poll)
@@ -113,24 +113,22 @@ async def step(kube: KubeApi, config: OperatorConfig, net: Network) -> Step:
         name = r.net.spec.pod_name(r.partition)
         return holding(R.WAITING_FOR_POD, f"waiting for {name}: it is not at the template's revision yet", poll)
     name = r.net.spec.pod_name(r.partition - 1)
-    problem = await _first_problem(kube, config, net, r)
+    problem, leader = await _first_problem(kube, config, net, r)
     if problem is not None:
         return holding(problem.reason, f"holding before releasing {name}: {problem.message}", poll)
-    leader = await _nodes_height(kube, config, net)
     await r.set_partition(r.partition - 1)
     r.log("read replicas at partition %d, replacing %s (nodes at block %d)", r.partition - 1, name, leader)
     return holding(R.REPLACING_POD, f"replacing read replica {name}", poll)
 
 
-async def _nodes_height(kube: KubeApi, config: OperatorConfig, net: Network) -> int:
-    return leader_height(await observe(kube, config, net, net.spec.replicas))
-
-
-async def _first_problem(kube: KubeApi, config: OperatorConfig, net: Network, r: Replicas) -> Problem | None:
-    """The first replica that is not Ready, not SERVING or further behind the nodes than --max-lag-blocks."""
-    leader = await _nodes_height(kube, config, net)
+async def _first_problem(
+    kube: KubeApi, config: OperatorConfig, net: Network, r: Replicas
+) -> tuple[Problem | None, int]:
+    """The first replica that is not Ready, not SERVING or further behind the nodes than --max-lag-blocks (None
+    when every one passes), and the nodes' height it was measured against."""
+    leader = leader_height(await observe(kube, config, net, net.spec.replicas))
     for member in await observe(kube, config, r.net, r.replicas):
         problem = member_problem(member, leader, config.max_lag_blocks)
         if problem is not None:
-            return problem
-    return None
+            return problem, leader
+    return None, leader
