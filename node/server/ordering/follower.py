@@ -29,7 +29,7 @@ from node.errors import CHAIN_READ_CONSISTENCY, LINEARIZABLE, InvariantBroken
 from node.observability.logs import Every
 from node.server.ordering.applier import BlockApplier
 from node.server.ordering.state import SERVING, MemberStatus, Pacing, Say, Wait, after, current, wait_after
-from node.server.write.forwarding import Forwarder
+from node.server.write.forwarding import Forwarder, stopping
 from node.server.write.pipeline import Outcome
 from node.tls import ClientTLS, aio_channel
 
@@ -112,6 +112,8 @@ class FollowOrderer:
         return int(response.status.block_height)
 
     async def submit(self, msgs: Sequence[pb.Message], *, vouched: bool = False) -> list[Outcome]:
+        if self._stopping.is_set():
+            raise stopping()
         refused = self.member_status.refusal(admits=False, storage=self.applier.storage)  # it forwards all
         if refused is not None:
             raise refused

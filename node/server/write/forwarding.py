@@ -100,6 +100,13 @@ def no_leader(detail: str) -> MessageRejected:
     return MessageRejected(Reason.NOT_LEADER, f"{detail}; retry shortly", retry_after_ms=RETRY_AFTER_MS)
 
 
+def stopping() -> MessageRejected:
+    """DRAINING: this member is stopping and takes no more writes; another member (or this one, back) will."""
+    return MessageRejected(
+        Reason.DRAINING, "this member is stopping; send the messages again", retry_after_ms=RETRY_AFTER_MS
+    )
+
+
 def outcome_unknown(detail: str, hashes: Sequence[bytes]) -> MessageRejected:
     """OUTCOME_UNKNOWN: the messages were sent to the leader and no answer came that says what became of them."""
     which = f"message {hashes[0].hex()}" if len(hashes) == 1 else f"each of the {len(hashes)} messages (`hashes`)"

@@ -6,7 +6,11 @@ import asyncio
 import time
 from pathlib import Path
 
+import pytest
+
+from chain.v1 import message_pb2 as pb
 from node.chain import Chain
+from node.errors import MessageRejected, Reason
 from node.params import ChainParams
 from node.server.ordering.etcd import rpc_pb2
 from node.server.ordering.etcd.client import EtcdClient, op_put
@@ -146,3 +150,30 @@ async def test_a_silent_watch_is_noticed_and_opened_again(tmp_path: Path, etcd1:
         while orderer.watch.opened < 2:  # and, since the watch said nothing, opens it again
             assert time.monotonic() < deadline, "the silent watch was never opened again"
             await asyncio.sleep(0.01)
+
+
+async def test_a_member_that_lost_or_gave_up_the_lead_never_forwards_to_itself(
+    tmp_path: Path, etcd1: EtcdCluster
+) -> None:
+    """Its own leader key, seen after its lease lapsed or while it stops, is no leader to forward to: the
+    refusal comes at once with a retry hint (forwarding to its own address would wait on itself until its
+    listener cancels the call, and the member that forwarded to it would have to answer OUTCOME_UNKNOWN)."""
+    client = EtcdClient(etcd1.endpoints)
+    settings = ReplicationSettings(node_id="solo-member", poll_interval=0.05, empty_block_interval=0.2)
+    async with etcd_member(tmp_path / "m", client, KEYS, PARAMS, settings) as (orderer, _chain):
+        await orderer.start()
+        deadline = time.monotonic() + 10
+        while orderer.role != "leader":
+            assert time.monotonic() < deadline, "the only member was never elected"
+            await asyncio.sleep(0.05)
+        assert orderer.election is not None
+        orderer.election.lease = 0  # its lease lapsed; the election has not seen the key go yet
+        with pytest.raises(MessageRejected) as lapsed:
+            await asyncio.wait_for(orderer.submit([pb.Message()]), 1)
+        assert lapsed.value.reason is Reason.NOT_LEADER and lapsed.value.values["retry_after_ms"]
+        await orderer.stop()
+        started = time.monotonic()
+        with pytest.raises(MessageRejected) as stopped:
+            await asyncio.wait_for(orderer.submit([pb.Message()]), 1)
+        assert stopped.value.reason is Reason.DRAINING and stopped.value.values["retry_after_ms"]
+        assert time.monotonic() - started < 0.5

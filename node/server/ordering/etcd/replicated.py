@@ -63,7 +63,7 @@ from node.server.ordering.etcd.readindex import Coalesced
 from node.server.ordering.etcd.watch import KeyWatch
 from node.server.ordering.state import SERVING, MemberState, MemberStatus, Pacing, Say, Wait, after, current, wait_after
 from node.server.snapshots import SnapshotManager
-from node.server.write.forwarding import Forwarder, no_leader
+from node.server.write.forwarding import Forwarder, no_leader, stopping
 from node.server.write.mempool import Mempool
 from node.server.write.pipeline import Outcome
 from node.state.writeset import encode_write_set
@@ -190,6 +190,8 @@ class ReplicatedOrderer:
 
     async def submit(self, msgs: Sequence[pb.Message], *, vouched: bool = False) -> list[Outcome]:
         assert self.election is not None
+        if self._stopping.is_set():  # its election is ending: forwarding now would reach itself or nobody
+            raise stopping()
         status, leader = self.member_status, self.election.current
         leads = leader is not None and self.election.is_leader
         # halted: STATE_DIVERGED; leaving: DRAINING; a failing store: STORAGE_FAILED where this member would
@@ -205,6 +207,8 @@ class ReplicatedOrderer:
             if status.state is MemberState.LOG_FULL:  # what was admitted before stays and commits after
                 raise self._full(status.reason)
             return await self.applier.pipeline.submit(msgs, vouched=vouched)
+        if leader.id == self.settings.node_id:  # its own key, its lease lapsed: never forward to itself
+            raise no_leader("this member's leadership lapsed and no other leader is known yet")
         return await self.forwarder.submit(msgs, leader.addr, vouched=vouched)
 
     async def start(self) -> None:
