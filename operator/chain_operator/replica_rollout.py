@@ -21,7 +21,15 @@ from chain_operator.config import OperatorConfig
 from chain_operator.errors import KubeNotFound
 from chain_operator.gates import Problem, leader_height, member_problem, observe
 from chain_operator.kube import KubeApi, statefulset_path
-from chain_operator.revisions import outdated, partition_body, pod_views, settled, update_revision
+from chain_operator.revisions import (
+    UNOBSERVED_WAIT,
+    observed,
+    outdated,
+    partition_body,
+    pod_views,
+    settled,
+    update_revision,
+)
 from chain_operator.spec import Network
 from chain_operator.upgrade import ConditionUpdate, Step, container_image, partition_of
 
@@ -43,6 +51,7 @@ class Replicas:
     image: str
     partition: int
     revision: str
+    observed: bool = True  # the controller has observed the current spec (revisions.observed)
 
     @property
     def path(self) -> str:
@@ -69,7 +78,7 @@ async def replicas_of(kube: KubeApi, config: OperatorConfig, net: Network) -> Re
     view = replace(net, spec=replace(net.spec, statefulset=name, replicas=max(count, 1)))
     image = container_image(sts, net.spec.container)
     partition = min(partition_of(sts), count)
-    return Replicas(kube, config, view, count, image, partition, update_revision(sts))
+    return Replicas(kube, config, view, count, image, partition, update_revision(sts), observed(sts))
 
 
 async def pending(kube: KubeApi, config: OperatorConfig, net: Network) -> bool:
@@ -77,7 +86,7 @@ async def pending(kube: KubeApi, config: OperatorConfig, net: Network) -> bool:
     r = await replicas_of(kube, config, net)
     if r is None:
         return False
-    if r.partition < r.replicas:
+    if r.partition < r.replicas or not r.observed:
         return True
     return bool(outdated(await pod_views(kube, r.net, r.replicas), r.image, r.revision))
 
@@ -93,6 +102,8 @@ async def step(kube: KubeApi, config: OperatorConfig, net: Network) -> Step:
     r = await replicas_of(kube, config, net)
     if r is None:
         return Step(done=True)
+    if not r.observed:  # a spec just applied: which replicas are current is not known until it is observed
+        return Step(wait=UNOBSERVED_WAIT)
     pods = await pod_views(kube, r.net, r.replicas)
     if not outdated(pods, r.image, r.revision):
         if r.partition >= r.replicas:

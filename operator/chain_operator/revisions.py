@@ -25,17 +25,25 @@ from chain_operator.nodes import PodView, pod_view
 from chain_operator.spec import Network, same_image
 
 REVISION_LABEL = "controller-revision-hash"
+UNOBSERVED_WAIT = 0.5  # seconds before looking again at a StatefulSet whose controller has not seen its spec yet
+
+
+def observed(sts: Obj) -> bool:
+    """Has the StatefulSet controller observed the current spec? While it has not (its status is older than the
+    object's generation: a render just applied), the status's revisions and the pods judged by them say
+    nothing about the new template, so nothing may be decided from them."""
+    status = sts.get("status") or {}
+    generation = (sts.get("metadata") or {}).get("generation")
+    seen = status.get("observedGeneration")
+    return generation is None or seen is None or int(seen) >= int(generation)
 
 
 def update_revision(sts: Obj) -> str:
     """The revision the StatefulSet controller makes new pods from; "" while it has not observed the current
-    spec (status older than the object's generation) or reports none."""
-    status = sts.get("status") or {}
-    generation = (sts.get("metadata") or {}).get("generation")
-    observed = status.get("observedGeneration")
-    if generation is not None and observed is not None and int(observed) < int(generation):
+    spec or reports none."""
+    if not observed(sts):
         return ""
-    return str(status.get("updateRevision") or "")
+    return str((sts.get("status") or {}).get("updateRevision") or "")
 
 
 def is_current(pod: PodView | None, template_image: str, revision: str) -> bool:

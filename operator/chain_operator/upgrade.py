@@ -40,7 +40,16 @@ from chain_operator.errors import SpecInvalid, UpgradeFailed
 from chain_operator.gates import Member, first_problem, leader_height, member_problem, observe
 from chain_operator.kube import KubeApi, Obj, statefulset_path
 from chain_operator.nodes import PodView
-from chain_operator.revisions import is_current, outdated, partition_body, pod_views, settled, update_revision
+from chain_operator.revisions import (
+    UNOBSERVED_WAIT,
+    is_current,
+    observed,
+    outdated,
+    partition_body,
+    pod_views,
+    settled,
+    update_revision,
+)
 from chain_operator.rollout_snapshot import RolloutSnapshot, advance
 from chain_operator.spec import Network, parse_time, same_image
 
@@ -156,6 +165,7 @@ class Rollout:
     image: str  # the container image of the StatefulSet's template
     partition: int
     revision: str = ""  # the StatefulSet's update revision ("" when it reports none)
+    observed: bool = True  # the controller has observed the current spec (revisions.observed)
 
     @property
     def sts_path(self) -> str:
@@ -211,14 +221,14 @@ async def rollout_of(kube: KubeApi, config: OperatorConfig, net: Network) -> Rol
     replicas = int(sts.get("spec", {}).get("replicas", 1))
     image = container_image(sts, net.spec.container)
     partition = min(partition_of(sts), replicas)
-    return Rollout(kube, config, net, sts, replicas, image, partition, update_revision(sts))
+    return Rollout(kube, config, net, sts, replicas, image, partition, update_revision(sts), observed(sts))
 
 
 async def pending(kube: KubeApi, config: OperatorConfig, net: Network) -> bool:
     """Whether `step` has anything to do: a new image asked for, a pod not at the template, the hold not
     in place (what the periodic template check looks at before it steps)."""
     r = await rollout_of(kube, config, net)
-    if not same_image(r.image, net.spec.desired_image) or r.partition < r.replicas:
+    if not same_image(r.image, net.spec.desired_image) or r.partition < r.replicas or not r.observed:
         return True
     return bool(outdated(await pod_views(kube, net, r.replicas), r.image, r.revision))
 
@@ -230,6 +240,8 @@ async def step(kube: KubeApi, config: OperatorConfig, net: Network, status: Mapp
     desired = net.spec.desired_image
     if not same_image(rollout.image, desired):
         return await begin(rollout)
+    if not rollout.observed:  # a spec just applied: which pods are current is not known until it is observed
+        return Step(wait=UNOBSERVED_WAIT)
     pods = await pod_views(kube, net, rollout.replicas)
     top = settled(pods, rollout.image, rollout.revision)
     if not outdated(pods, rollout.image, rollout.revision) and not progress.running(desired):

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.charts.helm import PROFILES, Manifests, chart_at, render
-from tests.fixtures.kubecluster import NETWORKS, SNAPSHOTS, STATEFULSETS, StatefulSetDouble, live
+from tests.fixtures.kubecluster import NETWORKS, SNAPSHOTS, StatefulSetDouble, live
 from tests.operator.conftest import NAMESPACE, create_network, eventually, network_status, patch_network
 
 NODE, REPLICA, NETWORK = "prod-chain-node", "prod-chain-replica", "prod-chain"
@@ -56,7 +56,7 @@ def helm_upgrade(sts: StatefulSetDouble, m: Manifests) -> None:
     raw = sts.statefulset()
     raw["metadata"]["labels"] = new["metadata"]["labels"]
     raw["spec"] = {**raw["spec"], **new["spec"]}
-    sts.k.objects[STATEFULSETS, NAMESPACE, sts.name] = raw
+    sts.apply(raw)
 
 
 def upgrading(k: Any) -> dict[str, Any]:

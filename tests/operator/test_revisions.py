@@ -8,10 +8,10 @@ import kopf
 from chain_operator.config import OperatorConfig
 from chain_operator.kube import KubeApi
 from chain_operator.nodes import PodView
-from chain_operator.revisions import is_current, outdated, settled, update_revision
+from chain_operator.revisions import REVISION_LABEL, is_current, outdated, settled, update_revision
 from chain_operator.spec import Network, parse_spec
-from chain_operator.upgrade import step
-from tests.fixtures.kubecluster import STATEFULSETS
+from chain_operator.upgrade import pending, step
+from tests.fixtures.kubecluster import PODS, STATEFULSETS
 from tests.operator.conftest import NAMESPACE, network
 
 IMAGE = "registry.test/chain-node:1.1"
@@ -59,5 +59,43 @@ async def test_a_first_install_before_its_pods_exist_is_up_to_date_and_held(clus
         assert [c.reason.value for c in result.conditions] == ["UpToDate", "UpToDate"]
         held = cluster.objects[STATEFULSETS, NAMESPACE, "chain-node"].raw["spec"]["updateStrategy"]
         assert held["rollingUpdate"]["partition"] == 2
+    finally:
+        await kube.close()
+
+
+async def test_a_spec_the_controller_has_not_observed_is_pending_and_moves_nothing(cluster) -> None:
+    """A render just applied (generation 3, status about 2): the pods judged by the old revision look current,
+    yet the nodes are not done, so neither their rollout nor the read replicas' may go on from it."""
+    body = {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": {"name": "chain-node", "namespace": NAMESPACE, "generation": 3},
+        "spec": {
+            "replicas": 1,
+            "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"partition": 1}},
+            "template": {"spec": {"containers": [{"name": "node", "image": IMAGE}]}},
+        },
+        "status": {"updateRevision": "r1", "observedGeneration": 2},
+    }
+    cluster.objects[STATEFULSETS, NAMESPACE, "chain-node"] = body
+    cluster.objects[PODS, NAMESPACE, "chain-node-0"] = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "chain-node-0", "namespace": NAMESPACE, "labels": {REVISION_LABEL: "r1"}},
+        "spec": {"containers": [{"name": "node", "image": IMAGE}]},
+        "status": {"podIP": "127.0.0.1", "conditions": [{"type": "Ready", "status": "True"}]},
+    }
+    kube = KubeApi(kopf.ConnectionInfo(server=str(cluster.url)))
+    config = OperatorConfig(namespaces=(NAMESPACE,))
+    try:
+        net = Network(NAMESPACE, "main", "uid-main", parse_spec(network("main", "1.1", 1)["spec"]))
+        assert await pending(kube, config, net)
+        waiting = await step(kube, config, net, {})
+        assert not waiting.done and waiting.status == {} and waiting.wait > 0
+        cluster.objects[STATEFULSETS, NAMESPACE, "chain-node"] = {
+            **body,
+            "status": {**body["status"], "observedGeneration": 3},
+        }
+        assert not await pending(kube, config, net)  # observed: r1 is the template's revision, the pod runs it
     finally:
         await kube.close()
