@@ -3,6 +3,8 @@ pods the controller has not created yet are not a rollout."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import kopf
 
 from chain_operator.config import OperatorConfig
@@ -66,7 +68,7 @@ async def test_a_first_install_before_its_pods_exist_is_up_to_date_and_held(clus
 async def test_a_spec_the_controller_has_not_observed_is_pending_and_moves_nothing(cluster) -> None:
     """A render just applied (generation 3, status about 2): the pods judged by the old revision look current,
     yet the nodes are not done, so neither their rollout nor the read replicas' may go on from it."""
-    body = {
+    body: dict[str, Any] = {
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",
         "metadata": {"name": "chain-node", "namespace": NAMESPACE, "generation": 3},
