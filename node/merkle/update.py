@@ -21,24 +21,26 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol, cast
 
+from blake3 import blake3
+
 from node.errors import InvariantBroken, MerkleReason
 from node.merkle.build import build_placed, build_sorted
 from node.merkle.codec import (
     EMPTY,
     HASH_LEN,
+    INTERNAL_TAG,
+    NODE_LEN,
     NOWHERE,
     PATH_BITS,
+    PLACED_INTERNAL_LEN,
     UNPLACED,
     Leaf,
-    child_locations,
-    encode_internal,
     key_path,
-    node_hash,
     path_int,
     value_hash,
 )
-from node.merkle.errors import CorruptNode, InvalidChange
-from node.merkle.store import NodeStore, fetch, load_node
+from node.merkle.errors import CorruptNode, InvalidChange, MissingNode
+from node.merkle.store import NodeStore, load_node
 
 
 class Placed(dict[bytes, bytes]):
@@ -185,6 +187,7 @@ class _Batch:
 
     def __init__(self, store: NodeStore, paths: list[bytes], vhashes: list[bytes | None], here: bytes | None) -> None:
         self.store = store
+        self.get = store.get
         self.paths = paths
         self.ints = [path_int(p) for p in paths]
         self.vhashes = vhashes
@@ -194,27 +197,37 @@ class _Batch:
 
     def apply(self, node: bytes, at: bytes | None, depth: int, lo: int, hi: int) -> tuple[bytes, bool | None, bytes]:
         """New (hash, is_leaf, location) of the subtree at `depth` after changes[lo:hi], which all lie under it;
-        `at`: where `node` is (None: a root)."""
+        `at`: where `node` is (None: a root). (`fetch`, `codec.decode` and `child_locations` are inlined: this
+        runs once per node on every changed path, the bulk of a block's tree update.)"""
         if lo == hi:
             raise AssertionError("apply() needs at least one change")
         if node == EMPTY:
             return self._build(depth, lo, hi, None)
-        loaded, stored = fetch(self.store, node, at)
-        if isinstance(loaded, Leaf):
-            return self._merge_leaf(node, at, loaded, depth, lo, hi)
+        stored = self.get(node, at)
+        if stored is None:
+            raise MissingNode(node)
+        size = len(stored)
+        tag = stored[0] if size else -1
+        if tag == 0 and size == NODE_LEN:
+            return self._merge_leaf(node, at, Leaf(stored[1:33], stored[33:65]), depth, lo, hi)
+        if tag != 1 or size not in (NODE_LEN, PLACED_INTERNAL_LEN):
+            raise CorruptNode(node, MerkleReason.BAD_ENCODING)
         if depth >= PATH_BITS:
             raise CorruptNode(node, MerkleReason.INTERNAL_TOO_DEEP, str(depth))
-        left, right = loaded
-        left_at, right_at = child_locations(stored)
+        left, right = stored[1:33], stored[33:65]
+        left_at, right_at = (stored[65:73], stored[73:81]) if size == PLACED_INTERNAL_LEN else (UNPLACED, UNPLACED)
+        ints = self.ints
         shift = PATH_BITS - depth
-        threshold = ((self.ints[lo] >> shift) << shift) | (1 << (shift - 1))
-        split = bisect_left(self.ints, threshold, lo, hi)
-        new_left, left_leaf, new_left_at = (
-            self.apply(left, left_at, depth + 1, lo, split) if split > lo else (left, None, left_at)
-        )
-        new_right, right_leaf, new_right_at = (
-            self.apply(right, right_at, depth + 1, split, hi) if split < hi else (right, None, right_at)
-        )
+        threshold = ((ints[lo] >> shift) << shift) | (1 << (shift - 1))
+        split = bisect_left(ints, threshold, lo, hi)
+        if split > lo:
+            new_left, left_leaf, new_left_at = self.apply(left, left_at, depth + 1, lo, split)
+        else:
+            new_left, left_leaf, new_left_at = left, None, left_at
+        if split < hi:
+            new_right, right_leaf, new_right_at = self.apply(right, right_at, depth + 1, split, hi)
+        else:
+            new_right, right_leaf, new_right_at = right, None, right_at
         if new_left == left and new_right == right:
             return node, False, at if at is not None else UNPLACED
         if EMPTY in (new_left, new_right):
@@ -227,8 +240,8 @@ class _Batch:
                 other_leaf = isinstance(load_node(self.store, other, other_at), Leaf)
             if other_leaf:
                 return other, True, other_at  # a lone leaf is lifted
-        encoded = encode_internal(new_left, new_right)
-        new = node_hash(encoded)
+        encoded = INTERNAL_TAG + new_left + new_right
+        new = blake3(encoded).digest()
         self.out[new] = encoded if self.here is None else encoded + new_left_at + new_right_at
         return new, False, self.made
 

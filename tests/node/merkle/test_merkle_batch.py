@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Iterator
 
 import pytest
@@ -32,6 +33,8 @@ def counter(monkeypatch: pytest.MonkeyPatch) -> Iterator[CountingBlake3]:
     counting = CountingBlake3()
     monkeypatch.setattr(node.merkle.codec, "blake3", counting)
     monkeypatch.setattr(node.merkle.build, "blake3", counting)
+    # the module, not the `update` function the package exports under the same name
+    monkeypatch.setattr(importlib.import_module("node.merkle.update"), "blake3", counting)
     yield counting
 
 
