@@ -15,6 +15,7 @@ from chain.v1 import block_pb2
 from chain.v1 import message_pb2 as pb
 from node.chain import Chain
 from node.errors import InvalidBlock
+from node.merkle.codec import encode_leaf, key_path, node_hash, value_hash
 from node.state.transition import BlockOutput
 from node.state.writeset import VERSION, decode_write_set, encode_write_set
 from node.storage import schema
@@ -178,6 +179,34 @@ def test_a_tampered_write_set_is_refused_by_the_root_check(tmp_path: Path, built
         assert copied(chain, tmp_path / "after") == before  # nothing of it was written
         chain.commit(chain.apply_writes(target.block, encode_write_set(target.writes)))  # the true one applies
         assert bytes(chain.head().hash) == bytes(target.block.hash)
+    finally:
+        chain.close()
+
+
+def test_a_key_dropped_on_its_way_back_to_an_earlier_value_is_refused(tmp_path: Path, built: Built) -> None:
+    """A write set without a key that returns to a value it held before (a follow removed, then made again).
+    The tree leaf of that value is already stored, under the block that first made it: a check that took tree
+    nodes from the wire and accepted any node already stored would let the new root reach it while the
+    member's state kept the key's other value. The member computes the tree from the changed keys itself,
+    from its own previous root, so the root differs and the block is refused."""
+    h, outs = built
+    target = outs[3]
+    earlier = {(k, v) for out in outs[:3] for k, v in schema.tree_writes(out.writes).items() if v is not None}
+    returning = [k for k, v in schema.tree_writes(target.writes).items() if (k, v) in earlier]
+    assert returning, "the history has a key going back to an earlier value in this block"
+    chain = Chain.open(tmp_path / "chain", h.chain.params)
+    try:
+        number = int(target.block.header.number)
+        replay(chain, h.chain, outs, by_writes, upto=number - 1)
+        value = target.writes[returning[0]]
+        assert value is not None
+        leaf = node_hash(encode_leaf(key_path(returning[0]), value_hash(value)))
+        assert leaf in {name for name, _ in chain.store.tree_nodes()}  # the leaf it goes back to is stored
+        forged = {k: v for k, v in target.writes.items() if k != returning[0]}
+        with pytest.raises(InvalidBlock) as refused:
+            chain.apply_writes(target.block, encode_write_set(forged))
+        assert refused.value.field == "state_root"
+        assert chain.height == number - 1
     finally:
         chain.close()
 
