@@ -61,25 +61,7 @@ def build_placed(
     reuse_path, reuse_hash = reuse if reuse is not None else (None, EMPTY)
     made = here if here is not None else UNPLACED
     if count <= 2:  # most keys a block changes land alone under a node, or beside one old leaf: no stack
-        leaves = []
-        for path, vhash in zip(paths, vhashes, strict=True):
-            if path == reuse_path:
-                leaves.append((reuse_hash, reuse_at))
-            else:
-                encoded = LEAF_TAG + path + vhash
-                node = hasher(encoded).digest()
-                out[node] = encoded
-                leaves.append((node, made))
-        if count == 1:
-            return leaves[0]
-        join = PATH_BITS - (ints[0] ^ ints[1]).bit_length()
-        if join >= PATH_BITS:
-            raise InvalidChange(MerkleReason.DUPLICATE_PATH, paths[0])
-        (left, left_at), (right, right_at) = leaves
-        encoded = INTERNAL_TAG + left + right
-        node = hasher(encoded).digest()
-        out[node] = encoded if here is None else encoded + left_at + right_at
-        return _chain(node, made, join, ints[0], depth, out, here)
+        return _small(ints, paths, vhashes, depth, out, reuse_path, reuse_hash, reuse_at, here)
     # Completed subtrees still waiting for their right-hand sibling, bottom to top:
     # hash, where it is stored, branch depth of their root (LEAF_BRANCH for a leaf), any path inside them,
     # depth of the join.
@@ -120,6 +102,41 @@ def build_placed(
         st_sample.append(sample)
         st_join.append(join)
     return _chain(st_hash[0], st_at[0], st_branch[0], st_sample[0], depth, out, here)
+
+
+def _small(
+    ints: Sequence[int],
+    paths: Sequence[bytes],
+    vhashes: Sequence[bytes],
+    depth: int,
+    out: dict[bytes, bytes],
+    reuse_path: bytes | None,
+    reuse_hash: bytes,
+    reuse_at: bytes,
+    here: bytes | None,
+) -> tuple[bytes, bytes]:
+    """`build_placed` of one or two leaves: each leaf (the reused one as it is), then for two their parent
+    where their paths part and the chain nodes above it."""
+    made = here if here is not None else UNPLACED
+    leaves = []
+    for path, vhash in zip(paths, vhashes, strict=True):
+        if path == reuse_path:
+            leaves.append((reuse_hash, reuse_at))
+        else:
+            encoded = LEAF_TAG + path + vhash
+            node = blake3(encoded).digest()
+            out[node] = encoded
+            leaves.append((node, made))
+    if len(leaves) == 1:
+        return leaves[0]
+    join = PATH_BITS - (ints[0] ^ ints[1]).bit_length()
+    if join >= PATH_BITS:
+        raise InvalidChange(MerkleReason.DUPLICATE_PATH, paths[0])
+    (left, left_at), (right, right_at) = leaves
+    encoded = INTERNAL_TAG + left + right
+    node = blake3(encoded).digest()
+    out[node] = encoded if here is None else encoded + left_at + right_at
+    return _chain(node, made, join, ints[0], depth, out, here)
 
 
 def _chain(
