@@ -111,7 +111,7 @@ GOALS: tuple[Goal, ...] = (
     Goal(
         "replicated_ratio",
         "3 replicated nodes ÷ solo, committed msgs/s",
-        0.8, Bound.AT_LEAST, "", "bench.bench_replicated", "0.55",
+        0.9, Bound.AT_LEAST, "", "bench.bench_replicated", "0.55",
     ),
     # followers apply the leader's write sets instead of executing the blocks again
     Goal(
