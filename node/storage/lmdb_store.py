@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
+from operator import itemgetter
 from pathlib import Path
 from typing import Any, cast
 
@@ -290,10 +291,11 @@ class LmdbStore:
     ) -> None:
         deletes = None in writes.values()  # rare: most blocks only put, and skip the second pass
         # in key order, so LMDB walks its B-tree forward (keys are unique: the values are never compared)
+        # (sorted by the key alone: comparing the pairs as tuples costs half as much again)
         if deletes:
-            puts = sorted((k, v) for k, v in writes.items() if v is not None)
+            puts = sorted(((k, v) for k, v in writes.items() if v is not None), key=itemgetter(0))
         else:  # no None among the values
-            puts = sorted(cast(Mapping[bytes, bytes], writes).items())
+            puts = sorted(cast(Mapping[bytes, bytes], writes).items(), key=itemgetter(0))
         with self._env.begin(write=True) as txn:
             state_cursor = txn.cursor(db=self._state)
             if puts:
@@ -304,7 +306,7 @@ class LmdbStore:
                         txn.delete(key, db=self._state)
             if tree_nodes and block is not None:  # under the block's number: after every node stored before
                 here = schema.u64(block)
-                nodes = [(schema.tree_node_key(here, h), v) for h, v in sorted(tree_nodes.items())]
+                nodes = [(schema.tree_node_key(here, h), tree_nodes[h]) for h in sorted(tree_nodes)]
                 txn.cursor(db=self._nodes).putmulti(nodes, append=True)
 
     def copy_to(self, dest: Path | str) -> None:
