@@ -107,9 +107,7 @@ async def _upgrade_move(runtime: Runtime, fresh: Obj) -> upgrade.Step:
     try:
         result = await upgrade.step(kube, runtime.config, network_of(fresh), dict(current))
     except UpgradeFailed as exc:
-        result = upgrade.failed(UpgradeProgress.from_status(current.get("upgrade")), exc)
-        await status.write(kube, fresh, result.status, result.conditions)
-        _record_rollout(runtime, fresh, result.status)
+        await _failed(runtime, fresh, exc)
         raise
     except Stop as exc:
         await status.write(kube, fresh, {}, (ConditionUpdate(ConditionType.READY, False, exc.reason, str(exc)),))
@@ -118,11 +116,24 @@ async def _upgrade_move(runtime: Runtime, fresh: Obj) -> upgrade.Step:
     # the nodes are done (and none is off the template: a render's change before its rollout started): the
     # read replicas next (replica_rollout.py)
     if result.done and not await upgrade.pending(kube, runtime.config, net):
-        replicas = await replica_rollout.step(kube, runtime.config, net)
-        result = upgrade.Step(result.status, result.conditions + replicas.conditions, replicas.done, replicas.wait)
+        try:
+            replicas = await replica_rollout.step(kube, runtime.config, net, current)
+        except UpgradeFailed as exc:  # a read replica that did not come back: the rollout stops, as for a node
+            await _failed(runtime, fresh, exc)
+            raise
+        fields = {**result.status, **replicas.status}
+        result = upgrade.Step(fields, result.conditions + replicas.conditions, replicas.done, replicas.wait)
     await status.write(kube, fresh, result.status, result.conditions)
     _record_rollout(runtime, fresh, result.status)
     return result
+
+
+async def _failed(runtime: Runtime, fresh: Obj, exc: UpgradeFailed) -> None:
+    """The rollout stops: `status.upgrade` says Failed and why, the conditions and the rollout metric too."""
+    current: Mapping[str, Any] = fresh.get("status") or {}
+    result = upgrade.failed(UpgradeProgress.from_status(current.get("upgrade")), exc)
+    await status.write(runtime.kube, fresh, result.status, result.conditions)
+    _record_rollout(runtime, fresh, result.status)
 
 
 async def _pending(runtime: Runtime, net: Network) -> bool:

@@ -7,18 +7,24 @@ the settled ordinal, the partition; gates.py: the observations and the gate of o
 rollout first: `handlers` steps the replicas only once the node rollout says it is done. Before each release
 every replica must be Ready, SERVING and within `--max-lag-blocks` of the highest node (GetNodeStatus), and the
 replica released last must be back at the template; a failing gate holds the rollout with an `Upgrading`
-condition saying which replica and why. Nothing is stored beyond the partition itself: each step reads the
-StatefulSet and its pods, so a restarted operator resumes where the partition is.
+condition saying which replica and why. Each step reads the StatefulSet and its pods, so a restarted operator
+resumes where the partition is. The one thing stored is the release (`status.replicaRollout`: the replica
+released last and when): a replica that is not back at the template, Ready, SERVING and caught up within
+`--pod-timeout` of its release stops the rollout (UpgradeFailed, as a node pod does), and the record is
+removed when the rollout completes.
 """
 
 from __future__ import annotations
 
+import datetime
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from typing import Any
 
-from chain_operator.conditions import ConditionReason, ConditionType
+from chain_operator.conditions import ConditionReason, ConditionType, now_iso
 from chain_operator.config import OperatorConfig
-from chain_operator.errors import KubeNotFound
+from chain_operator.errors import KubeNotFound, UpgradeFailed
 from chain_operator.gates import Problem, leader_height, member_problem, observe
 from chain_operator.kube import KubeApi, statefulset_path
 from chain_operator.revisions import (
@@ -30,10 +36,11 @@ from chain_operator.revisions import (
     settled,
     update_revision,
 )
-from chain_operator.spec import Network
+from chain_operator.spec import Network, parse_time
 from chain_operator.upgrade import ConditionUpdate, Step, container_image, partition_of
 
 log = logging.getLogger("chain.operator.replicas")
+RELEASE = "replicaRollout"  # the status field that records the replica released last and when
 
 T = ConditionType
 R = ConditionReason
@@ -95,10 +102,26 @@ def holding(reason: ConditionReason, message: str, wait: float) -> Step:
     return Step(conditions=(ConditionUpdate(T.UPGRADING, True, reason, message),), wait=wait)
 
 
-async def step(kube: KubeApi, config: OperatorConfig, net: Network) -> Step:
+def waiting_for_released(r: Replicas, status: Mapping[str, Any], name: str, why: str) -> Step:
+    """Hold for the replica released last (`name`), unless it was released more than `--pod-timeout` ago."""
+    record = status.get(RELEASE) or {}
+    since = parse_time(str(record.get("releasedAt", ""))) if record.get("pod") == name else None
+    if since is not None:
+        waited = (datetime.datetime.now(tz=datetime.UTC) - since).total_seconds()
+        if waited > r.config.pod_timeout:
+            raise UpgradeFailed(
+                f"read replica {name} did not come back within {r.config.pod_timeout:.0f}s: {why}; the read "
+                f"replicas' rollout stopped at partition {r.partition}"
+            )
+    return holding(R.WAITING_FOR_POD, f"waiting for {name}: {why}", r.config.upgrade_poll)
+
+
+async def step(kube: KubeApi, config: OperatorConfig, net: Network, status: Mapping[str, Any] | None = None) -> Step:
     """One move of the replicas' rollout (called once the nodes' rollout is done): hold them when every replica
-    is current, else wait for the one released last, else release the next (highest ordinal first) once every
-    replica passes the gates against the nodes' height."""
+    is current, else wait for the one released last (`status`: the ChainNetwork's, for the release record),
+    else release the next (highest ordinal first) once every replica passes the gates against the nodes'
+    height."""
+    status = status or {}
     r = await replicas_of(kube, config, net)
     if r is None:
         return Step(done=True)
@@ -110,26 +133,27 @@ async def step(kube: KubeApi, config: OperatorConfig, net: Network) -> Step:
             return Step(done=True)
         problem, _ = await _first_problem(kube, config, net, r)  # the replica released last is back, caught up
         if problem is not None:
-            why = f"waiting for the read replicas on the template: {problem.message}"
-            return holding(R.WAITING_FOR_POD, why, config.upgrade_poll)
+            return waiting_for_released(r, status, r.net.spec.pod_name(r.partition), problem.message)
         await r.set_partition(r.replicas)
         message = f"all {r.replicas} read replicas run the template"
         r.log("%s; holding them (partition %d)", message, r.replicas)
-        return Step(conditions=(ConditionUpdate(T.UPGRADING, False, R.COMPLETED, message),), done=True)
+        conditions = (ConditionUpdate(T.UPGRADING, False, R.COMPLETED, message),)
+        return Step({RELEASE: None} if RELEASE in status else {}, conditions, done=True)
     top = settled(pods, r.image, r.revision)
     if r.partition > top:  # the hold (a render) put the partition back above replicas already replaced
         r = await r.set_partition(top)
     poll = config.upgrade_poll
     if r.partition < r.replicas and top > r.partition:
         name = r.net.spec.pod_name(r.partition)
-        return holding(R.WAITING_FOR_POD, f"waiting for {name}: it is not at the template's revision yet", poll)
+        return waiting_for_released(r, status, name, "it is not at the template's revision yet")
     name = r.net.spec.pod_name(r.partition - 1)
     problem, leader = await _first_problem(kube, config, net, r)
     if problem is not None:
         return holding(problem.reason, f"holding before releasing {name}: {problem.message}", poll)
     await r.set_partition(r.partition - 1)
     r.log("read replicas at partition %d, replacing %s (nodes at block %d)", r.partition - 1, name, leader)
-    return holding(R.REPLACING_POD, f"replacing read replica {name}", poll)
+    released = holding(R.REPLACING_POD, f"replacing read replica {name}", poll)
+    return replace(released, status={RELEASE: {"pod": name, "releasedAt": now_iso()}})
 
 
 async def _first_problem(

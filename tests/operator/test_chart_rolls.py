@@ -105,11 +105,12 @@ async def replicas_rolled(
         assert replicas.replaced[before:] == [], "a read replica was replaced while a replica failed its gate"
         assert upgrading(cluster)["reason"] == "MemberNotReady", upgrading(cluster)
         replicas.set_ready(gated, True)
-    most_down = 0
+    most_down, recorded = 0, False
 
     def finished() -> bool:
-        nonlocal most_down
+        nonlocal most_down, recorded
         most_down = max(most_down, sum(1 for i in range(2) if replicas.procs.get(i) is None))
+        recorded = recorded or "replicaRollout" in network_status(cluster, NETWORK)  # the release, for its timeout
         assert not replicas.failures, replicas.failures
         revision = replicas.template()[0]
         held = replicas.statefulset()["spec"]["updateStrategy"]["rollingUpdate"]["partition"] == 2
@@ -117,6 +118,7 @@ async def replicas_rolled(
         return held and current and upgrading(cluster).get("reason") == "Completed"
 
     await eventually(finished, 120, "the replicas' rollout")
+    assert recorded, "no release of a read replica was recorded in the status"
     return [pod for pod, _ in replicas.replaced[before:]], most_down
 
 
@@ -155,6 +157,7 @@ async def test_a_chart_release_rolls_node_pods_only_through_the_operator(cluster
         order, most_down = await replicas_rolled(cluster, replicas, 0, since)
         assert order == [f"{REPLICA}-1", f"{REPLICA}-0"] and most_down <= 1
         assert [replicas.pod_image(i) for i in range(2)] == [NEW, NEW]
+        assert "replicaRollout" not in network_status(cluster, NETWORK)  # the release record goes at the end
         revision, image = sts.template()
         assert image == NEW and [sts.pod_revision(i) for i in range(2)] == [revision, revision]
         progress = network_status(cluster, NETWORK)["upgrade"]

@@ -5,17 +5,18 @@ wait for the replica released last, a partition a render raised, the hold put ba
 
 from __future__ import annotations
 
+import datetime
 from typing import Any, cast
 
 import pytest
 
 from chain_operator import replica_rollout
 from chain_operator.config import OperatorConfig
-from chain_operator.errors import KubeNotFound, SpecInvalid
+from chain_operator.errors import KubeNotFound, SpecInvalid, UpgradeFailed
 from chain_operator.gates import Member
 from chain_operator.kube import KubeApi, Obj
 from chain_operator.nodes import PodView
-from chain_operator.spec import Network, parse_spec
+from chain_operator.spec import Network, parse_spec, parse_time
 from chain_operator.upgrade import Step
 from tests.operator.conftest import NAMESPACE, network
 
@@ -75,8 +76,8 @@ def observed(monkeypatch: pytest.MonkeyPatch, revisions: list[str], heights: lis
     monkeypatch.setattr(replica_rollout, "observe", observe)
 
 
-async def step(kube: Kube, network: Network | None = None) -> Step:
-    return await replica_rollout.step(cast(KubeApi, kube), CONFIG, network or net())
+async def step(kube: Kube, network: Network | None = None, status: dict[str, Any] | None = None) -> Step:
+    return await replica_rollout.step(cast(KubeApi, kube), CONFIG, network or net(), status)
 
 
 async def test_a_replica_behind_the_nodes_holds_the_release(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -89,6 +90,8 @@ async def test_a_replica_behind_the_nodes_holds_the_release(monkeypatch: pytest.
     observed(monkeypatch, ["r1", "r1", "r1"], [100, 95, 100])  # within the lag of the nodes: released
     result = await step(kube)
     assert (result.conditions[0].reason, kube.partitions) == ("ReplacingPod", [2])
+    record = result.status["replicaRollout"]  # the release, recorded: the pod and when
+    assert record["pod"] == f"{REPLICA}-2" and parse_time(record["releasedAt"]) is not None
 
 
 async def test_the_replica_released_last_must_be_back_before_the_next(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -140,3 +143,28 @@ async def test_no_read_replicas_is_nothing_to_roll() -> None:
 def test_a_malformed_read_replicas_spec_is_refused(bad: object) -> None:
     with pytest.raises(SpecInvalid, match="readReplicas"):
         parse_spec({**network("main", "1.1", 2)["spec"], "readReplicas": bad})
+
+
+def released(pod: str, seconds_ago: float) -> dict[str, Any]:
+    at = datetime.datetime.now(tz=datetime.UTC) - datetime.timedelta(seconds=seconds_ago)
+    return {"replicaRollout": {"pod": pod, "releasedAt": at.strftime("%Y-%m-%dT%H:%M:%SZ")}}
+
+
+async def test_a_released_replica_that_does_not_come_back_within_the_pod_timeout_stops_the_rollout(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    late = CONFIG.pod_timeout + 5
+    kube = Kube(partition=2)
+    observed(monkeypatch, ["r1", "r1", "r1"], [100, 100, 100])  # replica 2 released, still not at the template
+    waiting = await step(kube, status=released(f"{REPLICA}-2", 10))
+    assert (waiting.conditions[0].reason, waiting.done) == ("WaitingForPod", False)
+    with pytest.raises(UpgradeFailed, match=f"read replica {REPLICA}-2 did not come back within"):
+        await step(kube, status=released(f"{REPLICA}-2", late))
+    assert (await step(kube, status=released(f"{REPLICA}-1", late))).conditions[0].reason == "WaitingForPod"
+    kube = Kube(partition=0)  # every replica at the template, replica 0 (released last) never catches up
+    observed(monkeypatch, ["r2", "r2", "r2"], [80, 100, 100])
+    with pytest.raises(UpgradeFailed, match=f"{REPLICA}-0 did not come back .* 20 blocks behind"):
+        await step(kube, status=released(f"{REPLICA}-0", late))
+    observed(monkeypatch, ["r2", "r2", "r2"], [100, 100, 100])  # back: complete, and the record goes
+    done = await step(kube, status=released(f"{REPLICA}-0", late))
+    assert done.done and done.status == {"replicaRollout": None} and kube.partitions == [3]
