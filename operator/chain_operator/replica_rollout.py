@@ -17,75 +17,37 @@ removed when the rollout completes.
 from __future__ import annotations
 
 import datetime
-import logging
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from chain_operator.conditions import ConditionReason, ConditionType, now_iso
 from chain_operator.config import OperatorConfig
 from chain_operator.errors import KubeNotFound, UpgradeFailed
 from chain_operator.gates import Problem, leader_height, member_problem, observe
-from chain_operator.kube import KubeApi, statefulset_path
-from chain_operator.revisions import (
-    UNOBSERVED_WAIT,
-    observed,
-    outdated,
-    partition_body,
-    pod_views,
-    settled,
-    update_revision,
-)
+from chain_operator.kube import KubeApi
+from chain_operator.revisions import UNOBSERVED_WAIT, outdated, pod_views, settled
 from chain_operator.spec import Network, parse_time
-from chain_operator.upgrade import ConditionUpdate, Step, container_image, partition_of
+from chain_operator.upgrade import ConditionUpdate, Rollout, Step, rollout_of
 
-log = logging.getLogger("chain.operator.replicas")
 RELEASE = "replicaRollout"  # the status field that records the replica released last and when
 
 T = ConditionType
 R = ConditionReason
 
 
-@dataclass(frozen=True)
-class Replicas:
-    """The read-replica StatefulSet as found. `net` is the network seen through it (its `statefulset` and
-    `replicas` are the replicas'), so that the node rollout's pod and gate functions apply unchanged."""
-
-    kube: KubeApi
-    config: OperatorConfig
-    net: Network
-    replicas: int
-    image: str
-    partition: int
-    revision: str
-    observed: bool = True  # the controller has observed the current spec (revisions.observed)
-
-    @property
-    def path(self) -> str:
-        return statefulset_path(self.net.namespace, self.net.spec.statefulset)
-
-    def log(self, message: str, *args: object) -> None:
-        log.info("%s/%s: " + message, self.net.namespace, self.net.name, *args)
-
-    async def set_partition(self, partition: int) -> Replicas:
-        await self.kube.merge_patch(self.path, partition_body(partition))
-        return replace(self, partition=partition)
-
-
-async def replicas_of(kube: KubeApi, config: OperatorConfig, net: Network) -> Replicas | None:
-    """None when the network has no read replicas (or their StatefulSet does not exist)."""
+async def replicas_of(kube: KubeApi, config: OperatorConfig, net: Network) -> Rollout | None:
+    """The read-replica StatefulSet as found, seen as a rollout of its own: its `net` is the network seen through
+    it (its `statefulset` and `replicas` are the replicas'), so that the node rollout's pod and gate functions
+    apply unchanged. None when the network has no read replicas (or their StatefulSet does not exist)."""
     name = net.spec.read_replicas
     if not name:
         return None
     try:
-        sts = await kube.get(statefulset_path(net.namespace, name))
+        r = await rollout_of(kube, config, replace(net, spec=replace(net.spec, statefulset=name)))
     except KubeNotFound:
         return None
-    count = int(sts.get("spec", {}).get("replicas", 1))
-    view = replace(net, spec=replace(net.spec, statefulset=name, replicas=max(count, 1)))
-    image = container_image(sts, net.spec.container)
-    partition = min(partition_of(sts), count)
-    return Replicas(kube, config, view, count, image, partition, update_revision(sts), observed(sts))
+    return replace(r, net=replace(r.net, spec=replace(r.net.spec, replicas=max(r.replicas, 1))))
 
 
 async def pending(kube: KubeApi, config: OperatorConfig, net: Network) -> bool:
@@ -102,7 +64,7 @@ def holding(reason: ConditionReason, message: str, wait: float) -> Step:
     return Step(conditions=(ConditionUpdate(T.UPGRADING, True, reason, message),), wait=wait)
 
 
-def waiting_for_released(r: Replicas, status: Mapping[str, Any], name: str, why: str) -> Step:
+def waiting_for_released(r: Rollout, status: Mapping[str, Any], name: str, why: str) -> Step:
     """Hold for the replica released last (`name`), unless it was released more than `--pod-timeout` ago."""
     record = status.get(RELEASE) or {}
     since = parse_time(str(record.get("releasedAt", ""))) if record.get("pod") == name else None
@@ -156,9 +118,7 @@ async def step(kube: KubeApi, config: OperatorConfig, net: Network, status: Mapp
     return replace(released, status={RELEASE: {"pod": name, "releasedAt": now_iso()}})
 
 
-async def _first_problem(
-    kube: KubeApi, config: OperatorConfig, net: Network, r: Replicas
-) -> tuple[Problem | None, int]:
+async def _first_problem(kube: KubeApi, config: OperatorConfig, net: Network, r: Rollout) -> tuple[Problem | None, int]:
     """The first replica that is not Ready, not SERVING or further behind the nodes than --max-lag-blocks (None
     when every one passes), and the nodes' height it was measured against."""
     leader = leader_height(await observe(kube, config, net, net.spec.replicas))

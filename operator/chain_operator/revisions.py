@@ -28,7 +28,7 @@ REVISION_LABEL = "controller-revision-hash"
 UNOBSERVED_WAIT = 0.5  # seconds before looking again at a StatefulSet whose controller has not seen its spec yet
 
 
-def observed(sts: Obj) -> bool:
+def spec_observed(sts: Obj) -> bool:
     """Has the StatefulSet controller observed the current spec? While it has not (its status is older than the
     object's generation: a render just applied), the status's revisions and the pods judged by them say
     nothing about the new template, so nothing may be decided from them."""
@@ -41,7 +41,7 @@ def observed(sts: Obj) -> bool:
 def update_revision(sts: Obj) -> str:
     """The revision the StatefulSet controller makes new pods from; "" while it has not observed the current
     spec or reports none."""
-    if not observed(sts):
+    if not spec_observed(sts):
         return ""
     return str((sts.get("status") or {}).get("updateRevision") or "")
 

@@ -43,11 +43,11 @@ from chain_operator.nodes import PodView
 from chain_operator.revisions import (
     UNOBSERVED_WAIT,
     is_current,
-    observed,
     outdated,
     partition_body,
     pod_views,
     settled,
+    spec_observed,
     update_revision,
 )
 from chain_operator.rollout_snapshot import RolloutSnapshot, advance
@@ -165,11 +165,19 @@ class Rollout:
     image: str  # the container image of the StatefulSet's template
     partition: int
     revision: str = ""  # the StatefulSet's update revision ("" when it reports none)
-    observed: bool = True  # the controller has observed the current spec (revisions.observed)
 
     @property
     def sts_path(self) -> str:
         return statefulset_path(self.net.namespace, self.net.spec.statefulset)
+
+    @property
+    def observed(self) -> bool:
+        """The controller has observed the current spec (revisions.spec_observed)."""
+        return spec_observed(self.sts)
+
+    async def set_partition(self, partition: int) -> Rollout:
+        await self.kube.merge_patch(self.sts_path, partition_body(partition))
+        return replace(self, partition=partition)
 
     def log(self, message: str, *args: Any) -> None:
         log.info("%s/%s: " + message, self.net.namespace, self.net.name, *args)
@@ -221,7 +229,7 @@ async def rollout_of(kube: KubeApi, config: OperatorConfig, net: Network) -> Rol
     replicas = int(sts.get("spec", {}).get("replicas", 1))
     image = container_image(sts, net.spec.container)
     partition = min(partition_of(sts), replicas)
-    return Rollout(kube, config, net, sts, replicas, image, partition, update_revision(sts), observed(sts))
+    return Rollout(kube, config, net, sts, replicas, image, partition, update_revision(sts))
 
 
 async def pending(kube: KubeApi, config: OperatorConfig, net: Network) -> bool:
@@ -261,15 +269,15 @@ async def step(kube: KubeApi, config: OperatorConfig, net: Network, status: Mapp
 async def lower_to(r: Rollout, ordinal: int) -> Rollout:
     """Put the partition back down to `ordinal` after a render raised it to `replicas` mid-rollout: every pod
     from `ordinal` up is current already, so the controller replaces none of them."""
-    await r.kube.merge_patch(r.sts_path, partition_body(ordinal))
+    lowered = await r.set_partition(ordinal)
     r.log("partition raised to %d by a render; back to %d (every pod above is current)", r.partition, ordinal)
-    return replace(r, partition=ordinal)
+    return lowered
 
 
 async def hold(r: Rollout) -> None:
     """Partition = replicas: no pod moves when the template changes (revisions.py)."""
     if r.partition < r.replicas:
-        await r.kube.merge_patch(r.sts_path, partition_body(r.replicas))
+        await r.set_partition(r.replicas)
         r.log("holding every pod (partition %d)", r.replicas)
 
 
@@ -435,7 +443,7 @@ async def release(r: Rollout, progress: UpgradeProgress, target: int) -> Step:
     released = r.partition - 1
     if partition_of(await r.kube.get(r.sts_path)) != r.partition:  # moved while we observed: look again
         return Step(wait=r.config.upgrade_poll)
-    await r.kube.merge_patch(r.sts_path, partition_body(released))
+    await r.set_partition(released)
     name = r.net.spec.pod_name(released)
     # The image and version come from the spec, not from the status read: a status read from before `begin`
     # (a stale body) would otherwise carry the old image on, `running` would stay false, and at partition 0
