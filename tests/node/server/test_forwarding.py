@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -176,12 +178,20 @@ class Upstream(service_pb2_grpc.ChainServiceServicer):
         return rpc_pb2.BatchSubmitMessagesResponse(results=results)
 
 
-async def test_the_leaders_word_decides_and_a_refused_reforward_is_recorded_as_dropped(tmp_path: Path) -> None:
-    """A whole-call refusal the leader gives before admitting anything (DRAINING) is NOT_LEADER and the message
-    is withdrawn; any other failure of a call that went out (INTERNAL: the leader's admission may have run) is
-    OUTCOME_UNKNOWN and the message stays pending; re-forwarded, the leader refuses it (NAME_TAKEN): it is
-    recorded as dropped with that reason, which GetMessage answers. Each fails with its gate removed
-    (NOT_ADMITTED, the `dropped` record of a re-forward)."""
+@dataclass
+class Forwarding:
+    """A Forwarder on a real chain whose upstream is an `Upstream` served on a loopback port."""
+
+    upstream: Upstream
+    target: str
+    h: Harness
+    mempool: Mempool
+    pipeline: Pipeline
+    fwd: Forwarder
+
+
+@asynccontextmanager
+async def forwarding_to_upstream(tmp_path: Path, *, reforward_age: float = 5.0) -> AsyncIterator[Forwarding]:
     upstream = Upstream()  # type: ignore[abstract]  # BatchSubmitMessages only
     server = grpc.aio.server()
     service_pb2_grpc.add_ChainServiceServicer_to_server(upstream, server)
@@ -191,9 +201,25 @@ async def test_the_leaders_word_decides_and_a_refused_reforward_is_recorded_as_d
     mempool = Mempool(100)
     verifier = Verifier(0, 262144)
     pipeline = Pipeline(h.chain, mempool, verifier, clock=h.clock)
-    fwd = Forwarder(pipeline, mempool, max_batch=100, reforward_age=0, clock=h.clock)
-    alice = h.actor()
+    fwd = Forwarder(pipeline, mempool, max_batch=100, reforward_age=reforward_age, clock=h.clock)
     try:
+        yield Forwarding(upstream, target, h, mempool, pipeline, fwd)
+    finally:
+        await fwd.close()
+        await server.stop(None)
+        pipeline.close()
+        verifier.close()
+
+
+async def test_the_leaders_word_decides_and_a_refused_reforward_is_recorded_as_dropped(tmp_path: Path) -> None:
+    """A whole-call refusal the leader gives before admitting anything (DRAINING) is NOT_LEADER and the message
+    is withdrawn; any other failure of a call that went out (INTERNAL: the leader's admission may have run) is
+    OUTCOME_UNKNOWN and the message stays pending; re-forwarded, the leader refuses it (NAME_TAKEN): it is
+    recorded as dropped with that reason, which GetMessage answers. Each fails with its gate removed
+    (NOT_ADMITTED, the `dropped` record of a re-forward)."""
+    async with forwarding_to_upstream(tmp_path, reforward_age=0) as f:
+        upstream, target, h, mempool, pipeline, fwd = f.upstream, f.target, f.h, f.mempool, f.pipeline, f.fwd
+        alice = h.actor()
         upstream.refusal = (grpc.StatusCode.UNAVAILABLE, Reason.DRAINING.value)
         refused = alice.b.follow(bytes(20))
         with pytest.raises(MessageRejected) as info:
@@ -212,11 +238,6 @@ async def test_the_leaders_word_decides_and_a_refused_reforward_is_recorded_as_d
         record = pipeline.dropped.get(bytes(unknown.hash))
         assert record is not None and record.reason == "NAME_TAKEN" and record.height == h.chain.height
         assert unknown.hash not in mempool
-    finally:
-        await fwd.close()
-        await server.stop(None)
-        pipeline.close()
-        verifier.close()
 
 
 async def test_what_this_member_committed_meanwhile_is_accepted_not_unknown(tmp_path: Path) -> None:
@@ -224,24 +245,15 @@ async def test_what_this_member_committed_meanwhile_is_accepted_not_unknown(tmp_
     by then this member has committed the message itself (the block reached it first): the outcome is known,
     accepted. In a batch, OUTCOME_UNKNOWN names only the hashes its store does not hold. Fails without the
     store lookup (`_known_here`)."""
-    upstream = Upstream()  # type: ignore[abstract]  # BatchSubmitMessages only
-    server = grpc.aio.server()
-    service_pb2_grpc.add_ChainServiceServicer_to_server(upstream, server)
-    target = f"127.0.0.1:{server.add_insecure_port('127.0.0.1:0')}"
-    await server.start()
-    h = Harness(tmp_path / "chain")
-    mempool = Mempool(100)
-    verifier = Verifier(0, 262144)
-    pipeline = Pipeline(h.chain, mempool, verifier, clock=h.clock)
-    fwd = Forwarder(pipeline, mempool, max_batch=100, clock=h.clock)
-    alice = h.actor()
+    async with forwarding_to_upstream(tmp_path) as f:
+        upstream, target, h, mempool, fwd = f.upstream, f.target, f.h, f.mempool, f.fwd
+        alice = h.actor()
 
-    def commit_first(msgs: Sequence[pb.Message]) -> None:  # the leader's block, applied here before the answer
-        h.commit(msgs[0])
-        mempool.remove([bytes(msgs[0].hash)])  # as applying a block does
+        def commit_first(msgs: Sequence[pb.Message]) -> None:  # the leader's block, applied here before the answer
+            h.commit(msgs[0])
+            mempool.remove([bytes(msgs[0].hash)])  # as applying a block does
 
-    upstream.meanwhile = commit_first
-    try:
+        upstream.meanwhile = commit_first
         upstream.refusal = (grpc.StatusCode.INTERNAL, Reason.INTERNAL.value)
         first = alice.b.follow(b"\x03" * 20)
         (outcome,) = await fwd.submit([first], target)
@@ -258,8 +270,3 @@ async def test_what_this_member_committed_meanwhile_is_accepted_not_unknown(tmp_
             await fwd.submit([done, pending], target)
         assert info.value.reason == Reason.OUTCOME_UNKNOWN and info.value.values["hashes"] == [pending.hash.hex()]
         assert pending.hash.hex() in info.value.detail and pending.hash in mempool
-    finally:
-        await fwd.close()
-        await server.stop(None)
-        pipeline.close()
-        verifier.close()
