@@ -93,6 +93,28 @@ def network(
     return body
 
 
+def statefulset(
+    image: str, replicas: int, partition: int, *, status: dict[str, Any] | None = None, generation: int | None = None
+) -> dict[str, Any]:
+    """A node StatefulSet `chain-node` (container `node`) as the API would hold it; `status` as its controller
+    reported it, `generation` in its metadata when given."""
+    body: dict[str, Any] = {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": {"name": "chain-node", "namespace": NAMESPACE},
+        "spec": {
+            "replicas": replicas,
+            "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"partition": partition}},
+            "template": {"spec": {"containers": [{"name": "node", "image": image}]}},
+        },
+    }
+    if generation is not None:
+        body["metadata"]["generation"] = generation
+    if status is not None:
+        body["status"] = status
+    return body
+
+
 async def create_network(k: kmock.KubernetesEmulator, body: dict[str, Any]) -> None:
     """Create through the API (so watchers see it), as kubectl would."""
     url = f"/apis/chain.dev/v1/namespaces/{NAMESPACE}/chainnetworks"

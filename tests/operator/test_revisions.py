@@ -3,8 +3,6 @@ pods the controller has not created yet are not a rollout."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import kopf
 
 from chain_operator.config import OperatorConfig
@@ -14,7 +12,7 @@ from chain_operator.revisions import REVISION_LABEL, is_current, outdated, settl
 from chain_operator.spec import Network, parse_spec
 from chain_operator.upgrade import pending, step
 from tests.fixtures.kubecluster import PODS, STATEFULSETS
-from tests.operator.conftest import NAMESPACE, network
+from tests.operator.conftest import NAMESPACE, network, statefulset
 
 IMAGE = "registry.test/chain-node:1.1"
 
@@ -42,17 +40,9 @@ def test_an_update_revision_older_than_the_spec_is_not_trusted() -> None:
 
 
 async def test_a_first_install_before_its_pods_exist_is_up_to_date_and_held(cluster) -> None:
-    cluster.objects[STATEFULSETS, NAMESPACE, "chain-node"] = {
-        "apiVersion": "apps/v1",
-        "kind": "StatefulSet",
-        "metadata": {"name": "chain-node", "namespace": NAMESPACE},
-        "spec": {
-            "replicas": 2,
-            "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"partition": 0}},
-            "template": {"spec": {"containers": [{"name": "node", "image": IMAGE}]}},
-        },
-        "status": {"updateRevision": "chain-node-1"},
-    }
+    cluster.objects[STATEFULSETS, NAMESPACE, "chain-node"] = statefulset(
+        IMAGE, 2, 0, status={"updateRevision": "chain-node-1"}
+    )
     kube = KubeApi(kopf.ConnectionInfo(server=str(cluster.url)))
     try:
         net = Network(NAMESPACE, "main", "uid-main", parse_spec(network("main", "1.1", 2)["spec"]))
@@ -68,17 +58,7 @@ async def test_a_first_install_before_its_pods_exist_is_up_to_date_and_held(clus
 async def test_a_spec_the_controller_has_not_observed_is_pending_and_moves_nothing(cluster) -> None:
     """A render just applied (generation 3, status about 2): the pods judged by the old revision look current,
     yet the nodes are not done, so neither their rollout nor the read replicas' may go on from it."""
-    body: dict[str, Any] = {
-        "apiVersion": "apps/v1",
-        "kind": "StatefulSet",
-        "metadata": {"name": "chain-node", "namespace": NAMESPACE, "generation": 3},
-        "spec": {
-            "replicas": 1,
-            "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"partition": 1}},
-            "template": {"spec": {"containers": [{"name": "node", "image": IMAGE}]}},
-        },
-        "status": {"updateRevision": "r1", "observedGeneration": 2},
-    }
+    body = statefulset(IMAGE, 1, 1, status={"updateRevision": "r1", "observedGeneration": 2}, generation=3)
     cluster.objects[STATEFULSETS, NAMESPACE, "chain-node"] = body
     cluster.objects[PODS, NAMESPACE, "chain-node-0"] = {
         "apiVersion": "v1",

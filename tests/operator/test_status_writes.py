@@ -22,7 +22,7 @@ from chain_operator.handlers import Runtime, handle_snapshots, handle_upgrade
 from chain_operator.kube import KubeApi
 from chain_operator.upgrade import ConditionUpdate
 from tests.fixtures.kubecluster import NETWORKS, STATEFULSETS
-from tests.operator.conftest import NAMESPACE, network, network_status
+from tests.operator.conftest import NAMESPACE, network, network_status, statefulset
 
 NEW = "registry.test/chain-node:1.1"
 PROGRESSING = {
@@ -48,16 +48,7 @@ UPGRADING = {
 
 def held_statefulset(k: kmock.KubernetesEmulator) -> None:
     """What `begin` left: the template asks for 1.1, every pod is held (partition 2); no pod exists."""
-    k.objects[STATEFULSETS, NAMESPACE, "chain-node"] = {
-        "apiVersion": "apps/v1",
-        "kind": "StatefulSet",
-        "metadata": {"name": "chain-node", "namespace": NAMESPACE},
-        "spec": {
-            "replicas": 2,
-            "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"partition": 2}},
-            "template": {"spec": {"containers": [{"name": "node", "image": NEW}]}},
-        },
-    }
+    k.objects[STATEFULSETS, NAMESPACE, "chain-node"] = statefulset(NEW, 2, 2)
 
 
 def stale_and_current(k: kmock.KubernetesEmulator, every: str = "") -> dict[str, Any]:
