@@ -62,6 +62,7 @@ import grpc
 from bench.bench_node import BATCH, IN_FLIGHT, Watcher, percentile
 from bench.clients import ClientProcesses, send_all
 from bench.cpulimit import CpuLimits, unavailable
+from bench.occupancy import Occupancy
 from bench.procstat import cpu_seconds, tree_cpu_delta, tree_cpu_seconds
 from bench.table import Row, emit
 from chain.v1 import message_pb2 as pb
@@ -167,11 +168,16 @@ def measure(
             limits.confine(pid)
     etcd_pids = [m.proc.pid for m in etcd.members if m.proc is not None] if etcd is not None else []
     before, etcd_before = [tree_cpu_seconds(p) for p in pids], total_cpu(etcd_pids)
-    saturated = phase(targets, targets[0], load)
+    with Occupancy(*pids) as occupancy:  # the machine's cores while the load ran: what bounds the rate
+        saturated = phase(targets, targets[0], load)
+    window = occupancy.window()
     committed = max(saturated["committed"], 1)
     each = [tree_cpu_delta(b, tree_cpu_seconds(p)) * 1000 / committed for b, p in zip(before, pids, strict=True)]
     out = {
         "rate": saturated["rate"],
+        "machine_cores": window.machine_cores,
+        "nodes_cores": window.node_cores,
+        "main_thread": window.main_thread,
         "cpu_ms": sum(each),
         "etcd_ms": (total_cpu(etcd_pids) - etcd_before) * 1000 / committed,
     }
@@ -453,6 +459,14 @@ def report(
         f"etcd CPU per committed message (3 members), with the secret: {statistics.median(etcd_us):.0f} µs "
         f"({min(etcd_us):.0f}-{max(etcd_us):.0f}), beside the nodes' {statistics.median(node_us):.0f} µs"
     )
+    cores = os.cpu_count() or 1
+    busy_solo, busy_members = bound_by(rounds)
+    print(
+        f"the machine while the load ran (median of the rounds): solo {busy_solo} of {cores} cores busy, its main "
+        f"thread {statistics.median(x['solo']['main_thread'] for x in rounds):.2f} of one core; the three members "
+        f"with the secret {busy_members} (the nodes "
+        f"{statistics.median(x['secret']['nodes_cores'] for x in rounds):.2f}, etcd and the load clients the rest)"
+    )
     spread_clients = [x["secret"]["follower_ratio"] for x in rounds]
     follower = [x["secret"]["following_ratio"] for x in rounds]
     follower_full = [x["full"]["following_ratio"] for x in rounds]
@@ -484,7 +498,8 @@ def report(
         )
     how = (
         f"median of {len(rounds)} interleaved rounds {spread(ratio)} (with the cluster secret; without "
-        f"{spread(plain_ratio)}), {ns.messages:,} msgs"
+        f"{spread(plain_ratio)}), {ns.messages:,} msgs; machine cores busy while the load ran: solo {busy_solo}, "
+        f"3 members {busy_members} of {cores}"
     )
     if confined:
         own = f"{spread(ratios(confined, 'secret'))}, without the secret {spread(ratios(confined, 'plain'))}"
@@ -509,6 +524,13 @@ def report(
     emit(Row("log_bytes_per_message", statistics.median(log_b), f"{spread(log_b)} B; write sets {share:.0%}"))
 
 
+def bound_by(rounds: Sequence[Round]) -> tuple[str, str]:
+    """The machine's busy cores while the load ran, solo's and the three members' (with the secret), each as
+    `spread` gives them: solo near one core more than its clients use is bound by its main process; the cluster
+    at every core is bound by the CPU a message costs all of it."""
+    return spread([x["solo"]["machine_cores"] for x in rounds]), spread([x["secret"]["machine_cores"] for x in rounds])
+
+
 def ratios(rounds: Sequence[Round], cluster: str) -> list[float]:
     """Each round's committed msgs/s of `cluster` ("secret" or "plain") ÷ its solo's."""
     return [x[cluster]["rate"] / x["solo"]["rate"] for x in rounds]
@@ -518,9 +540,9 @@ def print_rounds(rounds: Sequence[Round]) -> None:
     print(
         "| round | solo msgs/s | 3 nodes, secret | ratio | 3 nodes, no secret | ratio | 3 nodes, full | ratio "
         "| CPU ms/msg solo / secret / none / full | follower ÷ leader CPU, clients on the leader, secret / full "
-        "| etcd µs/msg secret / none |"
+        "| etcd µs/msg secret / none | machine cores busy solo / secret |"
     )
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for i, x in enumerate(rounds):
         a, b, c, f = x["solo"], x["secret"], x["plain"], x["full"]
         print(
@@ -528,7 +550,8 @@ def print_rounds(rounds: Sequence[Round]) -> None:
             f"{c['rate'] / a['rate']:.2f} | {f['rate']:,.0f} | {f['rate'] / a['rate']:.2f} | "
             f"{a['cpu_ms']:.2f} / {b['cpu_ms']:.2f} / {c['cpu_ms']:.2f} / {f['cpu_ms']:.2f} | "
             f"{b['following_ratio']:.2f} / {f['following_ratio']:.2f} | "
-            f"{b['etcd_ms'] * 1000:.0f} / {c['etcd_ms'] * 1000:.0f} |"
+            f"{b['etcd_ms'] * 1000:.0f} / {c['etcd_ms'] * 1000:.0f} | "
+            f"{a['machine_cores']:.2f} / {b['machine_cores']:.2f} |"
         )
 
 

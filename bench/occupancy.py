@@ -78,17 +78,20 @@ def machine_busy_seconds() -> float:
 
 
 class Occupancy:
-    """Samples the machine, the node's tree and its main thread in a background thread (a context manager)."""
+    """Samples the machine, the node's tree and its main thread in a background thread (a context manager).
+    With several pids (the members of a cluster) "the node" is every one's tree together, and the main thread
+    the first one's."""
 
-    def __init__(self, pid: int, *, interval: float = 0.2) -> None:
+    def __init__(self, pid: int, *more: int, interval: float = 0.2) -> None:
         self.pid = pid
+        self.pids = (pid, *more)
         self.interval = interval
         self.samples: list[Sample] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="occupancy", daemon=True)
 
     def _read(self) -> tuple[float, float, float, float]:
-        node = sum(tree_cpu_seconds(self.pid).values())
+        node = sum(sum(tree_cpu_seconds(pid).values()) for pid in self.pids)
         return time.perf_counter(), machine_busy_seconds(), node, cpu_seconds(self.pid, tid=self.pid)
 
     def _run(self) -> None:

@@ -41,3 +41,20 @@ def test_a_real_busy_process_is_sampled_and_its_cpu_is_inside_the_machines() -> 
     # one thread: the main thread is the whole tree; the tree is part of the machine (clock-tick rounding aside)
     assert abs(w.main_thread - w.node_cores) < 0.15
     assert w.node_cores <= w.machine_cores + 0.15
+
+
+def test_several_processes_are_one_node_and_the_main_thread_is_the_firsts() -> None:
+    spin = "import time\nend = time.process_time() + {}\nwhile time.process_time() < end: pass\n"
+    busy, idle = (subprocess.Popen([sys.executable, "-c", spin.format(s)]) for s in (1.0, 0.0))
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1.5)"])
+    try:
+        with Occupancy(sleeper.pid, busy.pid, idle.pid, interval=0.1) as occupancy:
+            busy.wait(60)
+    finally:
+        for p in (busy, idle, sleeper):
+            p.kill()
+            p.wait()
+    w = occupancy.window(busy_cores=0.1)
+    assert w.seconds > 0, occupancy.samples
+    assert w.node_cores > 0.5  # the busy one counts, though it is not the first
+    assert w.main_thread < 0.15  # the first one's main thread: the sleeper
