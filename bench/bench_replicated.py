@@ -9,13 +9,15 @@ spread over the members, client i on member i mod 3, as behind Envoy's round rob
 
 - committed msgs/s: C clients submit batches of 100 follows as fast as they can, two in flight each as in
   bench_node (to the one solo node; spread over the three replicated nodes), counted until the last
-  message's block reaches a SubscribeBlocks stream on the first member (the followers apply each block
-  about half a second after the leader commits it, so a phase of about a second leaves some of their
-  work out);
+  message's block reaches a SubscribeBlocks stream on the first member; the machine's busy cores while
+  the load ran beside it (bench/occupancy.py: solo bound by its main process, the cluster by every core);
 - node CPU per committed message: user + system CPU of every node's processes (its main process and its
-  children: the store writer, any verify workers) over the saturated phase, divided by the messages
-  committed; etcd's three members' CPU is given beside it (it shares the machine). Each member's own is kept
-  too. Then a second saturated phase sends every client to the leader: a follower's CPU per message ÷ the
+  children: the store writer, any verify workers) from a moment every member holds the same block to the
+  moment every member holds the phase's last one (a follower applies a block about half a second after the
+  leader commits it: read any earlier, a phase would count its predecessor's last blocks and leave out its
+  own), divided by the messages committed; etcd's three members' CPU is given beside it (it shares the
+  machine). Each member's own is kept too. Then a second saturated phase of twice the messages sends every
+  client to the leader: a follower's CPU per message ÷ the
   leader's there is what following alone costs (applying the leader's write sets, against admitting,
   executing and appending), without the admission of its own clients it does in the spread phase;
 - the same cluster with every member `--verify-blocks full` (each follower executes every block again, as
@@ -74,7 +76,7 @@ from node.server.write.forwarding import RETRY_AFTER_MS
 from node.server.write.membership import MemberProof
 from tests.fixtures.etcdproc import EtcdCluster
 from tests.fixtures.nodeproc import NodeProcess
-from tests.fixtures.replicaset import ENV, ReplicaSet, funded_actors, leader_index, status
+from tests.fixtures.replicaset import ENV, ReplicaSet, funded_actors, leader_index, status, wait_height
 
 COMMON = ("--web-addr", "", "--verify-workers", "0", "--block-interval", "0.2")
 PACED_BATCH = 5  # messages per batch in the paced (latency) phase
@@ -167,10 +169,12 @@ def measure(
         for pid in pids:
             limits.confine(pid)
     etcd_pids = [m.proc.pid for m in etcd.members if m.proc is not None] if etcd is not None else []
+    settle(nodes)  # a member still applying an earlier phase's blocks would count them as this phase's
     before, etcd_before = [tree_cpu_seconds(p) for p in pids], total_cpu(etcd_pids)
     with Occupancy(*pids) as occupancy:  # the machine's cores while the load ran: what bounds the rate
         saturated = phase(targets, targets[0], load)
     window = occupancy.window()
+    settle(nodes)  # and every member's CPU for this phase's blocks, the followers' last ones included
     committed = max(saturated["committed"], 1)
     each = [tree_cpu_delta(b, tree_cpu_seconds(p)) * 1000 / committed for b, p in zip(before, pids, strict=True)]
     out = {
@@ -189,6 +193,13 @@ def measure(
         calm = phase(targets, targets[0], calm_load, rate=paced)
         out |= {"p50_ms": calm["p50_ms"], "p99_ms": calm["p99_ms"]}
     return out
+
+
+def settle(nodes: list[NodeProcess]) -> None:
+    """Every node at the highest height any of them holds now: followers apply a block about half a second
+    after the leader commits it, so a phase's CPU is read once they all hold its last block."""
+    if len(nodes) > 1:
+        wait_height(nodes, max(status(n).block_height for n in nodes))
 
 
 def replicated(
@@ -210,7 +221,8 @@ def replicated(
         out = measure(targets, nodes.nodes, ns.messages, ns.clients, paced, etcd, limits)
         out["follower_ratio"] = follower_ratio(nodes, out)
         # every client on the leader: what following alone costs a member (no admission of its own clients)
-        on_leader = measure([targets[leader_index(nodes)]], nodes.nodes, ns.messages // 2, ns.clients, 0.0)
+        # twice the messages: a member's CPU is read in 10 ms clock ticks, a few per cent of a follower's share
+        on_leader = measure([targets[leader_index(nodes)]], nodes.nodes, 2 * ns.messages, ns.clients, 0.0)
         out["following_ratio"] = follower_ratio(nodes, on_leader)
         prefix = extra[extra.index("--etcd-prefix") + 1]
         out["log_bytes"], out["write_set_share"] = asyncio.run(log_bytes(etcd, prefix))
