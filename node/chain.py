@@ -46,6 +46,7 @@ from node.storage.integrity import (
 )
 from node.storage.kv import Overlay
 from node.storage.lmdb_store import LmdbNodeView, LmdbReadView, LmdbStore, ReadSnapshot
+from node.storage.retention import PRUNE_BATCH, StateHistory
 from node.storage.writer import WriteDamaged, WriterLost, WriterProcess
 
 log = logging.getLogger("chain.store")
@@ -111,12 +112,16 @@ class Chain:
         heads: HeadMemo | None = None,
         *,
         tree_cache_nodes: int = TREE_CACHE_NODES,
+        history: StateHistory | None = None,
     ) -> None:
         """`heads`: the memo whose `check` the store runs on every record it reads (node/query/heads.py), as
         `open`, `open_reader` and `_create` build it (`_memo_store`); without one, a fresh memo that only
         decodes the head (a store opened elsewhere, with its own check). `tree_cache_nodes`: how many of the
-        tree nodes the latest blocks created stay in memory for the next blocks' updates."""
+        tree nodes the latest blocks created stay in memory for the next blocks' updates. `history`: the
+        state trees the store keeps (node/storage/retention.py); older stale nodes are collected after each
+        commit, by whoever commits."""
         self.store = store
+        self.history = history or StateHistory()
         self.params = params
         self.heads = heads or HeadMemo()
         self.verifier = Ed25519Verifier()
@@ -135,6 +140,7 @@ class Chain:
                 sync=self.store.sync,
                 on_restart=self.store.clear_stale_readers,
                 tree_cache_nodes=self.recent_nodes.capacity,
+                history=self.history,
             )
         return self.writer
 
@@ -146,12 +152,13 @@ class Chain:
         *,
         sync: bool = True,
         tree_cache_nodes: int = TREE_CACHE_NODES,
+        history: StateHistory | None = None,
     ) -> Chain:
         """Open a chain directory; one that never held a store is initialised with `params` (default:
         devnet). StoreRefused when the store is damaged, or holds a chain of other genesis parameters."""
         path = Path(path)
         if is_fresh(path):
-            return cls._create(path, params or ChainParams(), sync, tree_cache_nodes)
+            return cls._create(path, params or ChainParams(), sync, tree_cache_nodes, history)
         file_identity = check_files(path)  # before LMDB maps the file
         store, heads = _memo_store(path, sync=sync)
         try:
@@ -166,7 +173,7 @@ class Chain:
             store.commit({schema.meta_key(schema.META_IDENTITY): contents.identity.encode()}, {})
         if file_identity != contents.identity:  # none yet, or of the format before
             write_identity_file(path, contents.identity)
-        return cls(store, contents.params, heads, tree_cache_nodes=tree_cache_nodes)
+        return cls(store, contents.params, heads, tree_cache_nodes=tree_cache_nodes, history=history)
 
     @classmethod
     def open_reader(cls, path: Path | str) -> Chain:
@@ -181,7 +188,9 @@ class Chain:
         return cls(store, contents.params, heads)
 
     @classmethod
-    def _create(cls, path: Path, params: ChainParams, sync: bool, tree_cache_nodes: int) -> Chain:
+    def _create(
+        cls, path: Path, params: ChainParams, sync: bool, tree_cache_nodes: int, history: StateHistory | None
+    ) -> Chain:
         """Genesis in one transaction (with the identity record), then the identity file beside it."""
         identity = identity_of(params)
         store, heads = _memo_store(path, sync=sync)
@@ -189,7 +198,7 @@ class Chain:
         writes[schema.meta_key(schema.META_IDENTITY)] = identity.encode()
         store.commit(writes, {})
         write_identity_file(path, identity)
-        return cls(store, params, heads, tree_cache_nodes=tree_cache_nodes)
+        return cls(store, params, heads, tree_cache_nodes=tree_cache_nodes, history=history)
 
     def read(self) -> Reading:
         """A consistent read (`with chain.read() as (view, nodes)`); DataCorrupted once the store failed an
@@ -268,8 +277,15 @@ class Chain:
             placed = output.tree_nodes.here()
             self.store.commit(output.writes, placed, number)
             self.recent_nodes.add(placed)  # after the transaction: never a node of a block not committed
+            self.prune(number)
         else:  # the writer's memo takes them (`tree_nodes` reads this chain's only without a writer)
             self._commit_in_writer(output)
+
+    def prune(self, head: int) -> int:
+        """Collect, in this process, the stale tree nodes the retained trees at `head` no longer need (at most
+        one batch; the writer process does this itself after each commit it answers). How many were."""
+        horizon = self.history.horizon(head)
+        return 0 if horizon is None else self.store.prune(horizon, PRUNE_BATCH)
 
     def _commit_in_writer(self, output: BlockOutput) -> None:
         """A writer that died is replaced once at once (a second loss in a row is StorageFailed)."""

@@ -131,6 +131,9 @@ class Reason(StrEnum):
     STATE_DIVERGED = "STATE_DIVERGED"
     # the store failed an integrity check while serving (a hash mismatch, a damaged LMDB page)
     DATA_CORRUPTED = "DATA_CORRUPTED"
+    # a walk of the state tree from a root this node no longer keeps whole (older than `--state-history`
+    # blocks): ask a node that keeps it (an archive node, `--state-history all`), or read at the head
+    STATE_PRUNED = "STATE_PRUNED"
     # a read asked for a state at or past a block (`chain-min-height`, or the log's height for a linearizable
     # read) that this node had not applied within the call's deadline: retry after `retry-after-ms`, or elsewhere
     HEIGHT_NOT_REACHED = "HEIGHT_NOT_REACHED"
@@ -337,6 +340,22 @@ def config_exit(prog: str, err: ConfigError) -> NoReturn:
     sys.stderr.write(f"{prog}: {err}\n")
     sys.stderr.flush()
     raise SystemExit(CONFIG_EXIT_STATUS)
+
+
+class StatePruned(ChainError):
+    """A walk of the state tree started from a root this store no longer keeps whole: its stale nodes were
+    collected (`--state-history`, node/storage/retention.py). Reason code STATE_PRUNED, FAILED_PRECONDITION
+    (HTTP 409): the data is gone on purpose, not damaged."""
+
+    reason = Reason.STATE_PRUNED
+
+    def __init__(self, root: bytes, horizon: int) -> None:
+        self.root = root
+        self.horizon = horizon
+        super().__init__(
+            f"state root {root.hex()[:16]} is not kept by this node: the trees of blocks before {horizon} are "
+            "collected (--state-history); read at the head, or ask an archive node (--state-history all)"
+        )
 
 
 class DataCorrupted(ChainError):

@@ -107,6 +107,7 @@ _GROUPS: Mapping[Category, tuple[Reason, ...]] = MappingProxyType(
             R.NOT_FAST_FORWARD,
             R.COMMIT_NOT_FOUND,
             R.MERGE_REQUEST_NOT_FOUND,
+            R.STATE_PRUNED,
         ),
         C.ABORTED: (R.CONFLICT,),
         C.TOO_LARGE: (R.MESSAGE_TOO_LARGE, R.BATCH_TOO_LARGE, R.PAYLOAD_TOO_LARGE),

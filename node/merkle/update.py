@@ -1,8 +1,9 @@
 """Writes to the state tree: one batched, pure update per block, and the bulk build of a fresh tree.
 
 `update` reads old nodes through a `NodeStore` and returns the root plus the nodes it created; the caller
-writes those in the block's own transaction. Nothing is overwritten or deleted, so old roots stay readable
-(there is no garbage collection yet).
+writes those in the block's own transaction. Nothing is overwritten or deleted here: an update with `here` also says
+which stored nodes it replaced (`Placed.stale`), and the store collects those once no retained root reaches
+them (node/storage/retention.py).
 
 The batch descends once: the changed paths are sorted, and each node on the way down takes the contiguous
 run of changes under it, so a node shared by many changed keys is loaded, hashed and emitted once.
@@ -42,10 +43,20 @@ from node.merkle.codec import (
 from node.merkle.errors import CorruptNode, InvalidChange, MissingNode
 from node.merkle.store import NodeStore, load_node
 
+STALE_NODE = 0x01  # a stale entry's flags: the node itself is no longer reachable from the new root
+STALE_ROOT = 0x02  # the entry's hash was the parent root: its location record may go with it
+
 
 class Placed(dict[bytes, bytes]):
     """New nodes in their stored forms (hash -> stored form), as an update with `here` made them: what the
-    node's store commits (`BlockNodes.here` refuses any other mapping)."""
+    node's store commits (`BlockNodes.here` refuses any other mapping). `stale`: the placed nodes the update
+    replaced, each (location, hash, flags): reachable from the parent root, not from the new one (the store
+    indexes them under the block that made them stale and collects them once no retained root needs them:
+    node/storage/retention.py)."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)
+        self.stale: list[tuple[bytes, bytes, int]] = []
 
 
 @dataclass(frozen=True)
@@ -162,6 +173,8 @@ def update_hashed(
     batch = _Batch(store, paths, [changes[p] for p in paths], here)
     new_root, _is_leaf, new_at = batch.apply(root, root_at, 0, 0, len(paths))
     moved = new_root not in (root, EMPTY) and here is not None
+    if here is not None and root not in (new_root, EMPTY) and root_at not in (None, UNPLACED):
+        batch.root_replaced(root, root_at)
     return UpdateResult(new_root, batch.out, new_at if moved else None)
 
 
@@ -194,6 +207,23 @@ class _Batch:
         self.here = here
         self.made = here if here is not None else UNPLACED  # where a node made now is
         self.out: dict[bytes, bytes] = Placed() if here is not None else {}
+        # the placed nodes this update replaces (location, hash, flags): Placed.stale; none without `here`
+        self.stale: list[tuple[bytes, bytes, int]] | None = self.out.stale if isinstance(self.out, Placed) else None
+
+    def replaced(self, node: bytes, at: bytes | None) -> None:
+        """`node`, stored at `at`, is not part of the new tree (nodes stored bare, by hash, are never collected:
+        a format-1 store's hash keys may be shared by a node made again)."""
+        if self.stale is not None and at is not None and at != UNPLACED:
+            self.stale.append((at, node, STALE_NODE))
+
+    def root_replaced(self, root: bytes, root_at: bytes) -> None:
+        """The parent root is no longer the root: when its node is replaced too, flag that node's entry, so the
+        root's location record goes with it. (A root whose node stays in the new tree, a lone leaf kept below
+        it, keeps its record: that node may be the root again at the same location, and a record is only ever
+        collected with its node, which no later tree can name again.)"""
+        assert self.stale is not None
+        if self.stale and self.stale[-1][:2] == (root_at, root):  # the walk replaces the root last
+            self.stale[-1] = (root_at, root, STALE_NODE | STALE_ROOT)
 
     def apply(self, node: bytes, at: bytes | None, depth: int, lo: int, hi: int) -> tuple[bytes, bool | None, bytes]:
         """New (hash, is_leaf, location) of the subtree at `depth` after changes[lo:hi], which all lie under it;
@@ -230,6 +260,8 @@ class _Batch:
             new_right, right_leaf, new_right_at = right, None, right_at
         if new_left == left and new_right == right:
             return node, False, at if at is not None else UNPLACED
+        if self.stale is not None:
+            self.replaced(node, at)  # an internal node is never lifted: a new hash means it is gone
         if EMPTY in (new_left, new_right):
             other, other_leaf, other_at = (
                 (new_right, right_leaf, new_right_at) if new_left == EMPTY else (new_left, left_leaf, new_left_at)
@@ -253,6 +285,7 @@ class _Batch:
         if found < hi and self.paths[found] == leaf.path:
             vhash = self.vhashes[found]
             if vhash is None or vhash != leaf.value_hash:
+                self.replaced(node, at)
                 return self._build(depth, lo, hi, None)  # the old leaf is replaced or deleted
         return self._build(depth, lo, hi, (leaf.path, node, at if at is not None else UNPLACED))
 

@@ -164,7 +164,7 @@ class Bootstrap:
                 raise ConfigError(f"a new {cfg.network} node needs --genesis")
             params, _ = new_devnet(cfg.data_dir)
             bootstrap = True
-        chain = Chain.open(cfg.data_dir, params, tree_cache_nodes=cfg.tree_cache_nodes)
+        chain = Chain.open(cfg.data_dir, params, tree_cache_nodes=cfg.tree_cache_nodes, history=cfg.state_history)
         if cfg.network != "devnet" and chain.params.network != NETWORKS[cfg.network]:
             held = network_name(chain.params.network)
             chain.close()

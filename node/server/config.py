@@ -19,6 +19,9 @@ from node import constants as C
 from node.envflags import add_version, describe_env, env_defaults
 from node.errors import ConfigError, config_exit
 from node.observability.address import split_addr
+from node.storage.retention import StateHistory
+
+DEFAULT_STATE_HISTORY = StateHistory()
 
 ENV_PREFIX = "CHAIN_NODE_"
 LIST_FLAGS = frozenset({"cors_origins"})
@@ -52,6 +55,9 @@ class NodeConfig:
     max_batch: int = C.MAX_BATCH_SUBMIT
     mempool_capacity: int = C.MEMPOOL_CAPACITY
     tree_cache_nodes: int = C.TREE_CACHE_NODES  # the latest blocks' tree nodes kept in memory for updates
+    # the state trees the store keeps: the last N blocks' ("all": every one, an archive node); older stale tree
+    # nodes are collected after each commit (node/storage/retention.py)
+    state_history: StateHistory = DEFAULT_STATE_HISTORY
     verify_workers: int = -1
     # a verify worker that answers nothing this long while batches wait is hung: killed, batches verified inline
     verify_stall_seconds: float = 10.0
@@ -253,6 +259,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--max-batch", type=int, default=d.max_batch, help="most messages per BatchSubmitMessages")
     p.add_argument("--mempool-capacity", type=int, default=d.mempool_capacity, help="pending messages at most")
     p.add_argument("--tree-cache-nodes", type=int, default=d.tree_cache_nodes, help="tree nodes kept for updates")
+    p.add_argument(
+        "--state-history",
+        type=_state_history,
+        default=d.state_history,
+        metavar="N|all",
+        help="keep the state trees of the last N blocks ('all': every one, an archive node)",
+    )
     _worker_flags(p, d)
     p.add_argument(
         "--subscriber-queue",
@@ -271,6 +284,13 @@ def _parser() -> argparse.ArgumentParser:
     describe_env(p, ENV_PREFIX, lists=LIST_FLAGS, shown=SHOWN_DEFAULTS)
     add_version(p)
     return p
+
+
+def _state_history(text: str) -> StateHistory:
+    try:
+        return StateHistory.parse(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(f"{err} (a number of blocks, or 'all')") from None
 
 
 def parse_config(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> NodeConfig:

@@ -1,11 +1,13 @@
 """The embedded store: LMDB on disk.
 
-Three named databases: `state` (every key built by node.storage.schema),
+Four named databases: `state` (every key built by node.storage.schema),
 `nodes` (the sparse Merkle tree's nodes, each under the block that stored it:
-node/storage/tree_layout.py) and `tree` (the nodes of stores written before
-that layout, by hash; read, never written). A block's writes, including its
-tree nodes, go in one write transaction, so a crash leaves the store exactly
-at the previous block.
+node/storage/tree_layout.py), `stale` (the nodes each block replaced, by that
+block: node/storage/retention.py) and `tree` (the nodes of stores written
+before the block layout, by hash; read, never written). A block's writes,
+including its tree nodes and stale entries, go in one write transaction, so a
+crash leaves the store exactly at the previous block; collecting stale nodes
+(`prune`) takes transactions of its own.
 
 Integrity: an LMDB error that means a damaged file, a tree node that does not hash to its name, or a record
 that fails the store's `check` (node.storage.integrity.check_record: blocks) is latched in the store's
@@ -24,7 +26,8 @@ from typing import Any, cast
 import lmdb
 from blake3 import blake3
 
-from node.errors import StorageFailed
+from node.errors import StatePruned, StorageFailed
+from node.merkle.update import STALE_NODE, STALE_ROOT, Placed
 from node.storage import schema
 from node.storage.fault import StoreFault
 from node.storage.kv import prefix_end
@@ -53,6 +56,7 @@ class CheckScope:
 
 
 EVERY = CheckScope.of(EVERY_KEY)
+PRUNED_KEY = schema.meta_key(schema.META_PRUNED)
 
 
 class LmdbReadView:
@@ -161,7 +165,10 @@ class LmdbNodeView:
         self, txn: Any, db: Any, fault: StoreFault | None = None, *, legacy: Any = None, state: Any = None
     ) -> None:
         """`db`: the `nodes` database (None: a store with none yet); `legacy`: the `tree` database (None: none);
-        `state`: the database of the roots' location records (None: every root is legacy)."""
+        `state`: the database of the roots' location records (None: every root is legacy).
+
+        A walk's root (`at=None`) that has no location record and is not a legacy node, in a store that has
+        collected stale nodes, raises StatePruned: its tree is not kept (node/storage/retention.py)."""
         self._txn = txn
         self._db = db
         self._legacy = legacy
@@ -171,12 +178,15 @@ class LmdbNodeView:
     def get(self, node_hash: bytes, at: bytes | None = None) -> bytes | None:
         txn = self._txn
         try:  # arguments by position, as in LmdbReadView.get
+            root = at is None
             if at is None:
                 at = self.root_location(node_hash)
             if at != LEGACY:
                 value: bytes | None = txn.get(schema.tree_node_key(at, node_hash), None, self._db)
             else:
                 value = None if self._legacy is None else txn.get(node_hash, None, self._legacy)
+            if value is None and root:
+                self._not_kept(node_hash)
         except DAMAGE_ERRORS as err:
             raise self._fault.record(f"LMDB: {err}") from None
         if value is not None and blake3(value[:65]).digest() != node_hash:  # bytes: no transaction is a buffers one
@@ -190,11 +200,32 @@ class LmdbNodeView:
         raw: bytes | None = self._txn.get(schema.tree_root_key(root), None, self._state)
         return LEGACY if raw is None else raw
 
+    def _not_kept(self, root: bytes) -> None:
+        """StatePruned when the store has collected stale nodes: a root it has no record of is one whose
+        record went with its tree (or that never was a root here: either way, not a tree it keeps)."""
+        if self._state is None:
+            return
+        raw: bytes | None = self._txn.get(PRUNED_KEY, None, self._state)
+        if raw is not None:
+            raise StatePruned(root, int.from_bytes(raw, "big"))
+
     def present(self, node_hash: bytes, location: bytes) -> bool:
         """Is a node stored under this name at this location (unchecked: verify-store checks every node)?"""
         db = self._legacy if location == LEGACY else self._db
         key = node_hash if location == LEGACY else schema.tree_node_key(location, node_hash)
         return db is not None and self._txn.get(key, None, db) is not None
+
+
+def _stale_entries(block: int, stale: list[tuple[bytes, bytes, int]]) -> list[tuple[bytes, bytes]]:
+    """A block's index entries for what its update replaced (merkle.Placed.stale), sorted."""
+    entries = []
+    for at, node_hash, flags in stale:
+        if flags & STALE_ROOT:
+            entries.append((schema.stale_key(block, schema.STALE_ROOT_RECORD, at, node_hash), b""))
+        if flags & STALE_NODE:
+            entries.append((schema.stale_key(block, schema.STALE_TREE_NODE, at, node_hash), b""))
+    entries.sort()
+    return entries
 
 
 class ReadSnapshot:
@@ -238,7 +269,7 @@ class LmdbStore:
         self._env = lmdb.open(
             str(self.path),
             map_size=map_size,
-            max_dbs=4,
+            max_dbs=8,
             sync=sync,
             metasync=sync,
             readahead=False,
@@ -248,6 +279,7 @@ class LmdbStore:
         self._state = self._env.open_db(b"state", create=not readonly)
         self._tree = self._open_db(b"tree", readonly)  # the nodes of format 1, by hash (read, never written)
         self._nodes = self._open_db(b"nodes", readonly)  # every node stored since, by block and hash
+        self._stale = self._open_db(b"stale", readonly)  # the nodes each block replaced, by that block
 
     def _open_db(self, name: bytes, readonly: bool) -> Any:
         """A named database; None when a read-only environment has none (a store of an older format)."""
@@ -308,6 +340,69 @@ class LmdbStore:
                 here = schema.u64(block)
                 nodes = [(schema.tree_node_key(here, h), tree_nodes[h]) for h in sorted(tree_nodes)]
                 txn.cursor(db=self._nodes).putmulti(nodes, append=True)
+            stale = tree_nodes.stale if isinstance(tree_nodes, Placed) else None
+            if stale and block is not None:  # under the block's number: after every entry indexed before
+                txn.cursor(db=self._stale).putmulti(_stale_entries(block, stale), append=True)
+
+    def prune(self, horizon: int, batch: int) -> int:
+        """Collect what blocks up to `horizon` made stale, at most `batch` index entries in one write
+        transaction, in index order: a block's replaced root loses its location record (unless a later block
+        made the same root again elsewhere) before any of that block's stale nodes go, so a root that still
+        has its record is whole. Records the newest block reached (schema.META_PRUNED): from then on a walk
+        from a root without a record raises StatePruned. The number of entries collected (`batch`: call
+        again)."""
+        if self._stale is None or self._nodes is None:
+            return 0
+        limit = schema.u64(horizon + 1)
+        done = 0
+        try:
+            with self._env.begin(write=True) as txn:
+                cursor = txn.cursor(db=self._stale)
+                nodes, state = self._nodes, self._state
+                found = cursor.first()
+                since = b""
+                while found and done < batch:
+                    key = cursor.key()
+                    since = key[:8]
+                    if since >= limit:
+                        break
+                    kind, location, node_hash = key[8:9], key[9:17], key[17:]
+                    if kind == schema.STALE_TREE_NODE:
+                        txn.delete(schema.tree_node_key(location, node_hash), db=nodes)
+                    else:
+                        record = schema.tree_root_key(node_hash)
+                        if txn.get(record, db=state) == location:
+                            txn.delete(record, db=state)
+                    found = cursor.delete()  # and on to the next entry
+                    done += 1
+                if done:
+                    txn.put(PRUNED_KEY, since if since < limit else schema.u64(horizon), db=state)
+        except DAMAGE_ERRORS as err:
+            raise self.fault.record(f"LMDB: {err}") from None
+        except (lmdb.Error, OSError) as exc:  # the transaction was aborted whole: the next one starts over
+            raise StorageFailed(f"{type(exc).__name__}: {exc}") from exc
+        return done
+
+    def stale_index(self) -> list[bytes]:
+        """The stale index's keys (schema.stale_key), in order: verify-store and tests."""
+        if self._stale is None:
+            return []
+        with self._env.begin() as txn:
+            return [key for key, _ in txn.cursor(db=self._stale).iternext()]
+
+    def tree_node_keys(self) -> list[bytes]:
+        """The `nodes` database's keys (schema.tree_node_key: location, then hash), in order."""
+        if self._nodes is None:
+            return []
+        with self._env.begin() as txn:
+            return [key for key, _ in txn.cursor(db=self._nodes).iternext()]
+
+    def stale_count(self) -> int:
+        """How many replaced nodes are indexed and not collected yet."""
+        if self._stale is None:
+            return 0
+        with self._env.begin() as txn:
+            return int(txn.stat(self._stale)["entries"])
 
     def copy_to(self, dest: Path | str) -> None:
         """A consistent, compacted copy of the whole environment (snapshots)."""

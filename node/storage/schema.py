@@ -343,6 +343,18 @@ def tree_node_key(location: bytes, node_hash: bytes) -> bytes:
     return location + node_hash
 
 
+STALE_ROOT_RECORD: Final = b"\x00"  # a stale entry's kind: the location record of a replaced root
+STALE_TREE_NODE: Final = b"\x01"  # a stale entry's kind: a replaced tree node
+
+
+def stale_key(since: int, kind: bytes, location: bytes, node_hash: bytes) -> bytes:
+    """What block `since` replaced, in the `stale` database: the block's number first, so the index is
+    appended in block order and collecting everything stale since a block or earlier is a scan from its start
+    (node/storage/retention.py); then the kind, so a block's replaced root record is collected before any of
+    its nodes; then where the node is stored (`tree_node_key`) and its hash."""
+    return u64(since) + kind + location + node_hash
+
+
 def meta_key(name: str) -> bytes:
     return _META + name.encode()
 
@@ -350,5 +362,8 @@ def meta_key(name: str) -> bytes:
 META_HEAD: Final = "head"
 META_STATS: Final = "stats"
 META_GENESIS: Final = "genesis"
+META_PRUNED: Final = "pruned"
+"""The newest block whose stale entries the collector has reached (u64). Once it is set, a walk from a root that
+has no location record raises StatePruned: that root's tree is not kept (node/storage/retention.py)."""
 META_IDENTITY: Final = "identity"
 """What the store is (format version, network, genesis hash): node.storage.identity."""

@@ -58,6 +58,7 @@ from node.errors import DataCorrupted, InvariantBroken, StorageFailed
 from node.merkle import BlockNodes, InvalidChange, MerkleError, TreeUpdate, update
 from node.merkle.store import RecentNodes
 from node.storage.lmdb_store import LmdbStore
+from node.storage.retention import PRUNE_BATCH, StateHistory
 
 OK, FAILED, DAMAGED, BROKEN = 0, 1, 2, 3  # the child's answer: one status byte, then a 4-byte length and body
 HEADER = 8  # a request: the payload's length (big-endian), then the pickled request (UPDATE or COMMIT first)
@@ -67,7 +68,7 @@ PR_SET_PDEATHSIG = 1
 STOP_WAIT = 5.0
 log = logging.getLogger(__name__)
 DIE_ENV = "CHAIN_TEST_WRITER_DIE"  # tests only: the child exits at the first request of a kind, "before"
-# (a commit, before its transaction), "after" (a commit, after it, unanswered) or "update" (unanswered);
+# (a commit, before its transaction), "after" (a commit, after it, unanswered), or "update" (unanswered);
 # "<kind>:<path>" does so only while the file <path> exists (a node's test turns the fault off without a restart)
 
 
@@ -95,13 +96,16 @@ class WriterProcess:
         sync: bool = True,
         on_restart: Callable[[], object] | None = None,
         tree_cache_nodes: int = TREE_CACHE_NODES,
+        history: StateHistory | None = None,
     ) -> None:
         """`on_restart`: called before a child replaces one that exited (the store frees the dead child's
         LMDB reader slot: every process that opens the environment takes one, and a killed one keeps it).
-        `tree_cache_nodes`: the child's memo of the nodes the latest committed blocks made."""
+        `tree_cache_nodes`: the child's memo of the nodes the latest committed blocks made. `history`: the
+        trees the store keeps; the child collects older stale nodes after answering each commit."""
         self.path = Path(path)
         self.sync = sync
         self.tree_cache_nodes = tree_cache_nodes
+        self.history = history or StateHistory()
         self._on_restart = on_restart
         self.starts = 0
         self._proc: subprocess.Popen[bytes] | None = None
@@ -118,7 +122,7 @@ class WriterProcess:
     def _spawn(self) -> None:
         sync = "1" if self.sync else "0"
         argv = [sys.executable, "-m", "node.storage.writer", str(self.path), sync, str(os.getpid())]
-        argv.append(str(self.tree_cache_nodes))
+        argv += [str(self.tree_cache_nodes), str(self.history)]
         # stderr is the node's: a child that cannot start says why there
         self._proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True)
         self._child_holds = None
@@ -302,10 +306,11 @@ class _Child:
     """The child's side: its store, the memo of the nodes the latest committed blocks made, and the nodes of
     the latest update until a commit takes them."""
 
-    def __init__(self, store: LmdbStore, tree_cache_nodes: int) -> None:
+    def __init__(self, store: LmdbStore, tree_cache_nodes: int, history: StateHistory) -> None:
         self.store = store
         self.recent = RecentNodes(tree_cache_nodes)
         self.held: dict[bytes, bytes] | None = None
+        self.history = history
 
     def update(self, root: bytes, changes: dict[bytes, bytes | None], here: bytes, root_at: bytes) -> bytes:
         self.held = None
@@ -324,10 +329,25 @@ class _Child:
         self.store.commit(writes, nodes, block)
         self.recent.add(nodes)  # after the transaction: never a node of a block not committed
 
+    def prune(self, block: int) -> None:
+        """After block `block`'s commit is answered: collect what the retained trees no longer need (a failure
+        here is the next commit's to meet: nothing of a block is lost by a collection not made)."""
+        horizon = self.history.horizon(block)
+        if horizon is not None:
+            with contextlib.suppress(StorageFailed):
+                self.store.prune(horizon, PRUNE_BATCH)
 
-def serve(path: str, sync: bool, inp: IO[bytes], out: IO[bytes], tree_cache_nodes: int = TREE_CACHE_NODES) -> int:
+
+def serve(
+    path: str,
+    sync: bool,
+    inp: IO[bytes],
+    out: IO[bytes],
+    tree_cache_nodes: int = TREE_CACHE_NODES,
+    history: StateHistory | None = None,
+) -> int:
     store = LmdbStore(path, sync=sync)
-    child = _Child(store, tree_cache_nodes)
+    child = _Child(store, tree_cache_nodes, history or StateHistory())
     try:
         while True:
             head = inp.read(HEADER)
@@ -364,6 +384,10 @@ def serve(path: str, sync: bool, inp: IO[bytes], out: IO[bytes], tree_cache_node
             if die == "after":  # stored, never answered
                 os._exit(9)
             _answer(out, OK)
+            try:
+                child.prune(block)
+            except DataCorrupted:
+                return 1  # latched by the next request's store, which meets the same damage
     finally:
         store.close()
 
@@ -375,11 +399,13 @@ def _die_at() -> str:
 
 
 def main(argv: list[str]) -> int:
-    path, sync, parent, tree_cache_nodes = argv
+    path, sync, parent, tree_cache_nodes, history = argv
     _die_with(int(parent))
     logging.disable(logging.CRITICAL)  # the node logs what the child answers; the child stays quiet
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C reaches the node, which then closes the pipe
-    return serve(path, sync == "1", sys.stdin.buffer, sys.stdout.buffer, int(tree_cache_nodes))
+    return serve(
+        path, sync == "1", sys.stdin.buffer, sys.stdout.buffer, int(tree_cache_nodes), StateHistory.parse(history)
+    )
 
 
 if __name__ == "__main__":

@@ -31,6 +31,7 @@ from node.errors import (
     MessageRejected,
     NotFound,
     Reason,
+    StatePruned,
     StorageFailed,
 )
 from node.reasons import CATEGORY
@@ -97,6 +98,8 @@ def to_status(exc: BaseException) -> tuple[grpc.StatusCode, str, Trailers]:
         return abort_args(R.STORAGE_FAILED, f"storage failed: {exc}")
     if isinstance(exc, DataCorrupted):
         return abort_args(R.DATA_CORRUPTED, str(exc))
+    if isinstance(exc, StatePruned):
+        return abort_args(R.STATE_PRUNED, str(exc))
     if isinstance(exc, (InvalidBlock, InvariantBroken)):
         return abort_args(R.INTERNAL, f"internal error: {exc}")
     if isinstance(exc, ChainError):
