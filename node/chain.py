@@ -47,6 +47,7 @@ from node.storage.integrity import (
 from node.storage.kv import Overlay
 from node.storage.lmdb_store import LmdbNodeView, LmdbReadView, LmdbStore, ReadSnapshot
 from node.storage.retention import PRUNE_BATCH, StateHistory
+from node.storage.seal import break_seal, write_seal
 from node.storage.writer import WriteDamaged, WriterLost, WriterProcess
 
 log = logging.getLogger("chain.store")
@@ -160,6 +161,7 @@ class Chain:
         if is_fresh(path):
             return cls._create(path, params or ChainParams(), sync, tree_cache_nodes, history)
         file_identity = check_files(path)  # before LMDB maps the file
+        break_seal(path)  # from here only a clean close (Chain.close) says the file is sound
         store, heads = _memo_store(path, sync=sync)
         try:
             contents = check_contents(store, file_identity)
@@ -308,7 +310,15 @@ class Chain:
                 raise self.store.fault.record(damaged.problem) from None
 
     def close(self) -> None:
-        if self.writer is not None:
-            self.writer.close()
-            self.writer = None
+        """Stop the writer, close the store and, when nothing failed, seal it (node/storage/seal.py): the next
+        start skips the page walk while nobody writes the file. A writer that had to be killed, a latched
+        fault or a failed seal leaves none, and the next start walks."""
+        clean = self.writer.close() if self.writer is not None else True
+        self.writer = None
+        txnid = None if self.store.readonly else self.store.last_txnid()
         self.store.close()
+        if clean and txnid is not None and self.store.fault.problem is None:
+            try:
+                write_seal(self.store.path, txnid)
+            except OSError as err:  # a full disk: the next start walks
+                log.warning("store not sealed (%s): the next start reads every page", err)

@@ -1,7 +1,7 @@
 """Reads of the state tree at a given root: value-hash lookups, path witnesses and proofs.
 
-Reads never change the store; any past root that is still stored can be queried (there is no garbage
-collection yet).
+Reads never change the store; any root the store keeps can be queried (the node's store keeps the last
+`--state-history` blocks' trees: node/storage/retention.py).
 """
 
 from __future__ import annotations

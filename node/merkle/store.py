@@ -1,7 +1,7 @@
 """Content-addressed node stores: a node's bytes are kept under its hash, and nothing is ever overwritten.
 
-Old nodes are never deleted, so every past root stays readable (snapshots, stale-proof checks). There is no
-garbage collection yet: the node store only grows, by the nodes each `UpdateResult` hands back.
+Nothing here deletes a node: the node's LMDB store collects the nodes no retained root reaches
+(node/storage/retention.py), by the list each placed update hands back (`Placed.stale`).
 
 The LMDB backend is node.merkle.lmdb_store, imported by the node only: proof verification and in-memory
 trees never load LMDB.

@@ -2,7 +2,8 @@
 
 Start-up (`check_files` before LMDB maps the file, `check_contents` right after):
 1. `data.mdb` is present whenever the directory has held a store;
-2. LMDB's own structure, read with plain file I/O (node.storage.lmdb_file): meta pages, length, pages;
+2. LMDB's own structure, read with plain file I/O (node.storage.lmdb_file): meta pages, length, and every
+   page, unless the file is exactly as a clean close left it (node.storage.seal);
 3. the genesis record, block 0 and the identity record agree, and match `store-identity.json`;
 4. the head block hashes to its hash, is stored under its number, and its last `HEAD_CHAIN_DEPTH`
    ancestors link by parent hash; the head state root's tree node is present and hashes to its name.
@@ -38,8 +39,9 @@ from node.storage.identity import (
     network_name,
     read_identity_file,
 )
-from node.storage.lmdb_file import LmdbFileDamaged, check_file
+from node.storage.lmdb_file import LmdbFileDamaged, read_meta, walk
 from node.storage.lmdb_store import LmdbNodeView, LmdbReadView, LmdbStore
+from node.storage.seal import is_sealed
 
 HEAD_CHAIN_DEPTH = 64
 TREE_DB = b"tree"
@@ -89,8 +91,9 @@ def refuse(data_dir: Path, problem: str, remedy: str = REMEDY_DAMAGED) -> StoreR
 
 
 def check_files(data_dir: Path, *, deep: bool = False) -> StoreIdentity | None:
-    """Steps 1-2 (nothing mapped): the identity file, if any. Raises StoreRefused. `deep` also walks every
-    node of every tree-database leaf page (verify-store)."""
+    """Steps 1-2 (nothing mapped): the identity file, if any. Raises StoreRefused. A store exactly as a clean
+    close left it (node/storage/seal.py) gets the meta and length checks only; `deep` (verify-store) always
+    walks, and also walks every node of every tree-database leaf page."""
     data = data_dir / DATA_FILE
     try:
         identity = read_identity_file(data_dir)
@@ -100,7 +103,9 @@ def check_files(data_dir: Path, *, deep: bool = False) -> StoreIdentity | None:
         held = IDENTITY_FILE if identity is not None else LOCK_FILE
         raise refuse(data_dir, f"{DATA_FILE} is missing but this directory has held a store ({held} is there)")
     try:
-        check_file(data, shallow=frozenset() if deep else frozenset({TREE_DB, NODES_DB}))
+        meta = read_meta(data)
+        if deep or not is_sealed(data_dir, meta.txnid):
+            walk(data, meta, shallow=frozenset() if deep else frozenset({TREE_DB, NODES_DB}))
     except LmdbFileDamaged as err:
         raise refuse(data_dir, f"{DATA_FILE} is damaged: {err}") from None
     except OSError as err:

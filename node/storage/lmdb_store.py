@@ -261,6 +261,7 @@ class LmdbStore:
         LMDB serves many reader processes, each read transaction sees the newest committed block)."""
         self.path = Path(path)
         self.sync = sync
+        self.readonly = readonly
         self.fault = StoreFault(self.path)
         self._check = check
         self._scope = CheckScope.of(checked)
@@ -426,6 +427,14 @@ class LmdbStore:
     def entry_count(self) -> int:
         with self._env.begin() as txn:
             return int(txn.stat(self._state)["entries"])
+
+    def last_txnid(self) -> int | None:
+        """The id of the newest committed write transaction (what the file's newer meta page holds); None once
+        the environment is closed."""
+        try:
+            return int(self._env.info()["last_txnid"])
+        except lmdb.Error:
+            return None
 
     def clear_stale_readers(self) -> int:
         """Free the reader slots of processes that died inside a read transaction (a killed read worker):

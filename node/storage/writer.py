@@ -240,20 +240,23 @@ class WriterProcess:
         proc.wait()
         self._proc = None
 
-    def close(self) -> None:
-        """Close its input (the child finishes what it is writing, then exits), then wait; kill if stuck."""
+    def close(self) -> bool:
+        """Close its input (the child finishes what it is writing, then exits), then wait; kill if stuck.
+        Whether it exited by itself with status 0 (False: killed, or it had failed)."""
         proc = self._proc
         if proc is None:
-            return
+            return True
+        clean = False
         try:
             if proc.stdin is not None:
                 proc.stdin.close()
-            proc.wait(STOP_WAIT)
+            clean = proc.wait(STOP_WAIT) == 0
         except OSError:
             pass
         except subprocess.TimeoutExpired:
             proc.kill()
         self._reap()
+        return clean
 
 
 def _frame(request: tuple[Any, ...]) -> bytes:
