@@ -14,7 +14,7 @@ import pytest
 
 from node.chain import Chain
 from node.errors import StoreRefused
-from node.storage import integrity
+from node.storage import integrity, lmdb_file
 from node.storage.lmdb_file import read_meta, walk
 from node.storage.seal import SEAL_FILE, is_sealed, read_seal
 from tests.harness import Harness
@@ -33,13 +33,13 @@ def store(tmp_path: Path) -> Path:
 def walks(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
     """The files the start-up checks walk page by page."""
     walked: list[Path] = []
-    real = integrity.walk
+    real = lmdb_file.walk
 
     def counted(path: Path, *args: object, **kwargs: object) -> object:
         walked.append(path)
         return real(path, *args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(integrity, "walk", counted)
+    monkeypatch.setattr(integrity, "walk", counted)  # the name the start-up checks call
     return walked
 
 
