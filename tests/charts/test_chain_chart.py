@@ -80,6 +80,8 @@ def test_helm_lint_strict(profile):
         (["--set", "node.readWorkers=-2"], "/node/readWorkers"),
         (["--set", "node.readAnswerBytes=-1"], "/node/readAnswerBytes"),
         (["--set", "node.treeCacheNodes=-1"], "/node/treeCacheNodes"),
+        (["--set-string", "node.stateHistory=0"], "/node/stateHistory"),
+        (["--set-string", "node.stateHistory=some"], "/node/stateHistory"),
     ],
 )
 def test_bad_values_are_refused_with_a_reason(args, message):
@@ -174,15 +176,24 @@ def test_node_read_workers_and_tree_cache_reach_the_node(default):
     env = env_of(node_container(default))
     assert env["CHAIN_NODE_READ_WORKERS"] == "-1"  # the node's default: sized by the node, as verifyWorkers
     assert env["CHAIN_NODE_TREE_CACHE_NODES"] == "250000"
+    assert env["CHAIN_NODE_STATE_HISTORY"] == "8"  # the node's default, written out
     assert env["CHAIN_NODE_READ_ANSWER_BYTES"] == "8388608"  # the node's default, written out (not 8.388608e+06)
     tuned = Manifests(
         template(
-            "--set", "node.readWorkers=0", "--set", "node.treeCacheNodes=1000000", "--set", "node.readAnswerBytes=0"
+            "--set",
+            "node.readWorkers=0",
+            "--set",
+            "node.treeCacheNodes=1000000",
+            "--set",
+            "node.readAnswerBytes=0",
+            "--set-string",
+            "node.stateHistory=all",
         )
     )
     env = env_of(node_container(tuned))
     assert env["CHAIN_NODE_READ_WORKERS"] == "0"  # the main process serves every call
     assert env["CHAIN_NODE_TREE_CACHE_NODES"] == "1000000"
+    assert env["CHAIN_NODE_STATE_HISTORY"] == "all"  # an archive node
     assert env["CHAIN_NODE_READ_ANSWER_BYTES"] == "0"
 
 
