@@ -4,8 +4,9 @@
 
 The goals table of `make bench` measures ingest on a fresh store (`bench_node`). A node that has run for a while has a
 larger store, and every message inserts keys at random places of it: its hash record, its links, its
-state-tree nodes (keyed by their hashes). This bench runs `--phases` saturated phases of `--messages`
-pre-signed messages each, one after another on the same node (the clients of `bench_node`, one process
+account's activity; its state-tree nodes are appended with their block, and the nodes it replaced are
+collected once the retained trees no longer reach them (`--state-history`).
+This bench runs `--phases` saturated phases of `--messages` pre-signed messages each, one after another on the same node (the clients of `bench_node`, one process
 each; the node settles between phases), and prints one line per phase:
 
 - committed msgs/s, and that ÷ a one-core bare Ed25519 verify/s taken just before and after the phase;
@@ -14,7 +15,8 @@ each; the node settles between phases), and prints one line per phase:
 - what the store writer wrote per committed message: the bytes it handed to the kernel (`wchar`, LMDB's
   page writes) and the bytes that reached the block device (`write_bytes`), from /proc/PID/io;
 - after the phase, the store: messages committed so far, the file's size, and the pages each LMDB database
-  uses (read from a read-only environment beside the node, as a read worker opens it).
+  uses (read from a read-only environment beside the node, as a read worker opens it);
+- at the end, start to ready on the grown store after a clean stop (sealed) and after a kill -9.
 
 It is printed, not a row of the goals table; docs/performance.md ("As the store grows") has the figures.
 """
@@ -24,6 +26,7 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -95,12 +98,13 @@ class StoreSize:
 
 def store_size(data_dir: Path) -> StoreSize:
     """The store's file size and each database's pages, from a read-only environment (one reader slot)."""
-    env = lmdb.open(str(data_dir), readonly=True, max_dbs=4, readahead=False)
+    env = lmdb.open(str(data_dir), readonly=True, max_dbs=8, readahead=False)
     try:
         pages: dict[str, int] = {}
         entries: dict[str, int] = {}
         with env.begin() as txn:
-            for name in ("state", "nodes"):  # the tree's nodes, by block (the `tree` database holds format 1's)
+            # the tree's nodes, by block (the `tree` database holds format 1's), and the index of replaced ones
+            for name in ("state", "nodes", "stale"):
                 stat = txn.stat(env.open_db(name.encode(), txn=txn, create=False))
                 pages[name] = stat["branch_pages"] + stat["leaf_pages"] + stat["overflow_pages"]
                 entries[name] = stat["entries"]
@@ -144,24 +148,47 @@ def phase(node: NodeProcess, data_dir: Path, clients: int, messages: int) -> Pha
     )
 
 
+def restarts(node: NodeProcess, data_dir: Path) -> None:
+    """Start to ready on the grown store: after a clean stop (sealed: the page walk is skipped) and after a
+    kill -9 (no seal: every page walked before the store is mapped)."""
+    node.stop()
+    began = time.monotonic()
+    node.start()
+    sealed = time.monotonic() - began
+    assert node.proc is not None
+    node.proc.kill()
+    node.proc.wait()
+    began = time.monotonic()
+    node.start()
+    walked = time.monotonic() - began
+    size = (data_dir / "data.mdb").stat().st_size / 1e6
+    print(
+        f"\nstart to ready on the {size:,.0f} MB store: {sealed:.2f} s after a clean stop (sealed), "
+        f"{walked:.2f} s after kill -9 (every page walked first)",
+        flush=True,
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--phases", type=int, default=5)
     parser.add_argument("--messages", type=int, default=20_000, help="messages per phase")
     parser.add_argument("--clients", type=int, default=4)
+    parser.add_argument("--state-history", default="", help="the node's --state-history (default: its own)")
     ns = parser.parse_args()
     print(
         f"\n### Ingest as the store grows: {ns.phases} phases of {ns.messages:,} messages, one node\n\n"
         "| phase | committed msgs/s | ÷ verify/s | node CPU µs/msg: main / writer / verify | "
         "writer's bytes/msg: to the kernel / to the disk | after: msgs committed | file MB | "
-        "pages in use: state / tree | bytes in use per msg |\n"
+        "pages in use: state / tree / stale index | bytes in use per msg |\n"
         "|---:|---:|---:|---|---|---:|---:|---|---:|",
         flush=True,
     )
     total = 0
     with tempfile.TemporaryDirectory() as d:
         data_dir = Path(d) / "data"
-        node = NodeProcess(data_dir, "--web-addr", "", "--block-interval", "0.2").start()
+        history = ["--state-history", ns.state_history] if ns.state_history else []
+        node = NodeProcess(data_dir, "--web-addr", "", "--block-interval", "0.2", *history).start()
         try:
             for n in range(1, ns.phases + 1):
                 p = phase(node, data_dir, ns.clients, ns.messages)
@@ -173,10 +200,12 @@ def main() -> None:
                     f"| {n} | {p.rate:,.0f} | {p.rate / p.verify_rate:.2f} | {cpu} (sum {cpu_sum:.0f}) "
                     f"| {p.written['wchar'] / 1e3:.1f} KB / {p.written['write_bytes'] / 1e3:.1f} KB | {total:,} "
                     f"| {p.store.file_bytes / 1e6:.0f} | {p.store.pages['state']:,} / {p.store.pages['nodes']:,} "
+                    f"/ {p.store.pages['stale']:,} "
                     f"| {used / total:,.0f} |",
                     flush=True,
                 )
                 print(f"  (phase {n}: {p.cores.describe()})", file=sys.stderr, flush=True)
+            restarts(node, data_dir)
         finally:
             node.stop()
     print(
