@@ -6,8 +6,9 @@ The goals table of `make bench` measures ingest on a fresh store (`bench_node`).
 larger store, and every message inserts keys at random places of it: its hash record, its links, its
 account's activity; its state-tree nodes are appended with their block, and the nodes it replaced are
 collected once the retained trees no longer reach them (`--state-history`).
-This bench runs `--phases` saturated phases of `--messages` pre-signed messages each, one after another on the same node (the clients of `bench_node`, one process
-each; the node settles between phases), and prints one line per phase:
+This bench runs `--phases` saturated phases of `--messages` pre-signed messages each, one after another on
+the same node (the clients of `bench_node`, one process each; the node settles between phases), and prints
+one line per phase:
 
 - committed msgs/s, and that ÷ a one-core bare Ed25519 verify/s taken just before and after the phase;
 - node CPU per committed message, split by process (the main process, the store writer, the verify
