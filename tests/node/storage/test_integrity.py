@@ -17,17 +17,12 @@ from node.storage import schema
 from node.storage.identity import IDENTITY_FILE, read_identity_file
 from node.storage.integrity import check_store
 from node.storage.lmdb_file import LmdbFileDamaged, check_file, read_meta, walk
-from tests.fixtures.stores import raw_put
-from tests.harness import Harness
+from tests.fixtures.stores import closed_store, raw_put
 
 
 @pytest.fixture
 def store(tmp_path: Path) -> Path:
-    h = Harness(tmp_path / "chain")
-    for _ in range(4):
-        h.actor()
-    h.chain.close()
-    return tmp_path / "chain"
+    return closed_store(tmp_path / "chain")
 
 
 def test_genesis_writes_the_identity_and_it_is_checked(store: Path) -> None:

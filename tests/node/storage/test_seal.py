@@ -17,16 +17,12 @@ from node.errors import StoreRefused
 from node.storage import integrity, lmdb_file
 from node.storage.lmdb_file import read_meta, walk
 from node.storage.seal import SEAL_FILE, is_sealed, read_seal
-from tests.harness import Harness
+from tests.fixtures.stores import closed_store
 
 
 @pytest.fixture
 def store(tmp_path: Path) -> Path:
-    h = Harness(tmp_path / "chain")
-    for _ in range(4):
-        h.actor()
-    h.chain.close()
-    return tmp_path / "chain"
+    return closed_store(tmp_path / "chain")
 
 
 @pytest.fixture
