@@ -46,7 +46,7 @@ from node.storage.integrity import (
 )
 from node.storage.kv import Overlay
 from node.storage.lmdb_store import LmdbNodeView, LmdbReadView, LmdbStore, ReadSnapshot
-from node.storage.retention import PRUNE_BATCH, StateHistory
+from node.storage.retention import StateHistory
 from node.storage.seal import break_seal, write_seal
 from node.storage.writer import WriteDamaged, WriterLost, WriterProcess
 
@@ -286,8 +286,7 @@ class Chain:
     def prune(self, head: int) -> int:
         """Collect, in this process, the stale tree nodes the retained trees at `head` no longer need (at most
         one batch; the writer process does this itself after each commit it answers). How many were."""
-        horizon = self.history.horizon(head)
-        return 0 if horizon is None else self.store.prune(horizon, PRUNE_BATCH)
+        return self.history.collect(self.store, head)
 
     def _commit_in_writer(self, output: BlockOutput) -> None:
         """A writer that died is replaced once at once (a second loss in a row is StorageFailed)."""

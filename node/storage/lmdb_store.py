@@ -385,7 +385,7 @@ class LmdbStore:
         return done
 
     def stale_index(self) -> list[bytes]:
-        """The stale index's keys (schema.stale_key), in order: verify-store and tests."""
+        """The stale index's keys (schema.stale_key), in order (tests and tools)."""
         if self._stale is None:
             return []
         with self._env.begin() as txn:

@@ -22,7 +22,7 @@ node can later be started with a finite history and catch up. A walk from a root
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, Protocol
 
 ALL: Final = 0  # `--state-history all`: every root is kept
 DEFAULT_HISTORY: Final = 8
@@ -33,6 +33,12 @@ just saw. Each retained block costs its stale nodes: on a store of 240,000 messa
 replaces about 2.4 MB of nodes, so 64 blocks kept ~150 MB, as much as the live tree (docs/merkle.md)."""
 PRUNE_BATCH: Final = 200_000
 """Stale entries collected per block at most (a block of 10,000 follows on a 5M-message store makes ~120k)."""
+
+
+class Collector(Protocol):
+    def prune(self, horizon: int, batch: int) -> int:
+        """Collect what blocks up to `horizon` made stale, at most `batch` entries (`LmdbStore.prune`)."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -61,6 +67,12 @@ class StateHistory:
             return None
         horizon = head - self.blocks + 1
         return horizon if horizon > 0 else None
+
+    def collect(self, store: Collector, head: int) -> int:
+        """One collection after block `head`'s commit, by whoever committed it (the store writer process, or
+        the committing thread): at most `PRUNE_BATCH` entries. How many were collected."""
+        horizon = self.horizon(head)
+        return 0 if horizon is None else store.prune(horizon, PRUNE_BATCH)
 
     def __str__(self) -> str:
         return "all" if self.archive else str(self.blocks)

@@ -58,7 +58,7 @@ from node.errors import DataCorrupted, InvariantBroken, StorageFailed
 from node.merkle import BlockNodes, InvalidChange, MerkleError, TreeUpdate, update
 from node.merkle.store import RecentNodes
 from node.storage.lmdb_store import LmdbStore
-from node.storage.retention import PRUNE_BATCH, StateHistory
+from node.storage.retention import StateHistory
 
 OK, FAILED, DAMAGED, BROKEN = 0, 1, 2, 3  # the child's answer: one status byte, then a 4-byte length and body
 HEADER = 8  # a request: the payload's length (big-endian), then the pickled request (UPDATE or COMMIT first)
@@ -335,10 +335,8 @@ class _Child:
     def prune(self, block: int) -> None:
         """After block `block`'s commit is answered: collect what the retained trees no longer need (a failure
         here is the next commit's to meet: nothing of a block is lost by a collection not made)."""
-        horizon = self.history.horizon(block)
-        if horizon is not None:
-            with contextlib.suppress(StorageFailed):
-                self.store.prune(horizon, PRUNE_BATCH)
+        with contextlib.suppress(StorageFailed):
+            self.history.collect(self.store, block)
 
 
 def serve(
