@@ -102,3 +102,11 @@ def test_an_unreadable_seal_means_a_walk(store: Path, walks: list[Path]) -> None
     (store / SEAL_FILE).write_text("{not json")
     Chain.open(store).close()
     assert walks == [store / "data.mdb"]
+
+
+def test_a_store_that_met_damage_while_open_is_not_sealed(store: Path) -> None:
+    """A fault latched while serving: the close leaves no seal, so the next start walks every page."""
+    chain = Chain.open(store)
+    chain.store.fault.record("a test's damage")
+    chain.close()
+    assert read_seal(store) is None
