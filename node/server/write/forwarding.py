@@ -308,6 +308,8 @@ class Forwarder:
         return len(old)
 
     async def close(self) -> None:
-        for channel, _ in self._channels.values():
-            await channel.close(None)
+        """Close the channels once the calls in flight on them are answered (each within its own deadline,
+        `timeout`): a call cut here would leave its client with OUTCOME_UNKNOWN for a verdict on its way."""
+        channels = [channel for channel, _ in self._channels.values()]
         self._channels.clear()
+        await asyncio.gather(*(channel.close(self.timeout) for channel in channels))

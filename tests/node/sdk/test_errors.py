@@ -117,9 +117,10 @@ def test_state_conflict_in_a_batch_result_and_on_commit(client: ChainClient, fun
 
 
 def test_duplicate(client: ChainClient, funded: RemoteActor) -> None:
-    client.commit(funded.b.project_create("taken"))
-    with pytest.raises(E.Duplicate) as info:
-        client.commit(funded.b.project_create("taken", timestamp=funded.b.now() - 1))
+    first = funded.b.project_create("taken")
+    client.commit(first)
+    with pytest.raises(E.Duplicate) as info:  # another message (an earlier timestamp), the same name
+        client.commit(funded.b.project_create("taken", timestamp=first.data.timestamp - 1))
     assert info.value.reason == Reason.NAME_TAKEN
 
 

@@ -162,12 +162,14 @@ class Upstream(service_pb2_grpc.ChainServiceServicer):
         self.refusal: tuple[grpc.StatusCode, str] | None = None  # (status, reason-code)
         self.verdict = ""  # reason code for every message ("" accepts)
         self.meanwhile: Callable[[Sequence[pb.Message]], object] | None = None  # runs before it answers
+        self.delay = 0.0  # seconds it thinks before it answers
 
     async def BatchSubmitMessages(
         self, request: rpc_pb2.BatchSubmitMessagesRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> rpc_pb2.BatchSubmitMessagesResponse:
         if self.meanwhile is not None:
             self.meanwhile(request.messages)
+        await asyncio.sleep(self.delay)
         if self.refusal is not None:
             status, reason = self.refusal
             await context.abort(status, f"{reason}: told so", (("reason-code", reason),))
@@ -270,3 +272,17 @@ async def test_what_this_member_committed_meanwhile_is_accepted_not_unknown(tmp_
             await fwd.submit([done, pending], target)
         assert info.value.reason == Reason.OUTCOME_UNKNOWN and info.value.values["hashes"] == [pending.hash.hex()]
         assert pending.hash.hex() in info.value.detail and pending.hash in mempool
+
+
+async def test_a_stopping_member_waits_for_the_verdicts_on_their_way(tmp_path: Path) -> None:
+    """The member stops (its orderer closes the forwarder) while a forwarded call awaits the leader's answer:
+    the answer still reaches the client, accepted, not OUTCOME_UNKNOWN. Fails when `close` cancels the calls
+    in flight."""
+    async with forwarding_to_upstream(tmp_path) as f:
+        f.upstream.delay = 0.5
+        msg = f.h.actor().b.follow(b"\x07" * 20)
+        call = asyncio.create_task(f.fwd.submit([msg], f.target))
+        await asyncio.sleep(0.2)  # the call is out: the leader is thinking
+        await f.fwd.close()
+        (outcome,) = await call
+        assert outcome.accepted and outcome.hash == msg.hash
