@@ -55,7 +55,8 @@ STORAGE_GRANT_DURATION: Final = 395 * 24 * 3600
 
 # ---- git objects ----
 MAX_COMMITS_PER_BUNDLE: Final = 1_000
-MAX_COMMITS_PER_PROJECT: Final = 10_000
+MAX_COMMITS_PER_PROJECT: Final = 10_000  # the commits a project keeps before its unprotected ones are pruned
+MAX_PROTECTED_SET: Final = 100_000  # the protected-set walk's bound: reaching it skips pruning
 MAX_REFS_PER_PROJECT: Final = 200
 MAX_FAST_FORWARD_DEPTH: Final = 10_000
 

@@ -35,6 +35,7 @@ class Prefix(IntEnum):
     TOMBSTONE = 0x0E
     LWW_STAMP = 0x0F
     PROJECT_NAME = 0x10
+    COMMIT_SEQUENCE = 0x11  # a project that has pruned commits: the last commit sequence handed out
     # ---- secondary indexes (derived, not in the tree) ----
     PROJECTS_BY_OWNER = 0x40
     PROJECTS_BY_NAME = 0x41
@@ -112,6 +113,7 @@ _STORAGE_GRANT_INDEX: Final = bytes([Prefix.STORAGE_GRANT_INDEX])
 _TOMBSTONE: Final = bytes([Prefix.TOMBSTONE])
 _LWW_STAMP: Final = bytes([Prefix.LWW_STAMP])
 _PROJECT_NAME: Final = bytes([Prefix.PROJECT_NAME])
+_COMMIT_SEQUENCE: Final = bytes([Prefix.COMMIT_SEQUENCE])
 _PROJECTS_BY_OWNER: Final = bytes([Prefix.PROJECTS_BY_OWNER])
 _PROJECTS_BY_NAME: Final = bytes([Prefix.PROJECTS_BY_NAME])
 _COMMITS_BY_SEQUENCE: Final = bytes([Prefix.COMMITS_BY_SEQUENCE])
@@ -168,6 +170,12 @@ def refs_prefix(project_id: bytes) -> bytes:
 
 def commit_key(project_id: bytes, commit_hash: bytes) -> bytes:
     return _COMMIT + project_id + commit_hash
+
+
+def commit_sequence_key(project_id: bytes) -> bytes:
+    """The last commit sequence a project handed out (u64), once it has pruned commits: its commit count no
+    longer says (node/state/handlers/pruning.py)."""
+    return _COMMIT_SEQUENCE + project_id
 
 
 def collaborator_key(project_id: bytes, address: bytes) -> bytes:

@@ -11,6 +11,7 @@ from node.errors import MessageRejected, Reason
 from node.state.access import StateAccess
 from node.state.authz import live_project, require_permission
 from node.state.context import MessageContext
+from node.state.handlers.pruning import last_sequence, prune_commits, record_sequence
 from node.state.rules import check_limit
 from node.storage import schema
 
@@ -133,9 +134,12 @@ def ref_delete(ctx: MessageContext, body: pb.RefDeleteBody) -> None:
 
 
 def commit_bundle(ctx: MessageContext, body: pb.CommitBundleBody) -> None:
+    """Index the commits the project lacks (parents first; known ones are skipped), then prune the project
+    back to MAX_COMMITS_PER_PROJECT if it went past it (pruning.py: what is protected, what goes)."""
     project = live_project(ctx, body.project_id)
     require_permission(ctx, project, pb.PERMISSION_WRITE)
     in_bundle: set[bytes] = set()
+    sequence = last_sequence(ctx.st, project)
     added = 0
     for meta in body.commits:
         for parent in meta.parents:
@@ -149,8 +153,8 @@ def commit_bundle(ctx: MessageContext, body: pb.CommitBundleBody) -> None:
         in_bundle.add(meta.hash)
         if find_commit(ctx.st, project, meta.hash) is not None:
             continue  # already pushed, here or in the project this one was forked from: bundles may overlap
-        check_limit("commits per project", project.commit_count, C.MAX_COMMITS_PER_PROJECT)
         project.commit_count += 1
+        sequence += 1
         added += 1
         commit = state_pb2.Commit(
             project_id=project.project_id,
@@ -164,9 +168,11 @@ def commit_bundle(ctx: MessageContext, body: pb.CommitBundleBody) -> None:
             content_digest=meta.content_digest,
             message_hash=ctx.message_hash,
             block_number=ctx.block_number,
-            sequence=project.commit_count,
+            sequence=sequence,
         )
         ctx.st.store(schema.commit_key(project.project_id, meta.hash), commit)
-        ctx.st.kv.put(schema.commit_by_sequence_key(project.project_id, project.commit_count), meta.hash)
+        ctx.st.kv.put(schema.commit_by_sequence_key(project.project_id, sequence), meta.hash)
     if added:
+        prune_commits(ctx.st, project, [bytes(meta.hash) for meta in body.commits])
+        record_sequence(ctx.st, project, sequence)
         ctx.st.put_project(project)

@@ -394,15 +394,20 @@ def test_commit_bundle_permissions_and_project_state(h: Harness) -> None:
     h.reject(a.b.commit_bundle(r.pid, [commit_meta(11)]), Reason.PROJECT_REMOVED)
 
 
-def test_commit_bundle_limit_per_project(h: Harness) -> None:
+def test_commit_bundle_past_the_limit_is_accepted(h: Harness) -> None:
+    """Past MAX_COMMITS_PER_PROJECT a bundle is accepted and prunes what nothing protects (here: nothing is
+    unprotected, the bundle's history being all of it); test_commit_pruning.py has the rule's cases."""
     a = h.actor()
     pid = created_id(h.commit(a.b.project_create("p")))
     per = C.MAX_COMMITS_PER_BUNDLE
     for start in range(0, C.MAX_COMMITS_PER_PROJECT, per):
-        h.commit(a.b.commit_bundle(pid, [commit_meta(i) for i in range(start, start + per)]))
+        first = commit_meta(start, *([commit_meta(start - 1).hash] if start else []))
+        chunk = [first] + [commit_meta(i, commit_meta(i - 1).hash) for i in range(start + 1, start + per)]
+        h.commit(a.b.commit_bundle(pid, chunk))
     assert h.project(pid).commit_count == C.MAX_COMMITS_PER_PROJECT
-    err = h.reject(a.b.commit_bundle(pid, [commit_meta(C.MAX_COMMITS_PER_PROJECT)]), Reason.LIMIT_EXCEEDED)
-    assert err.values == {"what": "commits per project", "limit": C.MAX_COMMITS_PER_PROJECT}
+    last = commit_meta(C.MAX_COMMITS_PER_PROJECT - 1).hash
+    h.commit(a.b.commit_bundle(pid, [commit_meta(C.MAX_COMMITS_PER_PROJECT, last)]))
+    assert h.project(pid).commit_count == C.MAX_COMMITS_PER_PROJECT + 1
     h.commit(a.b.commit_bundle(pid, [commit_meta(0)]))  # known commits are not counted
 
 
