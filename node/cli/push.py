@@ -99,10 +99,22 @@ def _push(ctx: Context, args: Any, repo: git.GitRepo) -> None:
     progress = Progress("pushing commits", len(plan.commits), ctx.err, ctx.progress_enabled)
     # One step per committed bundle (the SDK reports each as the node commits it).
     try:
-        result = submit_push(ctx.client, builder, plan, on_bundle=lambda event: progress.advance(event.commits))
+        result = submit_push(
+            ctx.client, builder, plan, on_bundle=lambda event: progress.advance(event.commits), strict=False
+        )
     finally:
         progress.finish()
     summary["bundles"] = [hex0x(h) for h in result.bundle_hashes]
+    if result.staging_left:
+        ctx.note(f"staging refs left on chain (the next push deletes them): {result.staging_left}")
+    if result.ref_errors:  # every ref is tried: the failure names each ref the chain refused, a line each
+        refused = [(ref_text(name), why) for name, why in result.ref_errors.items()]
+        reason, _, detail = refused[0][1].partition(": ")
+        if len(refused) == 1:
+            raise CliError(reason, f"{refused[0][0]}: {detail}")
+        for name, why in refused:
+            ctx.note(f" ! {name}  ({why})")
+        raise CliError(reason, f"{len(refused)} ref(s) refused: {', '.join(name for name, _ in refused)}")
     head = f"pushed {len(plan.commits)} commit(s) in {len(result.bundle_hashes)} bundle(s) to {hex0x(pid)}"
     ctx.emit(summary, [head, *lines])
 

@@ -47,6 +47,7 @@ from node.sdk.calls import unknown_hashes
 from node.sdk.errors import OutcomeUnknown
 from node.sdk.messages import MessageBuilder
 from node.sdk.rpc import ChainClient, Dropped
+from node.sdk.staging import STAGING_PREFIX, StagingRefs, needs_staging, tips_to_stage
 
 DEFAULT_BUNDLE = 500
 BUNDLES_PER_BATCH = 16
@@ -159,6 +160,8 @@ class PushPlan:
     force: bool = False
     deletes: list[RefDeletePlan] = field(default_factory=list)
     refused: dict[str, str] = field(default_factory=dict)  # ref -> why (strict=False only)
+    stage: list[list[bytes]] = field(default_factory=list)  # per bundle but the last: the tips staging refs hold
+    staging_on_chain: dict[bytes, state_pb2.Ref] = field(default_factory=dict)  # an interrupted push's (staging.py)
 
     @property
     def moving(self) -> list[RefPlan]:
@@ -201,6 +204,7 @@ class PushResult:
     bundle_hashes: list[bytes] = field(default_factory=list)
     ref_update_hashes: list[bytes] = field(default_factory=list)
     ref_errors: dict[str, str] = field(default_factory=dict)  # ref -> "REASON: detail" (strict=False)
+    staging_left: str = ""  # why staging refs were left on chain (the next push deletes them); "" none
 
 
 # ---- reading the chain ----
@@ -419,7 +423,21 @@ def plan_push(
     moving = [p.sha for p in plans if not p.up_to_date and not p.rejected]
     new, already, hashes = _missing_commits(client, repo, project, moving, list(known.values()))
     groups = git.bundles([c.meta(hashes) for c in new], bundle_size)
-    return PushPlan(project_id, plans, new, already, groups, force, deletes, refused)
+    staged = {n: r for n, r in current.items() if n.startswith(STAGING_PREFIX)}
+    stage = tips_to_stage(groups) if needs_staging(project, len(new), len(groups)) else []
+    created = sum(1 for p in plans if p.current is None and not p.rejected)
+    _check_ref_room(len(current) - len(staged) + created, max(map(len, stage), default=0), len(staged))
+    return PushPlan(project_id, plans, new, already, groups, force, deletes, refused, stage, staged)
+
+
+def _check_ref_room(refs: int, staging: int, staged: int) -> None:
+    """The refs the project will have, with the staging refs the push holds at most at once, fit the limit."""
+    if staging and refs + max(staging, staged) > C.MAX_REFS_PER_PROJECT:
+        raise PushError(
+            Reason.LIMIT_EXCEEDED,
+            f"the push needs {staging} staging ref(s) to keep its commits from pruning beside the project's "
+            f"{refs} ref(s): at most {C.MAX_REFS_PER_PROJECT} refs per project; push fewer refs at a time",
+        )
 
 
 # ---- submitting ----
@@ -446,19 +464,36 @@ def _send_bundles(
     client: ChainClient,
     builder: MessageBuilder,
     plan: PushPlan,
+    staging: StagingRefs,
     on_bundle: Callable[[BundleCommitted], None],
     timeout: float,
 ) -> list[bytes]:
-    """Submit every bundle (BUNDLES_PER_BATCH per call), then wait for each in order."""
+    """Submit every bundle, each followed by the staging updates that protect what it sent (staging.py), in
+    order, BUNDLES_PER_BATCH bundles (and at most MAX_BATCH_SUBMIT messages) per call; then wait for each
+    in order."""
     groups = plan.bundles
-    sent: list[bytes] = []
-    for start in range(0, len(groups), BUNDLES_PER_BATCH):
-        chunk = groups[start : start + BUNDLES_PER_BATCH]
-        sent.extend(_accepted(_batch(client, [builder.commit_bundle(plan.project_id, list(g)) for g in chunk])))
-    for index, (h, group) in enumerate(zip(sent, groups, strict=True)):
+    messages: list[tuple[int | None, pb.Message]] = []  # (bundle index, or None: a staging update)
+    for index, group in enumerate(groups):
+        messages.append((index, builder.commit_bundle(plan.project_id, list(group))))
+        if index < len(plan.stage):
+            messages.extend((None, m) for m in staging.point_at(builder, plan.stage[index]))
+    sent: list[tuple[int | None, bytes]] = []
+    chunk: list[tuple[int | None, pb.Message]] = []
+    for item in messages:
+        bundles_in = sum(1 for i, _ in chunk if i is not None)
+        if chunk and (len(chunk) >= C.MAX_BATCH_SUBMIT or (item[0] is not None and bundles_in >= BUNDLES_PER_BATCH)):
+            sent.extend(zip([i for i, _ in chunk], _accepted(_batch(client, [m for _, m in chunk])), strict=True))
+            chunk = []
+        chunk.append(item)
+    if chunk:
+        sent.extend(zip([i for i, _ in chunk], _accepted(_batch(client, [m for _, m in chunk])), strict=True))
+    bundle_hashes: list[bytes] = []
+    for bundle, h in sent:
         committed = client.wait_committed(h, timeout=timeout)
-        on_bundle(BundleCommitted(index, len(groups), len(group), h, int(committed.block_number)))
-    return sent
+        if bundle is not None:
+            bundle_hashes.append(h)
+            on_bundle(BundleCommitted(bundle, len(groups), len(groups[bundle]), h, int(committed.block_number)))
+    return bundle_hashes
 
 
 def submit_push(
@@ -475,7 +510,8 @@ def submit_push(
     ``builder`` signs as the pushing account (owner and delegated key). Returns once every message is
     committed; ``timeout`` bounds the wait for each."""
     result = PushResult(plan)
-    result.bundle_hashes = _send_bundles(client, builder, plan, on_bundle, timeout)
+    staging = StagingRefs.on_chain(plan.project_id, plan.staging_on_chain)
+    result.bundle_hashes = _send_bundles(client, builder, plan, staging, on_bundle, timeout)
     names = [p.name for p in plan.moving] + [d.name for d in plan.deletes]
     messages = plan.ref_updates(builder) + plan.ref_deletes(builder)
     for start in range(0, len(messages), C.MAX_BATCH_SUBMIT):
@@ -494,6 +530,14 @@ def submit_push(
                 result.ref_errors[name] = str(exc)
                 continue
             result.ref_update_hashes.append(bytes(r.hash))
+    # the staging refs go once the push's own refs hold what it sent (and before any other bundle of its own)
+    cleanup = staging.deletes(builder)
+    try:
+        for start in range(0, len(cleanup), C.MAX_BATCH_SUBMIT):
+            for h in _accepted(_batch(client, cleanup[start : start + C.MAX_BATCH_SUBMIT])):
+                client.wait_committed(h, timeout=timeout)
+    except (PushError, Dropped, TimeoutError) as exc:  # harmless: they protect commits the refs hold anyway
+        result.staging_left = str(exc)
     return result
 
 

@@ -16,6 +16,7 @@ import pytest
 from chain.v1 import rpc_pb2
 from node.cli.remote_helper import HelperError, parse_url
 from node.sdk import git
+from tests.fixtures.githistory import generate
 from tests.fixtures.nodeproc import NodeProcess
 from tests.node.cli.chainview import commits_on_chain, new_project, refs_on_chain
 from tests.node.cli.runner import Cli
@@ -198,3 +199,87 @@ def test_git_push_prune_and_dry_run(cli, tmp_path):
     assert pruned.returncode == 0, pruned.stderr
     assert "[deleted]" in pruned.stderr
     assert set(refs_on_chain(cli, pid)) == {b"refs/heads/main"}
+
+
+def every_commit(cli: Cli, pid: str) -> dict[bytes, tuple[tuple[bytes, ...], str, int]]:
+    """hash -> (parents, title, author time) of every commit ListCommits has, page by page."""
+    out: dict[bytes, tuple[tuple[bytes, ...], str, int]] = {}
+    token, stub = "", cli.node.client().stub
+    while True:
+        req = rpc_pb2.ListCommitsRequest(project_id=bytes.fromhex(pid[2:]), page_size=200, page_token=token)
+        resp = stub.ListCommits(req)
+        for c in resp.commits:
+            out[bytes(c.hash)] = (tuple(bytes(p) for p in c.parents), c.title, c.author_timestamp)
+        token = resp.next_page_token
+        if not token:
+            return out
+
+
+def every_ref(cli: Cli, pid: str) -> dict[bytes, bytes]:
+    out: dict[bytes, bytes] = {}
+    token, stub = "", cli.node.client().stub
+    while True:
+        req = rpc_pb2.ListRefsRequest(project_id=bytes.fromhex(pid[2:]), page_size=200, page_token=token)
+        resp = stub.ListRefs(req)
+        out.update((bytes(r.name), bytes(r.hash)) for r in resp.refs)
+        token = resp.next_page_token
+        if not token:
+            return out
+
+
+def test_a_history_past_the_commit_limit_pushes_whole(cli, tmp_path):
+    """12,000 generated commits with merges and side branches, pushed by `git push` into a new project: past
+    the 10,000 the chain prunes back to, every commit stays (the refs and, between bundles, the push's
+    staging refs reach them all) and reads back equal to git's; no staging ref is left. Fails without the
+    staging refs (node/sdk/staging.py): the later bundles prune what the earlier ones sent."""
+    repo = tmp_path / "big"
+    generate(repo, commits=12_000, seed=3, width=4, merge_every=1_000, branch_every=300)
+    pid = new_project(cli, "big")
+    sh(repo, "remote", "add", "chain", f"chain://127.0.0.1:{cli.node.ready['grpc_port']}/{pid}")
+    heads = git_run(cli, repo, "push", "chain", "refs/heads/*:refs/heads/*")
+    assert heads.returncode == 0, heads.stderr
+    tags = git_run(cli, repo, "push", "--tags", "chain")
+    assert tags.returncode == 0, tags.stderr
+    gitrepo = git.GitRepo(repo)
+    local, _ = gitrepo.refs()
+    commits = gitrepo.read_commits(gitrepo.rev_list([r.sha for r in local]))
+    chain_of = {sha: c.chain_hash for sha, c in commits.items()}
+    log = sh(repo, "log", "--all", "--format=%H %at %s")
+    expected = {}
+    for row in log.splitlines():
+        sha, when, title = row.split(" ", 2)
+        expected[chain_of[sha]] = (tuple(chain_of[p] for p in commits[sha].parents), title, int(when))
+    assert len(expected) == 12_000
+    assert every_commit(cli, pid) == expected
+    assert every_ref(cli, pid) == {r.name.encode(): chain_of[r.sha] for r in local}  # no staging ref left
+
+
+def test_refs_past_the_limit_are_each_refused_in_gits_words(cli, tmp_path):
+    """204 refs pushed at once onto a project that allows 200: the 200 that fit land, and git names each of
+    the other four `! [remote rejected] ... (LIMIT_EXCEEDED: refs per project: at most 200)`."""
+    repo = tmp_path / "repo"
+    tricky_history(repo)  # main, feature, v1
+    for i in range(201):
+        sh(repo, "tag", f"t{i:03d}")
+    pid = new_project(cli, "many-refs")
+    sh(repo, "remote", "add", "chain", f"chain://127.0.0.1:{cli.node.ready['grpc_port']}/{pid}")
+    out = git_run(cli, repo, "push", "chain", "refs/heads/*:refs/heads/*", "refs/tags/*:refs/tags/*")
+    assert out.returncode == 1
+    refused = [line for line in out.stderr.splitlines() if "[remote rejected]" in line]
+    assert len(refused) == 4, out.stderr
+    assert all(line.endswith("(LIMIT_EXCEEDED: refs per project: at most 200)") for line in refused), refused
+    assert len(every_ref(cli, pid)) == 200
+
+
+def test_chainctl_push_names_each_refused_ref(cli, tmp_path):
+    repo = tmp_path / "repo"
+    tricky_history(repo)
+    for i in range(199):
+        sh(repo, "tag", f"t{i:03d}")
+    pid = new_project(cli, "many-refs-chainctl")
+    failed = cli("push", str(repo), "--project", pid, ok=False)  # 202 refs: two refused, a line each
+    assert failed.rc != 0
+    lines = [line for line in failed.err.splitlines() if line.startswith(" ! ")]
+    assert len(lines) == 2 and all("(LIMIT_EXCEEDED: refs per project: at most 200)" in x for x in lines), lines
+    assert "LIMIT_EXCEEDED: 2 ref(s) refused" in failed.err
+    assert len(every_ref(cli, pid)) == 200
