@@ -121,6 +121,15 @@ def commit_meta(seed: int, *parents: bytes) -> pb.CommitMeta:
     )
 
 
+def commit_line(start: int, n: int, parent: bytes | None = None) -> list[pb.CommitMeta]:
+    """n commits, each the parent of the next (seeds start..start+n-1), the first on `parent`."""
+    out: list[pb.CommitMeta] = []
+    for i in range(start, start + n):
+        prev = out[-1].hash if out else parent
+        out.append(commit_meta(i, *([prev] if prev else [])))
+    return out
+
+
 def random_message(rng: random.Random, h: Harness, actors: list[Actor], projects: list[bytes]) -> pb.Message:
     """A mix of the common writes, some of which do not apply (stale or future times at and around the limits,
     no project yet, removals of follows that never were)."""

@@ -18,6 +18,7 @@ from node import constants as C
 from node.errors import Reason
 from node.storage import schema
 from tests.harness import Actor, Harness, commit_meta
+from tests.harness import commit_line as line
 from tests.node.state.helpers import created_id
 
 MAIN = b"refs/heads/main"
@@ -28,15 +29,6 @@ LIMIT = 10
 def h(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Harness:
     monkeypatch.setattr(C, "MAX_COMMITS_PER_PROJECT", LIMIT)
     return Harness(tmp_path / "chain")
-
-
-def line(start: int, n: int, parent: bytes | None = None) -> list[pb.CommitMeta]:
-    """n commits, each the parent of the next (seeds start..start+n-1), the first on `parent`."""
-    out: list[pb.CommitMeta] = []
-    for i in range(start, start + n):
-        prev = out[-1].hash if out else parent
-        out.append(commit_meta(i, *([prev] if prev else [])))
-    return out
 
 
 def hashes(metas: list[pb.CommitMeta]) -> set[bytes]:
