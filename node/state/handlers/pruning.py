@@ -75,11 +75,12 @@ def prune_commits(st: StateAccess, project: state_pb2.Project, fresh: Iterable[b
         return 0
     pid = project.project_id
     doomed: list[tuple[bytes, bytes]] = []
+    wanted = min(excess, project.commit_count - len(protected))  # the walk counted the project's own commits
     # the by-sequence index runs newest first (inverted sequence): oldest first is its reverse order
     for key, h in st.kv.scan(schema.commits_by_sequence_prefix(pid), reverse=True):
         if h not in protected:
             doomed.append((key, h))
-            if len(doomed) == excess:
+            if len(doomed) == wanted:
                 break
     for key, h in doomed:
         st.kv.delete(key)

@@ -36,3 +36,29 @@ def commits_on_chain(cli: Cli, pid: str) -> list[bytes]:
         token = resp.next_page_token
         if not token:
             return out
+
+
+def every_commit(cli: Cli, pid: str) -> dict[bytes, tuple[tuple[bytes, ...], str, int]]:
+    """hash -> (parents, title, author time) of every commit ListCommits has, page by page."""
+    out: dict[bytes, tuple[tuple[bytes, ...], str, int]] = {}
+    token, stub = "", cli.node.client().stub
+    while True:
+        req = rpc_pb2.ListCommitsRequest(project_id=bytes.fromhex(pid[2:]), page_size=200, page_token=token)
+        resp = stub.ListCommits(req)
+        for c in resp.commits:
+            out[bytes(c.hash)] = (tuple(bytes(p) for p in c.parents), c.title, c.author_timestamp)
+        token = resp.next_page_token
+        if not token:
+            return out
+
+
+def every_ref(cli: Cli, pid: str) -> dict[bytes, bytes]:
+    out: dict[bytes, bytes] = {}
+    token, stub = "", cli.node.client().stub
+    while True:
+        req = rpc_pb2.ListRefsRequest(project_id=bytes.fromhex(pid[2:]), page_size=200, page_token=token)
+        resp = stub.ListRefs(req)
+        out.update((bytes(r.name), bytes(r.hash)) for r in resp.refs)
+        token = resp.next_page_token
+        if not token:
+            return out

@@ -18,7 +18,7 @@ from node.cli.remote_helper import HelperError, parse_url
 from node.sdk import git
 from tests.fixtures.githistory import generate
 from tests.fixtures.nodeproc import NodeProcess
-from tests.node.cli.chainview import commits_on_chain, new_project, refs_on_chain
+from tests.node.cli.chainview import commits_on_chain, every_commit, every_ref, new_project, refs_on_chain
 from tests.node.cli.runner import Cli
 from tests.node.sdk.gitrepos import git_env, sh
 
@@ -199,32 +199,6 @@ def test_git_push_prune_and_dry_run(cli, tmp_path):
     assert pruned.returncode == 0, pruned.stderr
     assert "[deleted]" in pruned.stderr
     assert set(refs_on_chain(cli, pid)) == {b"refs/heads/main"}
-
-
-def every_commit(cli: Cli, pid: str) -> dict[bytes, tuple[tuple[bytes, ...], str, int]]:
-    """hash -> (parents, title, author time) of every commit ListCommits has, page by page."""
-    out: dict[bytes, tuple[tuple[bytes, ...], str, int]] = {}
-    token, stub = "", cli.node.client().stub
-    while True:
-        req = rpc_pb2.ListCommitsRequest(project_id=bytes.fromhex(pid[2:]), page_size=200, page_token=token)
-        resp = stub.ListCommits(req)
-        for c in resp.commits:
-            out[bytes(c.hash)] = (tuple(bytes(p) for p in c.parents), c.title, c.author_timestamp)
-        token = resp.next_page_token
-        if not token:
-            return out
-
-
-def every_ref(cli: Cli, pid: str) -> dict[bytes, bytes]:
-    out: dict[bytes, bytes] = {}
-    token, stub = "", cli.node.client().stub
-    while True:
-        req = rpc_pb2.ListRefsRequest(project_id=bytes.fromhex(pid[2:]), page_size=200, page_token=token)
-        resp = stub.ListRefs(req)
-        out.update((bytes(r.name), bytes(r.hash)) for r in resp.refs)
-        token = resp.next_page_token
-        if not token:
-            return out
 
 
 def test_a_history_past_the_commit_limit_pushes_whole(cli, tmp_path):
