@@ -55,6 +55,7 @@ RUNS: tuple[Run, ...] = (
     Run("bench.bench_node", ("--messages", "20000"), ("--messages", "10000")),
     Run("bench.bench_growth", ("--phases", "5", "--messages", "20000"), ("--phases", "3", "--messages", "10000")),
     Run("bench.bench_tree_layout", (), ("--blocks", "60", "--walks", "1000")),
+    Run("bench.bench_push", ("--commits", "100000"), ("--commits", "20000", "--walks", "10000,20000")),
     Run(
         "bench.bench_reads",
         ("--seconds", "10", "--connections", "32"),

@@ -56,7 +56,7 @@ def test_members_and_a_replica_prune_the_same_commits(tmp_path: Path) -> None:
                 for gone in (abandoned[0], abandoned[-1]):
                     with pytest.raises(grpc.RpcError) as info:
                         c.stub.GetCommit(rpc_pb2.GetCommitRequest(project_id=pid, commit_hash=gone.hash))
-                    assert info.value.code() == grpc.StatusCode.NOT_FOUND  # type: ignore[attr-defined]
+                    assert info.value.code() == grpc.StatusCode.NOT_FOUND
     finally:
         if replica is not None:
             replica.stop()
