@@ -1,6 +1,7 @@
 """How a node's cost per message moves as its store grows: successive ingest phases on one node.
 
-    python -m bench.bench_growth [--phases 5] [--messages 20000] [--clients 4]
+    python -m bench.bench_growth [--phases 5] [--messages 20000] [--clients 4] [--volume disk|cloud]
+    make bench-growth               # 5,000,000 messages in 25 phases, on the disk and on a cloud volume
 
 The goals table of `make bench` measures ingest on a fresh store (`bench_node`). A node that has run for a while has a
 larger store, and every message inserts keys at random places of it: its hash record, its links, its
@@ -19,12 +20,18 @@ one line per phase:
   uses (read from a read-only environment beside the node, as a read worker opens it);
 - at the end, start to ready on the grown store after a clean stop (sealed) and after a kill -9.
 
+`--volume cloud` confines the node's processes to a cloud volume's baseline write limits, 3,000 IOPS and
+125 MB/s on the data directory's disk (bench/iolimit.py, cgroup v1 `blkio`), and adds what the group wrote to
+that disk per committed message (bytes and write operations, counted by the kernel for the group). The
+restarts at the end run unconfined (a start reads; the limits are on writes).
+
 It is printed, not a row of the goals table; docs/performance.md ("As the store grows") has the figures.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import tempfile
 import time
@@ -35,6 +42,8 @@ import lmdb
 
 from bench.bench_crypto import bare_ed25519_rate
 from bench.bench_node import settle, workload, write_phase
+from bench.iolimit import IoLimits, Written
+from bench.iolimit import unavailable as io_unavailable
 from bench.occupancy import Occupancy, Window
 from bench.procstat import tree_cpu_seconds
 from tests.fixtures.nodeproc import NodeProcess
@@ -125,19 +134,24 @@ class Phase:
     cores: Window  # what the machine's cores did while the load ran
 
 
-def phase(node: NodeProcess, data_dir: Path, clients: int, messages: int) -> Phase:
+def phase(node: NodeProcess, data_dir: Path, clients: int, messages: int, volume: Volume | None) -> Phase:
     assert node.proc is not None
     pid = node.proc.pid
     load = workload(node, clients, messages)
     settle(pid)  # the workload's accounts are committed and the node is idle again
     verify_before = bare_ed25519_rate()
     before = read_tree(pid)
+    device_before = volume.written() if volume else None
     with Occupancy(pid) as occupancy:
         w = write_phase(node, load)  # bench_node's saturated phase: its clients, its watcher
     after = read_tree(pid)
+    device = volume.written() if volume else None
     verify_after = bare_ed25519_rate()
     committed = max(1, int(w["committed"]))
     cpu, written = per_role(before, after, pid)
+    if device is not None and device_before is not None:
+        written["device_bytes"] = device.bytes - device_before.bytes
+        written["device_ops"] = device.ops - device_before.ops
     return Phase(
         committed=int(w["committed"]),
         rate=w["commit_rate"],
@@ -147,6 +161,17 @@ def phase(node: NodeProcess, data_dir: Path, clients: int, messages: int) -> Pha
         store=store_size(data_dir),
         cores=occupancy.window(),
     )
+
+
+@dataclass
+class Volume:
+    """The node's processes confined to a cloud volume's write limits (bench/iolimit.py)."""
+
+    limits: IoLimits
+    group: Path
+
+    def written(self) -> Written:
+        return self.limits.written(self.group)
 
 
 def restarts(node: NodeProcess, data_dir: Path) -> None:
@@ -176,36 +201,52 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=20_000, help="messages per phase")
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--state-history", default="", help="the node's --state-history (default: its own)")
+    parser.add_argument("--volume", choices=("disk", "cloud"), default="disk", help="cloud: 3,000 IOPS, 125 MB/s")
+    parser.add_argument("--data-parent", default=None, help="where the store's directory goes (default: $TMPDIR)")
     ns = parser.parse_args()
+    if ns.volume == "cloud" and (why := io_unavailable()):
+        raise SystemExit(f"--volume cloud: {why}")
+    device = " | to the device per msg: KB / write ops" if ns.volume == "cloud" else ""
     print(
-        f"\n### Ingest as the store grows: {ns.phases} phases of {ns.messages:,} messages, one node\n\n"
+        f"\n### Ingest as the store grows: {ns.phases} phases of {ns.messages:,} messages, one node, "
+        f"{'a cloud volume (3,000 write IOPS, 125 MB/s)' if ns.volume == 'cloud' else 'the machine disk'}\n\n"
         "| phase | committed msgs/s | ÷ verify/s | node CPU µs/msg: main / writer / verify | "
         "writer's bytes/msg: to the kernel / to the disk | after: msgs committed | file MB | "
-        "pages in use: state / tree / stale index | bytes in use per msg |\n"
-        "|---:|---:|---:|---|---|---:|---:|---|---:|",
+        f"pages in use: state / tree / stale index | bytes in use per msg{device} |\n"
+        f"|---:|---:|---:|---|---|---:|---:|---|---:|{'---|' if device else ''}",
         flush=True,
     )
     total = 0
-    with tempfile.TemporaryDirectory() as d:
+    with tempfile.TemporaryDirectory(dir=ns.data_parent) as d, contextlib.ExitStack() as stack:
         data_dir = Path(d) / "data"
         history = ["--state-history", ns.state_history] if ns.state_history else []
         node = NodeProcess(data_dir, "--web-addr", "", "--block-interval", "0.2", *history).start()
+        volume: Volume | None = None
+        if ns.volume == "cloud":
+            assert node.proc is not None
+            limits = stack.enter_context(IoLimits())
+            volume = Volume(limits, limits.confine(node.proc.pid, data_dir))
         try:
             for n in range(1, ns.phases + 1):
-                p = phase(node, data_dir, ns.clients, ns.messages)
+                p = phase(node, data_dir, ns.clients, ns.messages, volume)
                 total += p.committed
                 used = sum(p.store.pages.values()) * PAGE
                 cpu = " / ".join(f"{p.cpu[k] * 1e6:.0f}" for k in ROLES)
                 cpu_sum = sum(p.cpu.values()) * 1e6
+                extra = ""
+                if volume is not None:
+                    extra = f" {p.written['device_bytes'] / 1e3:.1f} / {p.written['device_ops']:.2f} |"
                 print(
                     f"| {n} | {p.rate:,.0f} | {p.rate / p.verify_rate:.2f} | {cpu} (sum {cpu_sum:.0f}) "
                     f"| {p.written['wchar'] / 1e3:.1f} KB / {p.written['write_bytes'] / 1e3:.1f} KB | {total:,} "
                     f"| {p.store.file_bytes / 1e6:.0f} | {p.store.pages['state']:,} / {p.store.pages['nodes']:,} "
                     f"/ {p.store.pages['stale']:,} "
-                    f"| {used / total:,.0f} |",
+                    f"| {used / total:,.0f} |{extra}",
                     flush=True,
                 )
                 print(f"  (phase {n}: {p.cores.describe()})", file=sys.stderr, flush=True)
+            if volume is not None:
+                volume.limits.close()  # the restarts run unconfined
             restarts(node, data_dir)
         finally:
             node.stop()
