@@ -30,7 +30,7 @@ from tests.fixtures.githistory import generate
 from tests.fixtures.nodeproc import NodeProcess
 from tests.harness import Harness, commit_line, commit_meta
 from tests.node.cli.chainview import every_commit, every_ref, new_project
-from tests.node.cli.runner import Cli
+from tests.node.cli.runner import Cli, funded
 from tests.node.sdk.gitrepos import git_env
 
 BIN = Path(sys.executable).parent
@@ -73,9 +73,7 @@ def push_row(commits: int, work: Path) -> None:
     node = NodeProcess(work / "data", "--web-addr", "", "--block-interval", "0.2").start()
     try:
         cli = Cli(node, work / "home")
-        cli("keys", "create", "wallet", "--type", "secp256k1")
-        cli("account", "init", "--wallet", "wallet")
-        cli("account", "fund", "wallet", "--units", "1", "--authority", node.ready["devnet_authority"])
+        funded(cli)
         pid = new_project(cli, "history")
         url = f"chain://127.0.0.1:{node.ready['grpc_port']}/{pid}"
         heads_s = git_push(repo, cli.home, url, "refs/heads/*:refs/heads/*")

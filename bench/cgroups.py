@@ -4,7 +4,8 @@
 adds a group with those control files written; `move(group, pid)` moves a process and its descendants in
 (processes they start later are born inside). `close()` moves what is still alive back to the root group and
 removes the groups; groups a killed bench left behind (their bench process is gone) are removed on entry.
-bench/cpulimit.py (the `cpu` controller) and bench/iolimit.py (`blkio`) are its two users.
+`Limits` is the context manager bench/cpulimit.py (the `cpu` controller) and bench/iolimit.py (`blkio`) build
+on: entered, it checks the controller and opens the parent group; left, it removes every group.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import contextlib
 import os
 from collections.abc import Mapping
 from pathlib import Path
+from types import TracebackType
 
 from bench.procstat import descendants
 
@@ -76,3 +78,28 @@ class Groups:
                 group.rmdir()
         with contextlib.suppress(FileNotFoundError):
             parent.rmdir()
+
+
+class Limits:
+    """Groups of one controller, as a context manager; a subclass says why its controller is unavailable."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._groups = Groups(root)
+        self.parent = self._groups.parent
+
+    def unavailable(self) -> str:
+        raise NotImplementedError
+
+    def __enter__(self) -> Limits:
+        why = self.unavailable()
+        if why:
+            raise RuntimeError(why)
+        self._groups.open()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._groups.close()

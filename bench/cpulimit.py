@@ -12,7 +12,6 @@ and the bench then skips the confined rounds and says so.
 from __future__ import annotations
 
 from pathlib import Path
-from types import TracebackType
 
 from bench import cgroups
 from bench.cgroups import PREFIX, members
@@ -26,24 +25,19 @@ def unavailable(root: Path = CPU_ROOT) -> str:
     return cgroups.unavailable(root, "cpu.cfs_quota_us", "cpu")
 
 
-class CpuLimits:
+class CpuLimits(cgroups.Limits):
     def __init__(self, cores: float, root: Path = CPU_ROOT) -> None:
         if cores <= 0:
             raise ValueError(f"cores must be positive, got {cores}")
+        super().__init__(root)
         self.cores = cores
-        self.root = root
-        self._groups = cgroups.Groups(root)
-        self.parent = self._groups.parent
+
+    def unavailable(self) -> str:
+        return unavailable(self.root)
 
     def __enter__(self) -> CpuLimits:
-        why = unavailable(self.root)
-        if why:
-            raise RuntimeError(why)
-        self._groups.open()
+        super().__enter__()
         return self
-
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
-        self.close()
 
     def confine(self, pid: int) -> Path:
         """A new group of `cores` cores holding `pid` and its descendants; its path."""
@@ -51,6 +45,3 @@ class CpuLimits:
         group = self._groups.make({"cpu.cfs_quota_us": str(max(1000, round(self.cores * period)))})
         self._groups.move(group, pid)
         return group
-
-    def close(self) -> None:
-        self._groups.close()

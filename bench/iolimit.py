@@ -18,7 +18,6 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 
 from bench import cgroups
 
@@ -50,24 +49,20 @@ class Written:
     ops: int
 
 
-class IoLimits:
+class IoLimits(cgroups.Limits):
     def __init__(self, iops: int = CLOUD_IOPS, bps: int = CLOUD_BPS, root: Path = BLKIO_ROOT) -> None:
         if iops <= 0 or bps <= 0:
             raise ValueError(f"limits must be positive, got {iops} IOPS and {bps} B/s")
-        self.iops, self.bps, self.root = iops, bps, root
-        self._groups = cgroups.Groups(root)
-        self.parent = self._groups.parent
+        super().__init__(root)
+        self.iops, self.bps = iops, bps
         self._device: dict[Path, str] = {}
 
-    def __enter__(self) -> IoLimits:
-        why = unavailable(self.root)
-        if why:
-            raise RuntimeError(why)
-        self._groups.open()
-        return self
+    def unavailable(self) -> str:
+        return unavailable(self.root)
 
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
-        self.close()
+    def __enter__(self) -> IoLimits:
+        super().__enter__()
+        return self
 
     def confine(self, pid: int, path: Path) -> Path:
         """A new group holding `pid` and its descendants, its writes to `path`'s disk held to the limits."""
@@ -89,9 +84,6 @@ class IoLimits:
             _count(group / "blkio.throttle.io_service_bytes", device),
             _count(group / "blkio.throttle.io_serviced", device),
         )
-
-    def close(self) -> None:
-        self._groups.close()
 
 
 def _count(path: Path, device: str) -> int:

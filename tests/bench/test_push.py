@@ -11,7 +11,7 @@ from bench.bench_push import check_equal, git_push
 from tests.fixtures.githistory import generate
 from tests.fixtures.nodeproc import NodeProcess
 from tests.node.cli.chainview import new_project
-from tests.node.cli.runner import Cli
+from tests.node.cli.runner import Cli, funded
 from tests.node.sdk.gitrepos import commit
 
 
@@ -21,9 +21,7 @@ def test_the_read_back_sees_a_missing_commit(tmp_path: Path) -> None:
     node = NodeProcess(tmp_path / "data", "--web-addr", "").start()
     try:
         cli = Cli(node, tmp_path / "home")
-        cli("keys", "create", "wallet", "--type", "secp256k1")
-        cli("account", "init", "--wallet", "wallet")
-        cli("account", "fund", "wallet", "--units", "1", "--authority", node.ready["devnet_authority"])
+        funded(cli)
         pid = new_project(cli, "history")
         url = f"chain://127.0.0.1:{node.ready['grpc_port']}/{pid}"
         git_push(repo, cli.home, url, "refs/heads/*:refs/heads/*")
