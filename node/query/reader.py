@@ -21,7 +21,7 @@ from node.merkle.wire import proof_from_proto, proof_to_proto
 from node.query.heads import HEAD_KEY, HeadMemo
 from node.query.pagination import decode_token, encode_token, page_size, scan_page
 from node.state.access import R, decode
-from node.storage import schema
+from node.storage import chainlog, schema
 from node.storage.kv import ReadView
 
 MAX_FORK_DEPTH = 16
@@ -75,7 +75,7 @@ class Reader:
         return head
 
     def _message_by_hash(self, _key: bytes, message_hash: bytes) -> block_pb2.CommittedMessage | None:
-        return self._load(block_pb2.CommittedMessage, schema.message_key(message_hash))
+        return chainlog.read_message(self.view, message_hash)
 
     def _project(self, project_id: bytes) -> state_pb2.Project:
         pid = need("project_id", project_id, HASH_LEN)
@@ -342,24 +342,23 @@ class Reader:
 
     # ---- blocks and messages ----
     def get_block(self, req: rpc_pb2.GetBlockRequest) -> rpc_pb2.GetBlockResponse:
-        block = self._load(block_pb2.Block, schema.block_key(req.block_number))
+        block = chainlog.read_block(self.view, req.block_number)
         if block is None:
             raise NotFound("block", str(req.block_number))
         return rpc_pb2.GetBlockResponse(block=block)
 
     def list_blocks(self, req: rpc_pb2.ListBlocksRequest) -> rpc_pb2.ListBlocksResponse:
         def load(_key: bytes, raw: bytes) -> block_pb2.Block:
-            block = decode(block_pb2.Block, raw)
-            if not req.include_chunks:
-                del block.chunks[:]
-            return block
+            return chainlog.block_of(self.view, raw, messages=req.include_chunks)
 
         items, token = scan_page(self.view, schema.blocks_prefix(), req.page_token, req.page_size, load, reverse=True)
         return rpc_pb2.ListBlocksResponse(blocks=items, next_page_token=token)
 
     def get_message(self, req: rpc_pb2.GetMessageRequest) -> rpc_pb2.GetMessageResponse:
         h = need("hash", req.hash, HASH_LEN)
-        record = self._must(block_pb2.CommittedMessage, schema.message_key(h), "message", h)
+        record = chainlog.read_message(self.view, h)
+        if record is None:
+            raise NotFound("message", h.hex())
         return rpc_pb2.GetMessageResponse(message=record)
 
     def list_messages(self, req: rpc_pb2.ListMessagesRequest) -> rpc_pb2.ListMessagesResponse:
@@ -375,13 +374,13 @@ class Reader:
             block_no, index = int.from_bytes(raw[:8], "big"), int.from_bytes(raw[8:], "big")
         out: list[block_pb2.CommittedMessage] = []
         while block_no <= end:
-            block = self._load(block_pb2.Block, schema.block_key(block_no))
+            block = chainlog.read_block(self.view, block_no)
             messages = [m for c in block.chunks for m in c.messages] if block else []
             while index < len(messages):
                 if len(out) == limit:
                     token = encode_token(block_no.to_bytes(8, "big") + index.to_bytes(4, "big"))
                     return rpc_pb2.ListMessagesResponse(messages=out, next_page_token=token)
-                record = self._load(block_pb2.CommittedMessage, schema.message_key(messages[index].hash))
+                record = chainlog.read_message(self.view, messages[index].hash)
                 if record is not None:
                     out.append(record)
                 index += 1

@@ -29,7 +29,7 @@ from chain.v1 import block_pb2
 from node.errors import DataCorrupted, StoreRefused
 from node.merkle.build import build_sorted
 from node.merkle.codec import EMPTY, NODE_LEN, PLACED_INTERNAL_LEN, child_locations, decode
-from node.storage import schema
+from node.storage import chainlog, schema
 from node.storage.integrity import CHECKED_KEYS, check_contents, check_files, check_record
 from node.storage.lmdb_store import LmdbReadView, LmdbStore
 
@@ -85,7 +85,7 @@ def check_blocks(view: LmdbReadView, head: block_pb2.Block, progress: Progress) 
         at = int.from_bytes(key[1:], "big")
         if at != number:
             raise Damaged(f"block {number} is missing (the next stored block is {at})")
-        block = block_pb2.Block.FromString(raw)
+        block = chainlog.block_shell(raw)
         if bytes(block.header.parent_hash) != expected_parent:
             raise Damaged(f"block {number} does not link to block {number - 1} (parent hash mismatch)")
         expected_parent = bytes(block.hash)

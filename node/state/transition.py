@@ -47,7 +47,7 @@ from node.state.context import MessageContext
 from node.state.kinds import project_of
 from node.state.registry import REGISTRY
 from node.state.structural import validate_structure
-from node.storage import schema
+from node.storage import chainlog, schema
 from node.storage.kv import DictView, MemoView, Overlay, ReadView
 
 
@@ -182,7 +182,7 @@ def apply_write_set(
 def genesis_writes(params: ChainParams) -> dict[bytes, bytes | None]:
     """What an empty store gets before its first block: the genesis block and parameters."""
     overlay = Overlay(DictView())
-    _store_block(overlay, genesis_block(params))
+    _store_block(overlay, genesis_block(params), 1)
     overlay.put(schema.meta_key(schema.META_GENESIS), json.dumps(params.to_json(), sort_keys=True).encode())
     return dict(overlay.writes)
 
@@ -324,8 +324,7 @@ def _record_message(overlay: Overlay, record: block_pb2.CommittedMessage, projec
     msg = record.message
     message_hash = msg.hash
     event_id = record.event_id
-    overlay.put(schema.message_key(message_hash), encode(record))
-    overlay.put(schema.event_key(event_id), message_hash)
+    chainlog.put_message(overlay, record)
     overlay.put(schema.account_activity_key(msg.data.owner_address, event_id), message_hash)
     if project:
         overlay.put(schema.project_activity_key(project, event_id), message_hash)
@@ -443,12 +442,12 @@ def record_block(
     dropped: list[Dropped],
 ) -> BlockOutput:
     """The block and head records; what the caller commits."""
-    _store_block(start.overlay, block)
+    _store_block(start.overlay, block, start.first_event_id)
     return BlockOutput(
         block=block, writes=start.overlay.writes, tree_nodes=tree_nodes, applied=applied, dropped=dropped
     )
 
 
-def _store_block(overlay: Overlay, block: block_pb2.Block) -> None:
-    overlay.put(schema.block_key(block.header.number), encode(block))
+def _store_block(overlay: Overlay, block: block_pb2.Block, first_event_id: int) -> None:
+    overlay.put(schema.block_key(block.header.number), chainlog.block_value(block, first_event_id))
     overlay.put(schema.meta_key(schema.META_HEAD), encode(block_pb2.Block(header=block.header, hash=block.hash)))

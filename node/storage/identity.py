@@ -22,8 +22,10 @@ from typing import Any
 
 from chain.v1 import message_pb2 as pb
 
-FORMAT_VERSION = 2  # what this node writes: 2 stores tree nodes with their block (node/storage/tree_layout.py)
-READABLE_FORMATS = (1, 2)  # what it opens; a store of format 1 is marked 2 when opened for writing
+# what this node writes: 2 stores tree nodes with their block (node/storage/tree_layout.py), 3 each committed
+# message once, under its event id (node/storage/chainlog.py)
+FORMAT_VERSION = 3
+READABLE_FORMATS = (1, 2, 3)  # what it opens; an older store is marked 3 when opened for writing
 IDENTITY_FILE = "store-identity.json"
 DATA_FILE = "data.mdb"
 LOCK_FILE = "lock.mdb"

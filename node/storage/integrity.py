@@ -26,7 +26,7 @@ from node.block import genesis_block, header_hash
 from node.errors import DataCorrupted, StoreRefused
 from node.merkle.codec import EMPTY
 from node.params import ChainParams
-from node.storage import schema
+from node.storage import chainlog, schema
 from node.storage.fault import REMEDY_DAMAGED
 from node.storage.identity import (
     DATA_FILE,
@@ -59,9 +59,8 @@ def is_fresh(data_dir: Path) -> bool:
 
 def check_block(number: int | None, raw: bytes) -> str | None:
     """None when the stored block hashes to its hash (and sits under its own number), else the problem."""
-    block = block_pb2.Block()
     try:
-        block.ParseFromString(raw)
+        block = chainlog.block_shell(raw) if number is not None else block_pb2.Block.FromString(raw)
     except DecodeError:
         return f"block {number if number is not None else 'head'} does not decode"
     label = f"block {block.header.number}" if number is None else f"block {number}"
@@ -138,8 +137,7 @@ def _check_chain(data_dir: Path, view: LmdbReadView, head: block_pb2.Block) -> N
         raw = view.get(schema.block_key(n))
         if raw is None:
             raise refuse(data_dir, f"block {n} is missing below the head {number}")
-        block = block_pb2.Block()
-        block.ParseFromString(raw)
+        block = chainlog.block_shell(raw)
         if n == number and block.hash != head.hash:
             problem = f"the head record names block {number} {head.hash.hex()[:16]}, the store holds another"
             raise refuse(data_dir, problem)
@@ -165,7 +163,7 @@ def _identity(data_dir: Path, view: LmdbReadView) -> tuple[StoreIdentity, ChainP
         raise refuse(data_dir, f"the genesis record is unreadable ({err})") from None
     expected = genesis_block(params)
     block0 = view.get(schema.block_key(0))
-    if block0 is None or block_pb2.Block.FromString(block0).hash != expected.hash:
+    if block0 is None or chainlog.block_shell(block0).hash != expected.hash:
         raise refuse(data_dir, "block 0 is not the genesis block of the genesis record")
     identity = identity_of(params)
     recorded = view.get(schema.meta_key(schema.META_IDENTITY))

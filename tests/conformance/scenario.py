@@ -9,11 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from chain.v1 import block_pb2
 from chain.v1 import message_pb2 as pb
 from node.codec import blake3_256
 from node.sdk.messages import MessageBuilder
-from node.storage import schema
+from node.storage import chainlog
 from tests.conformance import fixed
 from tests.harness import Actor, Harness
 
@@ -85,9 +84,8 @@ def _accounts(h: ConformanceHarness) -> tuple[Scenario, Actor]:
 def _bootstrap(h: ConformanceHarness) -> pb.Message:
     """The harness's first message (block 1): the authority's SIGNER_ADD."""
     with h.chain.read() as (view, _):
-        raw = view.get(schema.block_key(1))
-    assert raw is not None
-    block = block_pb2.Block.FromString(raw)
+        block = chainlog.read_block(view, 1)
+    assert block is not None
     return block.chunks[0].messages[0]
 
 

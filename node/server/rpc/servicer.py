@@ -38,7 +38,7 @@ from node.server.write.membership import MemberProof
 from node.server.write.mempool import Mempool
 from node.server.write.pipeline import Pipeline
 from node.state.kinds import project_of
-from node.storage import schema
+from node.storage import chainlog, schema
 
 VERSION = importlib.metadata.version("chain-node")  # the one version: pyproject.toml's, as installed
 HISTORY_CHUNK = 500
@@ -542,8 +542,10 @@ def _project_of(m: block_pb2.CommittedMessage) -> bytes:
 
 def _events_after(r: Reader, after: int, limit: int) -> list[block_pb2.CommittedMessage]:
     out = []
-    for _key, message_hash in r.view.scan(schema.events_prefix(), schema.event_key(after + 1)):
-        record = r.get_message(rpc_pb2.GetMessageRequest(hash=message_hash)).message
+    for key, value in r.view.scan(schema.events_prefix(), schema.event_key(after + 1)):
+        record = chainlog.event_record(r.view, value)
+        if record is None:
+            raise NotFound("message", f"of event {int.from_bytes(key[1:], 'big')}")
         out.append(record)
         if len(out) == limit:
             break

@@ -23,10 +23,8 @@ from node.server.write.mempool import Mempool
 from node.server.write.pending import PendingBlocks
 from node.server.write.pipeline import Pipeline
 from node.server.write.verify import Verifier
-from node.state.access import StateAccess
 from node.state.transition import BlockOutput
-from node.storage import schema
-from node.storage.kv import Overlay
+from node.storage import chainlog
 from tests.harness import Harness, random_message
 
 
@@ -162,7 +160,7 @@ async def test_blocks_from_the_pending_state_equal_a_followers_replay(chains, se
 
 def _block(chain: Chain, number: int) -> block_pb2.Block:
     with chain.read() as (view, _):
-        block = StateAccess(Overlay(view)).load(block_pb2.Block, schema.block_key(number))
+        block = chainlog.read_block(view, number)
     assert block is not None
     return block
 

@@ -19,15 +19,15 @@ import pytest
 from blake3 import blake3
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from chain.v1 import block_pb2, rpc_pb2
 from chain.v1 import message_pb2 as pb
-from chain.v1 import rpc_pb2
 from node.chain import Chain
 from node.merkle.codec import PLACED_INTERNAL_LEN
 from node.params import ChainParams
 from node.sdk.keys import Secp256k1Key
 from node.sdk.rpc import reason_of
-from node.storage import schema
-from node.storage.identity import StoreIdentity, read_identity_file, write_identity_file
+from node.storage import chainlog, schema
+from node.storage.identity import FORMAT_VERSION, StoreIdentity, read_identity_file, write_identity_file
 from node.storage.lmdb_file import read_meta, walk
 from tests.fixtures.actors import new_account
 from tests.fixtures.formats import to_format_1
@@ -214,12 +214,12 @@ def test_overwritten_page_is_refused_or_never_serves_wrong_data(base, tmp_path, 
 
 
 def test_store_of_a_newer_format_is_refused(base, tmp_path):
-    """A store a later release wrote (format 3, say) is refused by its identity record, with the formats this
+    """A store a later release wrote (format 4, say) is refused by its identity record, with the formats this
     node reads, before anything reads its tree."""
     d = copy_of(base, tmp_path / "node")
     identity = read_identity_file(d)
     assert identity is not None
-    newer = StoreIdentity(3, identity.network, identity.genesis_hash)
+    newer = StoreIdentity(4, identity.network, identity.genesis_hash)
     env = lmdb.open(str(d), max_dbs=4, map_size=64 * 1024**3)
     try:
         with env.begin(write=True, db=env.open_db(b"state")) as txn:
@@ -227,7 +227,7 @@ def test_store_of_a_newer_format_is_refused(base, tmp_path):
     finally:
         env.close()
     write_identity_file(d, newer)
-    line = assert_refused(d, "store format version 3, this node reads 1, 2")
+    line = assert_refused(d, "store format version 4, this node reads 1, 2, 3")
     assert "run a chain-node release that reads it" in line
 
 
@@ -294,11 +294,16 @@ def expect_corrupted(call) -> None:
     assert reason_of(info.value) == "DATA_CORRUPTED"
 
 
+def stored_shell(block: block_pb2.Block) -> bytes:
+    """The bytes of a block's record that hold its header and hash (store format 3: node/storage/chainlog.py)."""
+    return chainlog.encode(block_pb2.Block(header=block.header, hash=block.hash))
+
+
 def test_damaged_old_block_is_reported_while_serving_never_served(base, tmp_path):
     d = copy_of(base, tmp_path / "node")
     victim = 5  # far below the head: the start-up check does not read it
     block = rpc_pb2.GetBlockResponse.FromString(base.blocks[victim]).block
-    assert flip_everywhere(d / "data.mdb", block.SerializeToString(deterministic=True), 8) >= 1
+    assert flip_everywhere(d / "data.mdb", stored_shell(block), 8) >= 1
     node = NodeProcess(d).start()
     try:
         client = node.client()
@@ -363,7 +368,7 @@ def test_verify_store_names_the_first_problem(base, tmp_path, damage):
         says = "where it is not stored"
     elif damage == "block":
         block = rpc_pb2.GetBlockResponse.FromString(base.blocks[5]).block
-        flip_everywhere(data, block.SerializeToString(deterministic=True), 8)
+        flip_everywhere(data, stored_shell(block), 8)
         says = "block 5"
     elif damage == "tree":
         flip_everywhere(data, b"\x00" + blake3(next(iter(base.proofs))).digest(), 40)
@@ -400,6 +405,6 @@ def test_a_node_serves_a_format_1_store_continues_it_and_marks_it_format_2(base,
     finally:
         assert node.stop() == 0
     identity = read_identity_file(d)
-    assert identity is not None and identity.format_version == 2
+    assert identity is not None and identity.format_version == FORMAT_VERSION
     code, lines, _ = verify_store(d)
     assert code == 0, lines

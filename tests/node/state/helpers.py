@@ -12,9 +12,8 @@ from node.chain import Chain
 from node.crypto import eip712
 from node.sdk.keys import Ed25519Key, P256Key, Secp256k1Key, WebAuthnKey
 from node.sdk.messages import CustodyKey, MessageBuilder, custody_signature_proto, sign_message
-from node.state.access import decode
 from node.state.transition import BlockOutput
-from node.storage import schema
+from node.storage import chainlog, schema
 from tests.harness import Actor, Harness
 
 WEBAUTHN_ORIGIN = "http://localhost:8080"
@@ -130,9 +129,9 @@ def verification_claim(
 
 def stored_block(chain: Chain, number: int) -> block_pb2.Block:
     with chain.read() as (view, _):
-        raw = view.get(schema.block_key(number))
-    assert raw is not None, f"no block {number}"
-    return decode(block_pb2.Block, raw)
+        block = chainlog.read_block(view, number)
+    assert block is not None, f"no block {number}"
+    return block
 
 
 def follower(h: Harness, path: Path) -> Chain:

@@ -28,7 +28,7 @@ from node.errors import MessageRejected
 from node.merkle.store import DictNodeStore, RecentNodes
 from node.server.write.pending import PendingBlocks
 from node.state.transition import BlockOutput, apply_block
-from node.storage import schema
+from node.storage import chainlog, schema
 from node.storage.lmdb_store import LmdbStore
 from tests.harness import Harness, random_message
 
@@ -90,9 +90,8 @@ def test_sealed_blocks_equal_the_references(tmp_path: Path, seed: int, capacity:
     follower = Chain.open(tmp_path / "follower", h.chain.params)
     for number in range(1, h.chain.height + 1):
         with h.chain.read() as (view, _):
-            stored = view.get(schema.block_key(number))
-        assert stored is not None
-        block = block_pb2.Block.FromString(stored)
+            block = chainlog.read_block(view, number)
+        assert block is not None
         replay_plain(follower, block)
     sealed = 0
     for _ in range(6):
@@ -202,9 +201,9 @@ def test_a_block_reads_each_record_of_the_store_once(tmp_path: Path) -> None:
     follower = Chain.open(tmp_path / "follower", h.chain.params)
     for number in range(1, h.chain.height + 1):
         with h.chain.read() as (view, _):
-            stored = view.get(schema.block_key(number))
+            stored = chainlog.read_block(view, number)
         assert stored is not None
-        replay_plain(follower, block_pb2.Block.FromString(stored))
+        replay_plain(follower, stored)
     msgs = [actor.b.follow(bytes([i]) * 20) for i in range(1, 41)]
     account = schema.account_key(actor.address)
 

@@ -18,7 +18,7 @@ from node.errors import InvalidBlock
 from node.merkle.codec import encode_leaf, key_path, node_hash, value_hash
 from node.state.transition import BlockOutput
 from node.state.writeset import VERSION, decode_write_set, encode_write_set
-from node.storage import schema
+from node.storage import chainlog, schema
 from tests.harness import Harness
 
 Writes = dict[bytes, bytes | None]
@@ -97,9 +97,9 @@ def replay(
 
 def stored(chain: Chain, number: int) -> block_pb2.Block:
     with chain.read() as (view, _):
-        data = view.get(schema.block_key(number))
-    assert data is not None
-    return block_pb2.Block.FromString(data)
+        block = chainlog.read_block(view, number)
+    assert block is not None
+    return block
 
 
 def by_writes(chain: Chain, out: BlockOutput) -> None:

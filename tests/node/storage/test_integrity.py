@@ -9,11 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from chain.v1 import block_pb2
 from node.block import header_hash
 from node.chain import Chain
 from node.errors import DataCorrupted, StoreRefused
-from node.storage import schema
+from node.storage import chainlog, schema
 from node.storage.identity import IDENTITY_FILE, read_identity_file
 from node.storage.integrity import check_store
 from node.storage.lmdb_file import LmdbFileDamaged, check_file, read_meta, walk
@@ -58,11 +57,12 @@ def test_a_broken_parent_link_below_the_head_is_refused(store: Path) -> None:
     chain = Chain.open(store)
     head = chain.height
     with chain.read() as (view, _):
-        below = block_pb2.Block.FromString(view.get(schema.block_key(head - 1)) or b"")
+        raw = view.get(schema.block_key(head - 1)) or b""
     chain.close()
+    below = chainlog.block_shell(raw)
     below.header.timestamp_ms += 1  # a self-consistent block that is not the one the head links to
     below.hash = header_hash(below.header)
-    raw_put(store, b"state", schema.block_key(head - 1), below.SerializeToString(deterministic=True))
+    raw_put(store, b"state", schema.block_key(head - 1), raw[:9] + chainlog.encode(below))
     with pytest.raises(StoreRefused, match=f"block {head} does not link to block {head - 1}"):
         Chain.open(store)
 
@@ -113,9 +113,9 @@ def test_a_store_without_identity_is_adopted(store: Path) -> None:
 
 def test_a_store_of_another_format_version_is_refused(store: Path) -> None:
     identity = check_store(store)
-    newer = json.dumps({**identity.to_json(), "format_version": 3}).encode()
+    newer = json.dumps({**identity.to_json(), "format_version": 4}).encode()
     raw_put(store, b"state", schema.meta_key(schema.META_IDENTITY), newer)
-    with pytest.raises(StoreRefused, match="store format version 3, this node reads 1, 2"):
+    with pytest.raises(StoreRefused, match="store format version 4, this node reads 1, 2, 3"):
         Chain.open(store)
 
 

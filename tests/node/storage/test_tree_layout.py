@@ -18,7 +18,7 @@ from node.merkle.codec import INTERNAL_TAG, PLACED_INTERNAL_LEN
 from node.merkle.update import Placed
 from node.server.verify_store import Damaged, Progress, verify
 from node.storage import schema
-from node.storage.identity import IDENTITY_FILE, StoreIdentity, read_identity_file, write_identity_file
+from node.storage.identity import FORMAT_VERSION, IDENTITY_FILE, StoreIdentity, read_identity_file, write_identity_file
 from node.storage.tree_layout import LEGACY
 from tests.fixtures.formats import placed_as, to_format_1
 from tests.harness import Actor, Harness
@@ -117,10 +117,10 @@ def test_a_store_of_format_1_is_read_continued_and_marked_format_2(tmp_path: Pat
     assert raw_nodes(path, b"nodes") == {}
 
     h.chain = Chain.open(path, h.chain.params)
-    assert (read_identity_file(path) or StoreIdentity(0, "", b"")).format_version == 2  # the file
+    assert (read_identity_file(path) or StoreIdentity(0, "", b"")).format_version == FORMAT_VERSION  # the file
     with h.chain.read() as (view, _):
         record = StoreIdentity.decode(view.get(schema.meta_key(schema.META_IDENTITY)) or b"")
-    assert record.format_version == 2  # and the record: a format-1 binary now refuses the store
+    assert record.format_version == FORMAT_VERSION  # and the record: a format-1 binary now refuses the store
     assert_every_key_proves(h.chain, old_root, old_keys)  # every node is legacy, by hash
 
     numbers = follows(h, actors, 3, 30)
@@ -225,7 +225,7 @@ def test_the_identity_file_of_a_format_1_store_is_rewritten_even_when_the_record
     h = Harness(path)
     h.chain.close()
     identity = read_identity_file(path)
-    assert identity is not None and identity.format_version == 2
+    assert identity is not None and identity.format_version == FORMAT_VERSION
     write_identity_file(path, StoreIdentity(1, identity.network, identity.genesis_hash))
     Chain.open(path).close()
     assert (path / IDENTITY_FILE).exists() and read_identity_file(path) == identity

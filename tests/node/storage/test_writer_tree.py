@@ -26,7 +26,7 @@ from node.chain import Chain
 from node.errors import DataCorrupted, InvariantBroken, MessageRejected, StorageFailed
 from node.server.write.pending import PendingBlocks
 from node.state.transition import BlockOutput
-from node.storage import schema
+from node.storage import chainlog, schema
 from node.storage.writer import DIE_ENV, WriterLost, WriterProcess
 from tests.fixtures.disk import fill
 from tests.fixtures.procs import wait_until
@@ -54,9 +54,9 @@ def behind(source: Harness, tmp_path: Path) -> Iterator[Chain]:
 
 def stored_block(chain: Chain, number: int) -> block_pb2.Block:
     with chain.read() as (view, _):
-        raw = view.get(schema.block_key(number))
-    assert raw is not None
-    return block_pb2.Block.FromString(raw)
+        block = chainlog.read_block(view, number)
+    assert block is not None
+    return block
 
 
 def next_block(source: Harness, chain: Chain) -> block_pb2.Block:
