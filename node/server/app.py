@@ -5,7 +5,8 @@
 The chain comes from node/server/bootstrap.py (open, verify, restore, join, genesis); the listeners from
 node/server/listeners.py. Each part is started onto one exit stack with its stop beside it, so `stop` is the
 mirror of `start` (and a start that fails half way closes what it had started): readiness NOT_SERVING and
---drain-seconds first, then the orderer and the event hub, the listeners (gRPC-web, the admin listener, the
+--drain-seconds first, then the orderer (a member: and a handover while the others see the next leader) and
+the event hub, the listeners (gRPC-web, the admin listener, the
 internal listener after its read-batch streams end, the read workers before the main server they relay
 to, the port they share), the metrics endpoint, snapshot jobs, the pipeline, the verifier, the chain.
 
@@ -68,6 +69,7 @@ LIVENESS = "liveness"
 # slow copy with it). Unset in production.
 SNAPSHOT_HOLD_ENV = "CHAIN_TEST_SNAPSHOT_HOLD"
 READINESS = "readiness"
+HANDOVER_SECONDS = 1.0  # a stopping member's listeners outlive its leadership by this much (_stop_orderer)
 READINESS_NAMES = ("", CHAIN_SERVICE, READINESS)  # "" and ChainService kept as they were documented
 
 
@@ -204,12 +206,21 @@ class NodeApp:
         if isinstance(orderer, ReplicatedOrderer):  # members forward and state-sync to the internal listener
             orderer.addr = cfg.advertise_addr or f"{_reachable_host(cfg.internal_addr)}:{self.ports.internal}"
         await orderer.start()
-        stack.push_async_callback(orderer.stop)
+        stack.push_async_callback(self._stop_orderer, orderer)
         state.ready = True
         await self._health.set(LIVENESS, health_pb2.HealthCheckResponse.SERVING)  # answered on the event loop
         await self._set_health(state.serving)
         self._health_task = asyncio.create_task(self._watch_health(), name="health")
         stack.push_async_callback(self._drain, state)
+
+    async def _stop_orderer(self, orderer: Orderer) -> None:
+        """Stop ordering; a member then keeps its listeners up for a handover (at most HANDOVER_SECONDS, never
+        longer than --drain-seconds) while the others see the next leader: a write forwarded to it meanwhile is
+        refused DRAINING (not admitted: the client retries) instead of cut by the closing listener, which
+        would leave its client OUTCOME_UNKNOWN."""
+        await orderer.stop()
+        if isinstance(orderer, ReplicatedOrderer):
+            await asyncio.sleep(min(HANDOVER_SECONDS, self.config.drain_seconds))
 
     async def _drain(self, state: NodeState) -> None:
         """NOT_SERVING first (readiness only: liveness stays SERVING while the node drains), then
