@@ -11,7 +11,7 @@ What only grows is appended in sequence (docs/state.md, "What each table costs p
 - `61` message hash -> its event id (u64): the one index by hash, 8 bytes a message;
 - `60` block number -> `COMPACT`, the block's first event id (u64), then the block without its messages
   (header and hash): the messages are the events first..first+count-1, put back into their chunks on read
-  (`fill_chunks` with the header's chunk hashes: the block as it was sealed, byte for byte).
+  (`MESSAGES_PER_CHUNK` a chunk, with the header's chunk hashes: the block as it was sealed).
 
 Stores of formats 1 and 2 hold the message record under its hash, the hash under its event id and the whole
 block under its number. Those records stay as they were written and are read as they are: every reader here
@@ -25,7 +25,7 @@ from __future__ import annotations
 from typing import Final
 
 from chain.v1 import block_pb2
-from node.block import fill_chunks
+from node.constants import MESSAGES_PER_CHUNK
 from node.storage import schema
 from node.storage.kv import Overlay, ReadView
 
@@ -73,17 +73,66 @@ def block_of(view: ReadView, raw: bytes, *, messages: bool = True) -> block_pb2.
         if not messages:
             del block.chunks[:]
         return block
-    block = decode_block(raw[1 + EVENT_ID_LEN :])
+    shell = raw[1 + EVENT_ID_LEN :]
+    block = decode_block(shell)
     count = int(block.header.message_count)
-    if messages and count:
-        first = int.from_bytes(raw[1 : 1 + EVENT_ID_LEN], "big")
-        found = []
-        for _key, value in view.scan(schema.events_prefix(), schema.event_key(first)):
-            found.append(decode_record(value).message)
-            if len(found) == count:
-                break
-        fill_chunks(block, found, block.header.chunk_hashes)
-    return block
+    if not messages or not count:
+        return block
+    first = int.from_bytes(raw[1 : 1 + EVENT_ID_LEN], "big")
+    found: list[bytes] = []
+    for _key, value in view.scan(schema.events_prefix(), schema.event_key(first)):
+        found.append(_message_bytes(value))
+        if len(found) == count:
+            break
+    # the chunks as their encoding (Block field 3: index, messages, chunk_hash), parsed once with the shell:
+    # one parse of the whole block instead of a record decoded and a message copied per message
+    hashes = block.header.chunk_hashes
+    chunks = [
+        _chunk(index, found[start : start + MESSAGES_PER_CHUNK], bytes(hashes[index]))
+        for index, start in enumerate(range(0, len(found), MESSAGES_PER_CHUNK))
+    ]
+    return decode_block(shell + b"".join(chunks))
+
+
+def _message_bytes(record: bytes) -> bytes:
+    """The encoded Message inside an encoded CommittedMessage (its field 1, which a deterministic encoding
+    writes first)."""
+    if record[:1] == b"\x0a":
+        length, at = _read_varint(record, 1)
+        if length >= 0 and at + length <= len(record):
+            return record[at : at + length]
+    return decode_record(record).message.SerializeToString(deterministic=True)
+
+
+def _chunk(index: int, messages: list[bytes], chunk_hash: bytes) -> bytes:
+    body = bytearray()
+    if index:
+        body += b"\x08" + _varint(index)
+    for m in messages:
+        body += b"\x12" + _varint(len(m)) + m
+    body += b"\x1a" + _varint(len(chunk_hash)) + chunk_hash
+    return b"\x1a" + _varint(len(body)) + bytes(body)
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _read_varint(data: bytes, at: int) -> tuple[int, int]:
+    value = shift = 0
+    while at < len(data):
+        byte = data[at]
+        at += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, at
+        shift += 7
+    return -1, len(data) + 1
 
 
 def read_block(view: ReadView, number: int, *, messages: bool = True) -> block_pb2.Block | None:
