@@ -10,12 +10,12 @@ import grpc
 import lmdb
 import pytest
 
-from chain.v1 import block_pb2, rpc_pb2, service_pb2_grpc
+from chain.v1 import rpc_pb2, service_pb2_grpc
 from node.merkle.codec import EMPTY, INTERNAL_TAG, child_locations
 from node.sdk.proofs import verify_operation_proof
 from node.server.bootstrap import Bootstrap
 from node.server.config import parse_config
-from node.storage import schema
+from node.storage import chainlog, schema
 from node.storage.retention import DEFAULT_HISTORY, StateHistory
 from tests.fixtures.actors import new_account
 from tests.fixtures.nodeproc import NodeProcess
@@ -55,9 +55,7 @@ def roots_and_nodes(data: Path) -> tuple[list[bytes], set[bytes], set[bytes]]:
         with env.begin() as txn:
             roots = []
             for _key, raw in scan(txn, state, schema.blocks_prefix()):
-                block = block_pb2.Block()
-                block.ParseFromString(raw)
-                roots.append(bytes(block.header.state_root))
+                roots.append(bytes(chainlog.block_shell(raw).header.state_root))
             stored = {key for key, _ in txn.cursor(db=nodes).iternext()}
             records = {key[1:]: value for key, value in scan(txn, state, bytes([schema.Prefix.TREE_ROOT]))}
             values = {key: value for key, value in txn.cursor(db=nodes).iternext()}
