@@ -5,9 +5,9 @@ operations and bytes per second (3,000 IOPS and 125 MB/s for a general-purpose S
 makes a cgroup (v1 `blkio` controller) per confined tree with `blkio.throttle.write_iops_device` and
 `blkio.throttle.write_bps_device` set for the block device under a path, moves the tree in, and reads back
 what the group wrote to that device (`written`: bytes and operations, from `blkio.throttle.io_service_bytes`
-and `io_serviced`). The node's store writer syncs each commit itself, so its writes are issued in its own
-context and held to the group's limits; the kernel's background writeback, which cgroup v1 does not charge
-to the group, plays no part in an LMDB store synced at every commit.
+and `io_serviced`). The node's store writer syncs each commit itself, so the writes its syncs send are
+issued in its own context and held to the group's limits; cgroup v1 does not charge the kernel's background
+writeback to the group (pages written back before a sync are neither limited nor counted here).
 
 Only cgroup v1's `blkio` controller is handled (this project's bench machine mounts it at
 /sys/fs/cgroup/blkio); `unavailable()` says why a machine cannot confine, and the bench then says so.
