@@ -24,6 +24,7 @@ from collections.abc import Mapping
 
 from node.errors import InvalidBlock
 from node.storage import schema
+from node.storage.varint import put_varint, read_varint
 
 VERSION = 1
 # what the handlers write: every prefix below the chain's own records, but the activity indexes (the records
@@ -121,23 +122,14 @@ def _shared(a: bytes, b: bytes) -> int:
 
 
 def _varint(out: bytearray, n: int) -> None:
-    if n < 0x80:
+    if n < 0x80:  # the common case, inline
         out.append(n)
         return
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
+    put_varint(out, n)
 
 
 def _read_varint(number: int, data: bytes, at: int) -> tuple[int, int]:
-    n = shift = 0
-    while True:
-        if at >= len(data) or shift > 63:
-            raise _malformed(number, "a length runs past the end")
-        byte = data[at]
-        at += 1
-        n |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return n, at
-        shift += 7
+    try:
+        return read_varint(data, at)
+    except ValueError:
+        raise _malformed(number, "a length runs past the end") from None

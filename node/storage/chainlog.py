@@ -28,6 +28,7 @@ from chain.v1 import block_pb2
 from node.constants import MESSAGES_PER_CHUNK
 from node.storage import schema
 from node.storage.kv import Overlay, ReadView
+from node.storage.varint import put_varint, read_varint
 
 COMPACT: Final = b"\x00"  # a block record of format 3 (an encoded Block starts with a field tag, never 0)
 EVENT_ID_LEN: Final = 8
@@ -98,7 +99,10 @@ def _message_bytes(record: bytes) -> bytes:
     """The encoded Message inside an encoded CommittedMessage (its field 1, which a deterministic encoding
     writes first)."""
     if record[:1] == b"\x0a":
-        length, at = _read_varint(record, 1)
+        try:
+            length, at = read_varint(record, 1)
+        except ValueError:
+            length, at = -1, 0
         if length >= 0 and at + length <= len(record):
             return record[at : at + length]
     return decode_record(record).message.SerializeToString(deterministic=True)
@@ -107,32 +111,18 @@ def _message_bytes(record: bytes) -> bytes:
 def _chunk(index: int, messages: list[bytes], chunk_hash: bytes) -> bytes:
     body = bytearray()
     if index:
-        body += b"\x08" + _varint(index)
+        body.append(0x08)
+        put_varint(body, index)
     for m in messages:
-        body += b"\x12" + _varint(len(m)) + m
-    body += b"\x1a" + _varint(len(chunk_hash)) + chunk_hash
-    return b"\x1a" + _varint(len(body)) + bytes(body)
-
-
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
-def _read_varint(data: bytes, at: int) -> tuple[int, int]:
-    value = shift = 0
-    while at < len(data):
-        byte = data[at]
-        at += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return value, at
-        shift += 7
-    return -1, len(data) + 1
+        body.append(0x12)
+        put_varint(body, len(m))
+        body += m
+    body.append(0x1A)
+    put_varint(body, len(chunk_hash))
+    body += chunk_hash
+    out = bytearray([0x1A])
+    put_varint(out, len(body))
+    return bytes(out + body)
 
 
 def read_block(view: ReadView, number: int, *, messages: bool = True) -> block_pb2.Block | None:
